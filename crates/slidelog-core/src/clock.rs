@@ -1,0 +1,85 @@
+//! Time behind a small trait: the system clock in ms, and a manual clock that
+//! tests move by hand so that every decision is deterministic.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// A source of "now" in Unix milliseconds.
+pub trait Clock: Send + Sync + std::fmt::Debug {
+    /// The current time in milliseconds since the Unix epoch.
+    fn now_ms(&self) -> u64;
+}
+
+/// The process's wall clock (`SystemTime`), as `time.Now().UnixMilli()`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> u64 {
+        // A clock before 1970 reads as 0: such a clock never frees capacity.
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
+    }
+}
+
+/// A clock that moves only when told; clones share the same time.
+#[derive(Debug, Default, Clone)]
+pub struct ManualClock {
+    now: Arc<AtomicU64>,
+}
+
+impl ManualClock {
+    /// A clock that reads `start_ms`.
+    pub fn new(start_ms: u64) -> Self {
+        Self {
+            now: Arc::new(AtomicU64::new(start_ms)),
+        }
+    }
+
+    /// Moves the clock forward by `by` (millisecond resolution).
+    pub fn advance(&self, by: Duration) {
+        self.now.fetch_add(by.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    /// Sets the clock to `ms`, forwards or backwards.
+    pub fn set(&self, ms: u64) {
+        self.now.store(ms, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> u64 {
+        self.now.load(Ordering::SeqCst)
+    }
+}
+
+impl<C: Clock + ?Sized> Clock for Arc<C> {
+    fn now_ms(&self) -> u64 {
+        (**self).now_ms()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manual_clock_moves_only_when_told_and_clones_share_time() {
+        let clock = ManualClock::new(1_000);
+        let other = clock.clone();
+        assert_eq!(clock.now_ms(), 1_000);
+        other.advance(Duration::from_millis(250));
+        assert_eq!(clock.now_ms(), 1_250);
+        clock.set(10);
+        assert_eq!(other.now_ms(), 10);
+    }
+
+    #[test]
+    fn system_clock_is_in_milliseconds() {
+        let now = SystemClock.now_ms();
+        // After 2020-01-01 and before 2100-01-01, in ms.
+        assert!(now > 1_577_836_800_000 && now < 4_102_444_800_000, "{now}");
+    }
+}

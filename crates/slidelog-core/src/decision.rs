@@ -1,0 +1,45 @@
+//! What a decision reports (SPEC §2).
+
+/// The outcome of one check or peek, as every interface reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Decision {
+    /// Admitted or not.
+    pub allowed: bool,
+    /// `max` of the deciding limit.
+    pub limit: u64,
+    /// Window of the deciding limit, in ms.
+    pub window_ms: u64,
+    /// Live records of the deciding limit after the decision.
+    pub count: u64,
+    /// `limit - count`.
+    pub remaining: u64,
+    /// 0 when allowed; otherwise the least wait (ms) after which the same
+    /// request would be admitted if nothing else arrived.
+    pub retry_after_ms: u64,
+    /// Time (ms) until the deciding limit's log is empty; 0 when empty.
+    pub reset_after_ms: u64,
+    /// True only when the store failed and the fail-open policy answered.
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "std::ops::Not::not")
+    )]
+    pub degraded: bool,
+}
+
+impl Decision {
+    /// The answer of the fail-open policy when the store failed: admitted,
+    /// marked degraded, reporting the first limit with nothing counted.
+    pub fn degraded_allow(limit: &crate::Limit) -> Self {
+        Self {
+            allowed: true,
+            limit: limit.max(),
+            window_ms: limit.window_ms(),
+            count: 0,
+            remaining: limit.max(),
+            retry_after_ms: 0,
+            reset_after_ms: 0,
+            degraded: true,
+        }
+    }
+}

@@ -1,0 +1,35 @@
+//! The heart of slidelog: the sliding window log decision rule (SPEC §1–§2) as
+//! pure functions over a sorted log of millisecond timestamps, the validated
+//! request types, clocks, and the [`Store`] trait that every backend implements.
+//!
+//! This crate depends on no async runtime, no Redis client and no web
+//! framework, so the rule can be read and tested on its own.
+//!
+//! ```
+//! use slidelog_core::{engine, Limit, Request};
+//!
+//! let request = Request::new("user123", vec![Limit::new(2, 1_000)?], 1)?;
+//! let mut log = std::collections::VecDeque::new();
+//! let first = engine::decide_and_record(&mut log, 10_000, &request);
+//! let second = engine::decide_and_record(&mut log, 10_001, &request);
+//! let third = engine::decide_and_record(&mut log, 10_002, &request);
+//! assert!(first.allowed && second.allowed && !third.allowed);
+//! // The oldest record (10_000) expires at 11_000: 998 ms from 10_002.
+//! assert_eq!(third.retry_after_ms, 998);
+//! # Ok::<(), slidelog_core::InputError>(())
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod clock;
+pub mod decision;
+pub mod engine;
+pub mod error;
+pub mod limit;
+pub mod store;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use decision::Decision;
+pub use error::{InputError, StoreError};
+pub use limit::{Limit, MAX_COST, MAX_KEY_BYTES, MAX_LIMITS, MAX_MAX, MAX_WINDOW_MS, Request};
+pub use store::{Mode, Now, Store};

@@ -1,0 +1,218 @@
+//! Validated inputs: a [`Limit`] (`max` units per `window`) and a [`Request`]
+//! (key, the limits that apply to it, and the cost). Every bound of SPEC §1 is
+//! checked here, once, so stores and transports never see an invalid value.
+
+use crate::error::InputError;
+use std::time::Duration;
+
+/// Largest `max` of a limit.
+pub const MAX_MAX: u64 = 10_000_000;
+/// Longest window: 366 days in milliseconds.
+pub const MAX_WINDOW_MS: u64 = 366 * 24 * 60 * 60 * 1000;
+/// Longest key, in bytes.
+pub const MAX_KEY_BYTES: usize = 512;
+/// Most limits that may apply to one request.
+pub const MAX_LIMITS: usize = 16;
+/// Largest cost of one request (a cost is also bounded by the smallest `max`).
+pub const MAX_COST: u64 = MAX_MAX;
+
+/// `max` units per `window_ms` milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Limit {
+    max: u64,
+    window_ms: u64,
+}
+
+impl Limit {
+    /// A limit of `max` units per `window_ms` milliseconds.
+    ///
+    /// Errors name the field and its bound: `max` must be 1 ..= 10,000,000 and
+    /// `window_ms` 1 ..= 366 days.
+    pub fn new(max: u64, window_ms: u64) -> Result<Self, InputError> {
+        if !(1..=MAX_MAX).contains(&max) {
+            return Err(InputError::Max { got: max });
+        }
+        if !(1..=MAX_WINDOW_MS).contains(&window_ms) {
+            return Err(InputError::Window { got_ms: window_ms });
+        }
+        Ok(Self { max, window_ms })
+    }
+
+    /// A limit of `max` units per `window` (millisecond resolution; a window
+    /// with a sub-millisecond remainder is an error, never rounded).
+    pub fn per(max: u64, window: Duration) -> Result<Self, InputError> {
+        let ms = window.as_millis();
+        if window.subsec_nanos() % 1_000_000 != 0 || ms > u128::from(u64::MAX) {
+            return Err(InputError::WindowResolution { got: window });
+        }
+        Self::new(max, ms as u64)
+    }
+
+    /// Units admitted per window.
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+
+    /// Window length in milliseconds.
+    pub fn window_ms(&self) -> u64 {
+        self.window_ms
+    }
+}
+
+/// One decision to make: which key, under which limits, for how many units.
+///
+/// Built only through [`Request::new`], so it always satisfies SPEC §1.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    key: String,
+    limits: Vec<Limit>,
+    cost: u64,
+    longest_window_ms: u64,
+}
+
+impl Request {
+    /// Validates the key (1 ..= 512 bytes), the limits (1 ..= 16, each valid)
+    /// and the cost (1 ..= the smallest `max`).
+    pub fn new(
+        key: impl Into<String>,
+        limits: impl Into<Vec<Limit>>,
+        cost: u64,
+    ) -> Result<Self, InputError> {
+        let key = key.into();
+        let limits = limits.into();
+        validate_key(&key)?;
+        if limits.is_empty() || limits.len() > MAX_LIMITS {
+            return Err(InputError::LimitCount { got: limits.len() });
+        }
+        let smallest_max = limits.iter().map(Limit::max).min().unwrap_or(1);
+        if cost == 0 || cost > smallest_max {
+            return Err(InputError::Cost {
+                got: cost,
+                max: smallest_max,
+            });
+        }
+        let longest_window_ms = limits.iter().map(Limit::window_ms).max().unwrap_or(1);
+        Ok(Self {
+            key,
+            limits,
+            cost,
+            longest_window_ms,
+        })
+    }
+
+    /// A request of cost 1 under one limit.
+    pub fn single(key: impl Into<String>, limit: Limit) -> Result<Self, InputError> {
+        Self::new(key, vec![limit], 1)
+    }
+
+    /// The identity whose log is decided on.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Every limit that applies; the request is admitted only if all admit it.
+    pub fn limits(&self) -> &[Limit] {
+        &self.limits
+    }
+
+    /// Units this request consumes when admitted.
+    pub fn cost(&self) -> u64 {
+        self.cost
+    }
+
+    /// The longest window among the limits: how long records are kept.
+    pub fn longest_window_ms(&self) -> u64 {
+        self.longest_window_ms
+    }
+
+    /// The same request with another cost (validated again).
+    pub fn with_cost(&self, cost: u64) -> Result<Self, InputError> {
+        Self::new(self.key.clone(), self.limits.clone(), cost)
+    }
+}
+
+/// Checks a key on its own (for reset and inspection): 1 ..= 512 bytes.
+pub fn validate_key(key: &str) -> Result<(), InputError> {
+    if key.is_empty() {
+        return Err(InputError::EmptyKey);
+    }
+    if key.len() > MAX_KEY_BYTES {
+        return Err(InputError::KeyTooLong { got: key.len() });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_are_inclusive() {
+        assert!(Limit::new(1, 1).is_ok());
+        assert!(Limit::new(MAX_MAX, MAX_WINDOW_MS).is_ok());
+        assert_eq!(Limit::new(0, 1), Err(InputError::Max { got: 0 }));
+        assert_eq!(
+            Limit::new(MAX_MAX + 1, 1),
+            Err(InputError::Max { got: MAX_MAX + 1 })
+        );
+        assert_eq!(Limit::new(1, 0), Err(InputError::Window { got_ms: 0 }));
+        assert_eq!(
+            Limit::new(1, MAX_WINDOW_MS + 1),
+            Err(InputError::Window {
+                got_ms: MAX_WINDOW_MS + 1
+            })
+        );
+    }
+
+    #[test]
+    fn sub_millisecond_windows_are_errors_not_rounded() {
+        assert!(Limit::per(1, Duration::from_micros(1500)).is_err());
+        assert_eq!(
+            Limit::per(3, Duration::from_secs(60)).unwrap().window_ms(),
+            60_000
+        );
+    }
+
+    #[test]
+    fn request_checks_key_cost_and_limit_count() {
+        let l = Limit::new(5, 1000).unwrap();
+        assert_eq!(Request::new("", vec![l], 1), Err(InputError::EmptyKey));
+        assert_eq!(
+            Request::new("k".repeat(513), vec![l], 1),
+            Err(InputError::KeyTooLong { got: 513 })
+        );
+        assert!(Request::new("k".repeat(512), vec![l], 1).is_ok());
+        assert_eq!(
+            Request::new("k", vec![l], 0),
+            Err(InputError::Cost { got: 0, max: 5 })
+        );
+        assert_eq!(
+            Request::new("k", vec![l, Limit::new(3, 10).unwrap()], 4),
+            Err(InputError::Cost { got: 4, max: 3 })
+        );
+        assert_eq!(
+            Request::new("k", Vec::new(), 1),
+            Err(InputError::LimitCount { got: 0 })
+        );
+        assert_eq!(
+            Request::new("k", vec![l; 17], 1),
+            Err(InputError::LimitCount { got: 17 })
+        );
+    }
+
+    #[test]
+    fn error_messages_name_field_and_bound() {
+        let msg = Limit::new(0, 1).unwrap_err().to_string();
+        assert!(msg.contains("max") && msg.contains("10000000"), "{msg}");
+        let msg = Limit::new(1, 0).unwrap_err().to_string();
+        assert!(
+            msg.contains("window") && msg.contains("31622400000"),
+            "{msg}"
+        );
+        let msg = Request::new("k", vec![Limit::new(2, 1).unwrap()], 3)
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("cost") && msg.contains('2'), "{msg}");
+    }
+}

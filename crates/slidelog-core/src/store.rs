@@ -1,0 +1,53 @@
+//! The one trait every store implements. Its operation decides *and* records
+//! in one atomic step: there is no separate "check" followed by an "update",
+//! so no interleaving of callers can admit more than `max`.
+
+use crate::{Decision, Request, StoreError};
+
+/// Whether a decision appends records when it admits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// Decide and, when admitted, append `cost` records (a check).
+    Record,
+    /// Decide and append nothing (a peek).
+    Peek,
+}
+
+/// Which clock a decision uses (SPEC §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Now {
+    /// The store's own clock: Redis `TIME` inside the script, the process
+    /// clock for the memory store. Every instance shares it.
+    #[default]
+    Server,
+    /// An explicit time in Unix ms: the caller's clock, or a replayed trace.
+    At(u64),
+}
+
+/// A place where logs live, shared by every caller that decides on them.
+#[async_trait::async_trait]
+pub trait Store: Send + Sync + std::fmt::Debug {
+    /// Decides on `request` at `now` and, in [`Mode::Record`], appends `cost`
+    /// records when admitted, atomically with the decision.
+    async fn decide(&self, request: &Request, mode: Mode, now: Now)
+    -> Result<Decision, StoreError>;
+
+    /// Deletes the key's log. Returns whether a log existed.
+    async fn reset(&self, key: &str) -> Result<bool, StoreError>;
+
+    /// Answers when the store is reachable (readiness).
+    async fn ping(&self) -> Result<(), StoreError>;
+
+    /// A short name for logs and metrics: "memory", "redis", …
+    fn kind(&self) -> &'static str;
+
+    /// Decide and record, on the store's clock.
+    async fn check(&self, request: &Request) -> Result<Decision, StoreError> {
+        self.decide(request, Mode::Record, Now::Server).await
+    }
+
+    /// Decide without recording, on the store's clock.
+    async fn peek(&self, request: &Request) -> Result<Decision, StoreError> {
+        self.decide(request, Mode::Peek, Now::Server).await
+    }
+}

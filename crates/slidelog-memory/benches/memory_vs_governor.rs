@@ -1,0 +1,2 @@
+//! Memory store against governor (written next).
+fn main() {}

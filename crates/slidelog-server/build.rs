@@ -1,0 +1,2 @@
+//! Build script (replaced when the Envoy protos are compiled).
+fn main() {}

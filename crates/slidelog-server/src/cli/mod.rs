@@ -1,0 +1,92 @@
+//! The command line: one subcommand per module. Exit codes follow SPEC §5:
+//! `check` exits 0 when admitted, 1 when rejected, 2 on any error (clap's own
+//! usage errors exit 2 too).
+
+mod bench;
+mod check;
+mod inspect;
+mod serve;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Exact, distributed rate limiting by the sliding window log.
+#[derive(Debug, Parser)]
+#[command(name = "slidelog", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the service: HTTP JSON API and the Envoy rate limit gRPC API.
+    Serve(serve::ServeArgs),
+    /// Make one decision; exit 0 admitted, 1 rejected, 2 error.
+    Check(check::CheckArgs),
+    /// Look inside the Redis key space and flag the known problems.
+    Inspect(inspect::InspectArgs),
+    /// Put load on a store and count admissions beyond the limit.
+    Bench(bench::BenchArgs),
+}
+
+/// Options that name and bound the store, shared by every subcommand.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StoreArgs {
+    /// The store: memory://, redis://[user:pass@]host:port[/db], rediss://…,
+    /// redis+cluster://h:p,h:p, redis+sentinel://h:p,h:p/master.
+    #[arg(long, env = "SLIDELOG_STORE", default_value = "memory://")]
+    pub store: String,
+    /// Upper bound on one store call (e.g. 100ms).
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    pub store_timeout: Duration,
+    /// Prefix of the Redis keys.
+    #[arg(long, default_value = "rate:sliding:")]
+    pub key_prefix: String,
+}
+
+impl StoreArgs {
+    /// The options to open the store with.
+    pub fn options(&self) -> slidelog::StoreOptions {
+        slidelog::StoreOptions {
+            timeout: self.store_timeout,
+            key_prefix: self.key_prefix.clone(),
+            ..slidelog::StoreOptions::default()
+        }
+    }
+}
+
+/// Parses `60s`, `1m`, `1500ms`, `1h 30m` (humantime).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text).map_err(|e| format!("{e} (examples: 500ms, 60s, 1m, 1h, 1day)"))
+}
+
+/// Parses the command line and runs it. Exit code 2 on every error.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    runtime.block_on(async move {
+        let result = match cli.command {
+            Command::Serve(args) => serve::run(args).await,
+            Command::Check(args) => check::run(args).await,
+            Command::Inspect(args) => inspect::run(args).await,
+            Command::Bench(args) => bench::run(args).await,
+        };
+        result.unwrap_or_else(|e| {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        })
+    })
+}

@@ -1,0 +1,23 @@
+//! Test helpers for slidelog: real `redis-server` processes started on free
+//! loopback ports and stopped when dropped. Tests never use a Redis they did
+//! not start (a machine may run its own on 6379 for other uses).
+//!
+//! When `redis-server` is missing, starting one fails loudly with the command
+//! that installs it: a test never skips silently.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod redis_server;
+
+pub use redis_server::{RedisServer, free_port, redis_server_binary};
+
+/// A key prefix unique to one test, so tests share a server without FLUSHDB.
+pub fn unique_prefix(test: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "t:{test}:{}:{}:",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}

@@ -1,0 +1,193 @@
+//! One `redis-server` child process on a free 127.0.0.1 port, with its own
+//! working directory; stop, kill and restart (on the same port) for failure
+//! tests.
+
+use std::net::{Ipv4Addr, TcpListener};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const INSTALL_HINT: &str = "redis-server is not installed: install it with \
+     `apt-get install -y redis-server` (the README's test command does this)";
+
+/// The `redis-server` binary: `$SLIDELOG_REDIS_SERVER` or the one on `PATH`.
+/// Panics with the install command when there is none.
+pub fn redis_server_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("SLIDELOG_REDIS_SERVER") {
+        return PathBuf::from(path);
+    }
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("redis-server"))
+            .find(|p| p.is_file())
+    });
+    found.unwrap_or_else(|| panic!("{INSTALL_HINT}"))
+}
+
+/// A free TCP port on 127.0.0.1 (the OS picks it; it is free when returned).
+pub fn free_port() -> u16 {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind 127.0.0.1:0")
+}
+
+/// A running `redis-server` that this test started. Killed on drop.
+#[derive(Debug)]
+pub struct RedisServer {
+    port: u16,
+    extra_args: Vec<String>,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl RedisServer {
+    /// Starts a standalone server on a free port (nothing persisted).
+    pub fn start() -> Self {
+        Self::start_with_args(&[])
+    }
+
+    /// Starts a server with extra arguments, e.g. `["--requirepass", "pw"]`.
+    pub fn start_with_args(args: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir for redis-server");
+        let extra_args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        // A port that was free a moment ago can be taken by a parallel test:
+        // try a few.
+        let mut last_error = String::new();
+        for _ in 0..10 {
+            let mut server = Self {
+                port: free_port(),
+                extra_args: extra_args.clone(),
+                dir: tempfile::tempdir_in(dir.path()).expect("temp dir"),
+                child: None,
+            };
+            match server.spawn() {
+                Ok(()) => return server,
+                Err(e) => last_error = e,
+            }
+        }
+        panic!("could not start redis-server: {last_error}");
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:PORT` (no credentials).
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// `host:port`.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The server's working directory (nodes.conf, logs).
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    /// A synchronous client connection (for seeding and reading in tests).
+    /// Uses the `requirepass` given at start, if any.
+    pub fn client(&self) -> redis::Connection {
+        let client = redis::Client::open(self.authenticated_url()).expect("redis url");
+        client
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .expect("connect to test redis")
+    }
+
+    fn authenticated_url(&self) -> String {
+        match self.arg_value("--requirepass") {
+            Some(pw) => format!("redis://:{pw}@127.0.0.1:{}", self.port),
+            None => self.url(),
+        }
+    }
+
+    fn arg_value(&self, name: &str) -> Option<&str> {
+        let i = self.extra_args.iter().position(|a| a == name)?;
+        self.extra_args.get(i + 1).map(String::as_str)
+    }
+
+    /// Kills the server (SIGKILL) and waits for it to exit.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port after [`kill`](Self::kill)
+    /// (its data is gone: nothing is persisted).
+    pub fn restart(&mut self) {
+        self.kill();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match self.spawn() {
+                Ok(()) => return,
+                // The port may linger briefly after a kill.
+                Err(e) if Instant::now() < deadline => {
+                    let _ = e;
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(e) => panic!("could not restart redis-server on {}: {e}", self.port),
+            }
+        }
+    }
+
+    /// True while the child process runs.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
+    }
+
+    fn spawn(&mut self) -> Result<(), String> {
+        let mut child = Command::new(redis_server_binary())
+            .args(["--port", &self.port.to_string()])
+            .args(["--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .args(["--daemonize", "no", "--protected-mode", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .args(&self.extra_args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("{INSTALL_HINT} ({e})"))?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                let mut err = String::new();
+                if let Some(mut stderr) = child.stderr.take() {
+                    use std::io::Read;
+                    let _ = stderr.read_to_string(&mut err);
+                }
+                return Err(format!("redis-server exited with {status}: {err}"));
+            }
+            if self.ping() {
+                self.child = Some(child);
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        Err("redis-server did not answer PING within 10 s".into())
+    }
+
+    fn ping(&self) -> bool {
+        let Ok(client) = redis::Client::open(self.authenticated_url()) else {
+            return false;
+        };
+        let Ok(mut conn) = client.get_connection_with_timeout(Duration::from_millis(200)) else {
+            return false;
+        };
+        redis::cmd("PING").query::<String>(&mut conn).is_ok()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
