@@ -1,0 +1,276 @@
+//! Scanning one node: SCAN MATCH COUNT (never KEYS), and for each batch one
+//! pipeline of cheap reads per key (TYPE, ZCARD, MEMORY USAGE, PTTL, the
+//! first records and the newest record). Every command is O(1) or
+//! O(log N + small), so Redis never blocks on a large set; MEMORY USAGE keeps
+//! its default sampling for the same reason.
+
+use crate::error::InspectError;
+use crate::facts::{KeyFacts, KeyKind, ZSetFacts};
+use crate::progress::{ScanProgress, cursor_fraction};
+use redis::Value;
+use redis::aio::MultiplexedConnection;
+use std::collections::HashSet;
+use std::hash::{BuildHasher, RandomState};
+use std::time::Duration;
+
+/// Commands sent per key in a batch pipeline.
+const COMMANDS_PER_KEY: usize = 6;
+
+/// Opens a connection to one node, bounded by `timeout` for connecting and
+/// for every reply.
+pub async fn connect(
+    url: &str,
+    node: &str,
+    timeout: Duration,
+) -> Result<MultiplexedConnection, InspectError> {
+    if url.starts_with("rediss://") {
+        // TLS needs a process-wide crypto provider; one may already be set.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+    let err = |what, source| InspectError::Redis {
+        node: node.to_owned(),
+        what,
+        source,
+    };
+    let client = redis::Client::open(url).map_err(|e| err("open", e))?;
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(timeout))
+        .set_response_timeout(Some(timeout));
+    client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .map_err(|e| err("connect", e))
+}
+
+/// The node's clock (Redis TIME) in Unix ms.
+pub async fn server_time_ms(
+    conn: &mut MultiplexedConnection,
+    node: &str,
+) -> Result<u64, InspectError> {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME")
+        .query_async(conn)
+        .await
+        .map_err(|source| InspectError::Redis {
+            node: node.to_owned(),
+            what: "TIME",
+            source,
+        })?;
+    Ok(secs * 1000 + micros / 1000)
+}
+
+/// What to scan and how.
+#[derive(Debug, Clone)]
+pub struct ScanSpec<'a> {
+    /// SCAN MATCH pattern.
+    pub pattern: &'a str,
+    /// SCAN COUNT hint.
+    pub count: u32,
+    /// Members read from the low end of each set for the uniqueness check.
+    pub sample: usize,
+}
+
+/// Scans one node, handing every batch of keys to `sink`. SCAN may return a
+/// key more than once (while Redis rehashes); each key is handed over once,
+/// tracked by a 64-bit hash of its name (8 bytes per key).
+pub async fn scan_node(
+    conn: &mut MultiplexedConnection,
+    node: &str,
+    node_index: usize,
+    spec: &ScanSpec<'_>,
+    progress: Option<&ScanProgress>,
+    mut sink: impl FnMut(Vec<KeyFacts>),
+) -> Result<(), InspectError> {
+    let hasher = RandomState::new();
+    let mut seen: HashSet<u64> = HashSet::new();
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(spec.pattern)
+            .arg("COUNT")
+            .arg(spec.count)
+            .query_async(conn)
+            .await
+            .map_err(|source| InspectError::Redis {
+                node: node.to_owned(),
+                what: "SCAN",
+                source,
+            })?;
+        let fresh: Vec<Vec<u8>> = keys
+            .into_iter()
+            .filter(|k| seen.insert(hasher.hash_one(k)))
+            .collect();
+        if !fresh.is_empty() {
+            let facts = read_batch(conn, node, &fresh, spec.sample).await?;
+            if let Some(p) = progress {
+                let (mut records, mut memory) = (0, 0);
+                for f in &facts {
+                    if let KeyKind::ZSet(z) = &f.kind {
+                        records += z.zcard;
+                        memory += z.memory_bytes.unwrap_or(0);
+                    }
+                }
+                p.add(facts.len() as u64, records, memory);
+            }
+            sink(facts);
+        }
+        if let Some(p) = progress {
+            p.set_fraction(node_index, cursor_fraction(next));
+        }
+        if next == 0 {
+            return Ok(());
+        }
+        cursor = next;
+    }
+}
+
+/// Reads the figures of a batch of keys in one pipeline.
+async fn read_batch(
+    conn: &mut MultiplexedConnection,
+    node: &str,
+    keys: &[Vec<u8>],
+    sample: usize,
+) -> Result<Vec<KeyFacts>, InspectError> {
+    let mut pipe = redis::pipe();
+    // Replies to a key of another type are WRONGTYPE errors: keep them per
+    // command instead of failing the batch.
+    pipe.ignore_errors();
+    for key in keys {
+        pipe.cmd("TYPE").arg(key);
+        pipe.cmd("ZCARD").arg(key);
+        pipe.cmd("MEMORY").arg("USAGE").arg(key);
+        pipe.cmd("PTTL").arg(key);
+        pipe.cmd("ZRANGE")
+            .arg(key)
+            .arg(0)
+            .arg(sample.saturating_sub(1))
+            .arg("WITHSCORES");
+        pipe.cmd("ZRANGE").arg(key).arg(-1).arg(-1).arg("WITHSCORES");
+    }
+    let replies: Vec<Value> =
+        pipe.query_async(conn)
+            .await
+            .map_err(|source| InspectError::Redis {
+                node: node.to_owned(),
+                what: "pipelined reads",
+                source,
+            })?;
+    if replies.len() != keys.len() * COMMANDS_PER_KEY {
+        return Err(InspectError::UnexpectedReply {
+            node: node.to_owned(),
+            what: "pipelined reads",
+            reply: format!(
+                "{} replies for {} commands",
+                replies.len(),
+                keys.len() * COMMANDS_PER_KEY
+            ),
+        });
+    }
+    keys.iter()
+        .zip(replies.chunks(COMMANDS_PER_KEY))
+        .map(|(key, r)| parse_key(node, key, r))
+        .collect()
+}
+
+/// Turns the six replies of one key into its facts.
+fn parse_key(node: &str, key: &[u8], r: &[Value]) -> Result<KeyFacts, InspectError> {
+    let kind_name = match &r[0] {
+        Value::SimpleString(s) => s.clone(),
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        other => {
+            return Err(InspectError::UnexpectedReply {
+                node: node.to_owned(),
+                what: "TYPE",
+                reply: format!("{other:?}"),
+            });
+        }
+    };
+    let kind = match kind_name.as_str() {
+        "none" => KeyKind::Vanished,
+        "zset" => match (&r[1], &r[3]) {
+            // Deleted or retyped between TYPE and the reads.
+            (Value::Int(0), _) | (_, Value::Int(-2)) => KeyKind::Vanished,
+            (Value::Int(zcard), Value::Int(pttl)) => KeyKind::ZSet(ZSetFacts {
+                zcard: *zcard as u64,
+                memory_bytes: match &r[2] {
+                    Value::Int(m) => Some(*m as u64),
+                    _ => None,
+                },
+                pttl_ms: *pttl,
+                first: pairs(&r[4]),
+                newest: pairs(&r[5]).into_iter().next(),
+            }),
+            _ => KeyKind::Vanished,
+        },
+        _ => KeyKind::Other(kind_name),
+    };
+    Ok(KeyFacts {
+        key: key.to_vec(),
+        kind,
+    })
+}
+
+/// `(member, score)` pairs of a ZRANGE WITHSCORES reply: a flat array in RESP2,
+/// an array of pairs in RESP3.
+fn pairs(v: &Value) -> Vec<(Vec<u8>, f64)> {
+    let Value::Array(items) = v else {
+        return Vec::new();
+    };
+    let nested = items
+        .iter()
+        .all(|i| matches!(i, Value::Array(a) if a.len() == 2));
+    let flat: Vec<&Value> = if nested && !items.is_empty() {
+        items
+            .iter()
+            .flat_map(|i| match i {
+                Value::Array(a) => a.iter().collect::<Vec<_>>(),
+                _ => Vec::new(),
+            })
+            .collect()
+    } else {
+        items.iter().collect()
+    };
+    flat.chunks(2)
+        .filter_map(|c| match c {
+            [m, s] => Some((bytes(m)?, score(s)?)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn bytes(v: &Value) -> Option<Vec<u8>> {
+    match v {
+        Value::BulkString(b) => Some(b.clone()),
+        Value::SimpleString(s) => Some(s.as_bytes().to_vec()),
+        _ => None,
+    }
+}
+
+fn score(v: &Value) -> Option<f64> {
+    match v {
+        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        Value::SimpleString(s) => s.parse().ok(),
+        Value::Double(d) => Some(*d),
+        Value::Int(i) => Some(*i as f64),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn withscores_replies_in_resp2_and_resp3() {
+        let b = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let resp2 = Value::Array(vec![b("m1"), b("1.5"), b("m2"), b("inf")]);
+        assert_eq!(
+            pairs(&resp2),
+            [(b"m1".to_vec(), 1.5), (b"m2".to_vec(), f64::INFINITY)]
+        );
+        let resp3 = Value::Array(vec![Value::Array(vec![b("m1"), Value::Double(2.0)])]);
+        assert_eq!(pairs(&resp3), [(b"m1".to_vec(), 2.0)]);
+        assert!(pairs(&Value::Array(vec![])).is_empty());
+    }
+}
