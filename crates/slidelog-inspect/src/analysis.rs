@@ -4,9 +4,7 @@
 
 use crate::facts::{KeyFacts, KeyKind, ZSetFacts, display_key};
 use crate::histogram::Histogram;
-use crate::report::{
-    KeyEntry, NodeSummary, Problem, ProblemKey, ProblemKind, Summary, Thresholds,
-};
+use crate::report::{KeyEntry, NodeSummary, Problem, ProblemKey, ProblemKind, Summary, Thresholds};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
@@ -25,10 +23,7 @@ pub fn problems_of(z: &ZSetFacts, now_ms: u64, c: &Criteria) -> Vec<(ProblemKind
     let t = &c.thresholds;
     let mut found = Vec::new();
     if z.pttl_ms == -1 {
-        found.push((
-            ProblemKind::NoTtl,
-            format!("PTTL -1, {} records", z.zcard),
-        ));
+        found.push((ProblemKind::NoTtl, format!("PTTL -1, {} records", z.zcard)));
     }
     if let Some(oldest) = z.oldest_score()
         && oldest < t.seconds_below
@@ -59,10 +54,7 @@ pub fn problems_of(z: &ZSetFacts, now_ms: u64, c: &Criteria) -> Vec<(ProblemKind
     {
         found.push((
             ProblemKind::Oversized,
-            format!(
-                "ZCARD {} > {} x max {max}",
-                z.zcard, t.oversize_factor
-            ),
+            format!("ZCARD {} > {} x max {max}", z.zcard, t.oversize_factor),
         ));
     }
     let sample = z.first.iter().chain(z.newest.iter());
@@ -249,7 +241,9 @@ impl Accumulator {
         ] {
             // Only build the entry when it makes the list.
             let admits = heap.len() < top_n
-                || heap.peek().is_some_and(|Reverse(min)| (figure, seq) > (min.figure, min.seq));
+                || heap
+                    .peek()
+                    .is_some_and(|Reverse(min)| (figure, seq) > (min.figure, min.seq));
             if admits {
                 heap.push(Reverse(Ranked {
                     figure,
@@ -364,7 +358,10 @@ mod tests {
             max,
             ..Criteria::default()
         };
-        problems_of(z, NOW, &c).into_iter().map(|(k, _)| k).collect()
+        problems_of(z, NOW, &c)
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect()
     }
 
     #[test]
@@ -407,7 +404,10 @@ mod tests {
         assert!(!duplicate_prone(b"01JD0000000000000000000000", 1.0));
         assert!(!duplicate_prone(b"17644000000000000000000000", 1.0));
         assert!(!duplicate_prone(b"1764400000000_0042", 1.0));
-        assert!(!duplicate_prone(b"550e8400-e29b-41d4-a716-446655440000", 1.0));
+        assert!(!duplicate_prone(
+            b"550e8400-e29b-41d4-a716-446655440000",
+            1.0
+        ));
         assert!(!duplicate_prone(&[0xff, 0x01], 1.0));
     }
 
@@ -433,7 +433,10 @@ mod tests {
         let mem: Vec<_> = f.top_by_memory.iter().map(|e| e.key.as_str()).collect();
         assert_eq!(mem, ["k1", "k2", "k3"]);
         let no_ttl = &f.problems[0];
-        assert_eq!((no_ttl.count, no_ttl.keys.len(), no_ttl.truncated), (10, 2, true));
+        assert_eq!(
+            (no_ttl.count, no_ttl.keys.len(), no_ttl.truncated),
+            (10, 2, true)
+        );
         assert_eq!(f.summary.keys, 10);
         assert_eq!(f.summary.records, 55);
         assert_eq!(f.problem_keys, 10);

@@ -38,10 +38,7 @@ pub fn max_from_config(path: &Path) -> Result<u64, InspectError> {
         let mut files: Vec<_> = std::fs::read_dir(path)
             .map_err(|e| err(e.to_string()))?
             .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| {
-                p.extension()
-                    .is_some_and(|x| x == "yaml" || x == "yml")
-            })
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
             .collect();
         files.sort();
         files
@@ -50,10 +47,10 @@ pub fn max_from_config(path: &Path) -> Result<u64, InspectError> {
     };
     let mut largest: Option<u64> = None;
     for file in &files {
-        let text = std::fs::read_to_string(file)
-            .map_err(|e| err(format!("{}: {e}", file.display())))?;
-        let config: ConfigFile = serde_saphyr::from_str(&text)
-            .map_err(|e| err(format!("{}: {e}", file.display())))?;
+        let text =
+            std::fs::read_to_string(file).map_err(|e| err(format!("{}: {e}", file.display())))?;
+        let config: ConfigFile =
+            serde_saphyr::from_str(&text).map_err(|e| err(format!("{}: {e}", file.display())))?;
         let mut stack: Vec<&Descriptor> = config.descriptors.iter().collect();
         while let Some(d) = stack.pop() {
             if let Some(n) = d.rate_limit.as_ref().and_then(|r| r.requests_per_unit) {

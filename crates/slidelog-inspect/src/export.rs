@@ -11,22 +11,50 @@ use metrics::{Unit, counter, describe_counter, describe_gauge, gauge};
 
 /// Registers the help text and units of the inspect metrics.
 pub fn describe() {
-    describe_gauge!(INSPECT_KEYS, "Sorted-set keys matched by the last inspect scan.");
-    describe_gauge!(INSPECT_RECORDS, "Records (sum of ZCARD) found by the last inspect scan.");
-    describe_gauge!(INSPECT_MEMORY_BYTES, Unit::Bytes, "Sum of MEMORY USAGE of the matched keys.");
-    describe_gauge!(INSPECT_MEMORY_PER_KEY_BYTES, Unit::Bytes, "Mean MEMORY USAGE per key.");
+    describe_gauge!(
+        INSPECT_KEYS,
+        "Sorted-set keys matched by the last inspect scan."
+    );
+    describe_gauge!(
+        INSPECT_RECORDS,
+        "Records (sum of ZCARD) found by the last inspect scan."
+    );
+    describe_gauge!(
+        INSPECT_MEMORY_BYTES,
+        Unit::Bytes,
+        "Sum of MEMORY USAGE of the matched keys."
+    );
+    describe_gauge!(
+        INSPECT_MEMORY_PER_KEY_BYTES,
+        Unit::Bytes,
+        "Mean MEMORY USAGE per key."
+    );
     describe_gauge!(INSPECT_BYTES_PER_RECORD, Unit::Bytes, "Memory per record.");
     describe_gauge!(INSPECT_MAX_ZCARD, "Largest ZCARD of one key.");
-    describe_gauge!(INSPECT_MAX_MEMORY_BYTES, Unit::Bytes, "Largest MEMORY USAGE of one key.");
+    describe_gauge!(
+        INSPECT_MAX_MEMORY_BYTES,
+        Unit::Bytes,
+        "Largest MEMORY USAGE of one key."
+    );
     describe_gauge!(
         INSPECT_ZCARD_KEYS,
         "Keys with ZCARD <= le (cumulative, like histogram buckets)."
     );
-    describe_gauge!(INSPECT_OTHER_TYPE_KEYS, "Matched keys that are not sorted sets.");
+    describe_gauge!(
+        INSPECT_OTHER_TYPE_KEYS,
+        "Matched keys that are not sorted sets."
+    );
     describe_gauge!(INSPECT_PROBLEM_KEYS, "Keys with a problem, by kind.");
-    describe_gauge!(INSPECT_LIMIT_MAX, "The configured max the oversize check compares with.");
+    describe_gauge!(
+        INSPECT_LIMIT_MAX,
+        "The configured max the oversize check compares with."
+    );
     describe_gauge!(INSPECT_NODES, "Redis nodes scanned.");
-    describe_gauge!(INSPECT_SCAN_DURATION_SECONDS, Unit::Seconds, "Duration of the last scan.");
+    describe_gauge!(
+        INSPECT_SCAN_DURATION_SECONDS,
+        Unit::Seconds,
+        "Duration of the last scan."
+    );
     describe_gauge!(
         INSPECT_LAST_SCAN_TIMESTAMP_SECONDS,
         Unit::Seconds,

@@ -78,7 +78,9 @@ mod tests {
         assert_eq!(bounds(1), (2, Some(10)));
         assert_eq!(bounds(2), (11, Some(100)));
         assert_eq!(bounds(8), (10_000_001, None));
-        for z in [1, 2, 9, 10, 11, 99, 100, 101, 12_345, 10_000_000, 10_000_001] {
+        for z in [
+            1, 2, 9, 10, 11, 99, 100, 101, 12_345, 10_000_000, 10_000_001,
+        ] {
             let (min, max) = bounds(bucket_of(z));
             assert!(z >= min && max.is_none_or(|m| z <= m), "{z}");
         }

@@ -91,7 +91,12 @@ impl InspectOptions {
                 })
             }
         }
-        check(!self.pattern.is_empty(), "--pattern", "\"\"", "a non-empty glob")?;
+        check(
+            !self.pattern.is_empty(),
+            "--pattern",
+            "\"\"",
+            "a non-empty glob",
+        )?;
         check(
             (1..=100_000).contains(&self.count),
             "--count",

@@ -144,8 +144,13 @@ mod tests {
         all.dedup();
         assert_eq!(all.len(), n);
         assert_eq!(
-            mentioned("rate(slidelog_store_errors_total[5m]) > 2 * x_slidelog_no + slidelog_decision_duration_seconds_bucket"),
-            ["slidelog_decision_duration_seconds_bucket", "slidelog_store_errors_total"]
+            mentioned(
+                "rate(slidelog_store_errors_total[5m]) > 2 * x_slidelog_no + slidelog_decision_duration_seconds_bucket"
+            ),
+            [
+                "slidelog_decision_duration_seconds_bucket",
+                "slidelog_store_errors_total"
+            ]
         );
         assert_eq!(
             base_name("slidelog_decision_duration_seconds_bucket"),

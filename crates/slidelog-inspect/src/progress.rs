@@ -47,7 +47,10 @@ impl ScanProgress {
 
     /// Nodes registered so far.
     pub fn nodes(&self) -> usize {
-        self.fractions.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.fractions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
     }
 
     pub(crate) fn set_nodes(&self, n: usize) {

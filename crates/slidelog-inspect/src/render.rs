@@ -78,7 +78,13 @@ pub fn human(r: &Report) -> String {
     );
     for p in r.problems.iter().filter(|p| p.count > 0) {
         let _ = writeln!(out);
-        let _ = writeln!(out, "[{}] {}: {} key(s)", p.kind.as_str(), p.title, group(p.count));
+        let _ = writeln!(
+            out,
+            "[{}] {}: {} key(s)",
+            p.kind.as_str(),
+            p.title,
+            group(p.count)
+        );
         for k in &p.keys {
             let _ = writeln!(out, "    {}  ({}; {})", k.key, k.detail, k.node);
         }

@@ -47,14 +47,15 @@ pub async fn server_time_ms(
     conn: &mut MultiplexedConnection,
     node: &str,
 ) -> Result<u64, InspectError> {
-    let (secs, micros): (u64, u64) = redis::cmd("TIME")
-        .query_async(conn)
-        .await
-        .map_err(|source| InspectError::Redis {
-            node: node.to_owned(),
-            what: "TIME",
-            source,
-        })?;
+    let (secs, micros): (u64, u64) =
+        redis::cmd("TIME")
+            .query_async(conn)
+            .await
+            .map_err(|source| InspectError::Redis {
+                node: node.to_owned(),
+                what: "TIME",
+                source,
+            })?;
     Ok(secs * 1000 + micros / 1000)
 }
 
@@ -146,7 +147,11 @@ async fn read_batch(
             .arg(0)
             .arg(sample.saturating_sub(1))
             .arg("WITHSCORES");
-        pipe.cmd("ZRANGE").arg(key).arg(-1).arg(-1).arg("WITHSCORES");
+        pipe.cmd("ZRANGE")
+            .arg(key)
+            .arg(-1)
+            .arg(-1)
+            .arg("WITHSCORES");
     }
     let replies: Vec<Value> =
         pipe.query_async(conn)

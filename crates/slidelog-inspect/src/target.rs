@@ -41,7 +41,9 @@ pub fn parse_target(url: &str) -> Result<Target, InspectError> {
         reason: reason.to_owned(),
     };
     let Some((scheme, rest)) = url.split_once("://") else {
-        return Err(bad("not a URL: use redis://host:port or redis+cluster://h:p,h:p"));
+        return Err(bad(
+            "not a URL: use redis://host:port or redis+cluster://h:p,h:p",
+        ));
     };
     match scheme {
         "redis" | "rediss" => {
@@ -110,7 +112,8 @@ pub async fn discover(target: &Target, timeout: Duration) -> Result<Vec<Node>, I
                         let seed_host = host_of(&addr_of(seed));
                         let masters = parse_masters(&text, &seed_host);
                         if masters.is_empty() {
-                            last_error = format!("{}: CLUSTER NODES lists no master", addr_of(seed));
+                            last_error =
+                                format!("{}: CLUSTER NODES lists no master", addr_of(seed));
                             continue;
                         }
                         return Ok(masters
@@ -125,7 +128,11 @@ pub async fn discover(target: &Target, timeout: Duration) -> Result<Vec<Node>, I
                 }
             }
             Err(InspectError::Topology {
-                seeds: seeds.iter().map(|s| addr_of(s)).collect::<Vec<_>>().join(","),
+                seeds: seeds
+                    .iter()
+                    .map(|s| addr_of(s))
+                    .collect::<Vec<_>>()
+                    .join(","),
                 reason: last_error,
             })
         }
@@ -229,7 +236,13 @@ mod tests {
                 query: String::new(),
             }
         );
-        for bad in ["memory://", "redis+sentinel://a:1/m", "http://x", "nope", "redis+cluster://"] {
+        for bad in [
+            "memory://",
+            "redis+sentinel://a:1/m",
+            "http://x",
+            "nope",
+            "redis+cluster://",
+        ] {
             let e = parse_target(bad).unwrap_err().to_string();
             assert!(e.contains("cannot inspect store"), "{bad}: {e}");
         }

@@ -19,7 +19,10 @@ fn check_names<'a>(exprs: impl IntoIterator<Item = &'a str>) -> HashSet<String> 
     for expr in exprs {
         for name in names::mentioned(expr) {
             let base = names::base_name(&name).to_owned();
-            assert!(known.contains(base.as_str()), "{name} in {expr:?} is not exported");
+            assert!(
+                known.contains(base.as_str()),
+                "{name} in {expr:?} is not exported"
+            );
             used.insert(base);
         }
     }
@@ -58,7 +61,11 @@ fn alert_rules_parse_and_use_exported_metrics() {
     let rules = &file.groups[0].rules;
     let mut alerts = HashSet::new();
     for r in rules {
-        assert!(alerts.insert(r.alert.as_str()), "duplicate alert {}", r.alert);
+        assert!(
+            alerts.insert(r.alert.as_str()),
+            "duplicate alert {}",
+            r.alert
+        );
         assert!(!r.expr.trim().is_empty(), "{}", r.alert);
         assert!(
             ["critical", "warning", "info"].contains(&r.labels["severity"].as_str()),

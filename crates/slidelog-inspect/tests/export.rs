@@ -21,7 +21,8 @@ async fn a_report_becomes_gauges() {
         let mut cmd = redis::cmd("ZADD");
         cmd.arg(format!("{p}{key}"));
         for i in 0..n {
-            cmd.arg(1_764_400_000_000u64 + i).arg(format!("01JDQ3W7ZK{i:04}ABCDEFGHJKMN"));
+            cmd.arg(1_764_400_000_000u64 + i)
+                .arg(format!("01JDQ3W7ZK{i:04}ABCDEFGHJKMN"));
         }
         cmd.exec(&mut conn).unwrap();
     }
@@ -51,7 +52,12 @@ async fn a_report_becomes_gauges() {
     assert_eq!(value(&text, names::INSPECT_MAX_ZCARD), 50.0);
     assert_eq!(value(&text, names::INSPECT_LIMIT_MAX), 20.0);
     assert_eq!(value(&text, names::INSPECT_NODES), 1.0);
-    let bucket = |le: &str| value(&text, &format!("{}{{le=\"{le}\"}}", names::INSPECT_ZCARD_KEYS));
+    let bucket = |le: &str| {
+        value(
+            &text,
+            &format!("{}{{le=\"{le}\"}}", names::INSPECT_ZCARD_KEYS),
+        )
+    };
     assert_eq!(bucket("1"), 1.0);
     assert_eq!(bucket("10"), 2.0);
     assert_eq!(bucket("100"), 3.0);
@@ -59,7 +65,11 @@ async fn a_report_becomes_gauges() {
     let problem = |kind: ProblemKind| {
         value(
             &text,
-            &format!("{}{{kind=\"{}\"}}", names::INSPECT_PROBLEM_KEYS, kind.as_str()),
+            &format!(
+                "{}{{kind=\"{}\"}}",
+                names::INSPECT_PROBLEM_KEYS,
+                kind.as_str()
+            ),
         )
     };
     assert_eq!(problem(ProblemKind::NoTtl), 3.0);

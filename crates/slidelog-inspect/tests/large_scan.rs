@@ -43,7 +43,11 @@ async fn a_scan_of_100k_keys_has_exact_totals() {
         pipe.exec(&mut conn).unwrap();
     }
     // Noise outside the pattern.
-    redis::cmd("SET").arg("unrelated").arg(1).exec(&mut conn).unwrap();
+    redis::cmd("SET")
+        .arg("unrelated")
+        .arg(1)
+        .exec(&mut conn)
+        .unwrap();
     eprintln!("seeded {KEYS} keys in {:?}", seeding.elapsed());
 
     let progress = ScanProgress::new();
@@ -66,9 +70,16 @@ async fn a_scan_of_100k_keys_has_exact_totals() {
     assert_eq!(s.vanished_keys, 0);
     assert!(!report.has_problems(), "{:#?}", report.problems);
     assert_eq!(report.zcard_histogram[0].keys, one);
-    assert_eq!(report.zcard_histogram[1].keys, KEYS - one - report.zcard_histogram[2].keys);
     assert_eq!(
-        report.zcard_histogram.iter().map(|b| b.records).sum::<u64>(),
+        report.zcard_histogram[1].keys,
+        KEYS - one - report.zcard_histogram[2].keys
+    );
+    assert_eq!(
+        report
+            .zcard_histogram
+            .iter()
+            .map(|b| b.records)
+            .sum::<u64>(),
         expected_records
     );
     assert_eq!(report.top_by_records.len(), 10);

@@ -75,7 +75,12 @@ async fn each_seeded_problem_is_found_and_nothing_else() {
     let mut future = ms_records(2, now);
     future.push((ulid_like(99), (now + 3_600_000) as f64));
     seed(&mut conn, &format!("{p}future"), &future, hour);
-    seed(&mut conn, &format!("{p}oversized"), &ms_records(25, now), hour);
+    seed(
+        &mut conn,
+        &format!("{p}oversized"),
+        &ms_records(25, now),
+        hour,
+    );
     let stamps: Vec<_> = (0..3)
         .map(|i| ((now - 10 + i).to_string(), (now - 10 + i) as f64))
         .collect();
@@ -160,13 +165,17 @@ async fn bad_options_and_unreachable_stores_are_clear_errors() {
         count: 0,
         ..InspectOptions::default()
     };
-    let e = inspect("redis://127.0.0.1:1", &bad, None).await.unwrap_err();
+    let e = inspect("redis://127.0.0.1:1", &bad, None)
+        .await
+        .unwrap_err();
     assert_eq!(e.to_string(), "invalid --count: 0 (must be 1 ..= 100000)");
     let bad = InspectOptions {
         max: Some(10_000_001),
         ..InspectOptions::default()
     };
-    let e = inspect("redis://127.0.0.1:1", &bad, None).await.unwrap_err();
+    let e = inspect("redis://127.0.0.1:1", &bad, None)
+        .await
+        .unwrap_err();
     assert!(e.to_string().contains("--max"), "{e}");
 
     let e = inspect("memory://", &InspectOptions::default(), None)

@@ -61,9 +61,15 @@ async fn every_json_field_is_documented_and_round_trips() {
         .iter()
         .filter(|path| !doc.contains(&format!("`{path}`")))
         .collect();
-    assert!(missing.is_empty(), "fields missing from SCHEMA.md: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "fields missing from SCHEMA.md: {missing:?}"
+    );
     for kind in ProblemKind::ALL {
-        assert!(doc.contains(&format!("| `{}` |", kind.as_str())), "{kind:?}");
+        assert!(
+            doc.contains(&format!("| `{}` |", kind.as_str())),
+            "{kind:?}"
+        );
     }
     let kinds: Vec<_> = json["problems"]
         .as_array()
@@ -71,7 +77,10 @@ async fn every_json_field_is_documented_and_round_trips() {
         .iter()
         .map(|p| p["kind"].as_str().unwrap().to_owned())
         .collect();
-    let all: Vec<_> = ProblemKind::ALL.iter().map(|k| k.as_str().to_owned()).collect();
+    let all: Vec<_> = ProblemKind::ALL
+        .iter()
+        .map(|k| k.as_str().to_owned())
+        .collect();
     assert_eq!(kinds, all);
 
     let back: Report = serde_json::from_value(json).unwrap();

@@ -122,10 +122,9 @@ fn progress_bar(json: bool) -> ProgressBar {
     if json || !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
-    let style = ProgressStyle::with_template(
-        "{spinner} scanning [{bar:30}] {percent:>3}% {elapsed} {msg}",
-    )
-    .unwrap_or_else(|_| ProgressStyle::default_bar())
-    .progress_chars("=> ");
+    let style =
+        ProgressStyle::with_template("{spinner} scanning [{bar:30}] {percent:>3}% {elapsed} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> ");
     ProgressBar::new(1000).with_style(style)
 }
