@@ -7,9 +7,15 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod admin;
+pub mod cluster;
 mod redis_server;
+pub mod sentinel;
 
+pub use admin::redis_cli_binary;
+pub use cluster::RedisCluster;
 pub use redis_server::{RedisServer, free_port, redis_server_binary};
+pub use sentinel::SentinelGroup;
 
 /// A key prefix unique to one test, so tests share a server without FLUSHDB.
 pub fn unique_prefix(test: &str) -> String {
