@@ -50,7 +50,7 @@ impl ClusterConnection {
 fn as_eval(cmd: &Cmd) -> Option<Cmd> {
     let mut args = cmd.args_iter().map(|a| match a {
         redis::Arg::Simple(bytes) => bytes,
-        redis::Arg::Cursor => &[][..],
+        _ => &[][..],
     });
     if !args.next()?.eq_ignore_ascii_case(b"EVALSHA") {
         return None;
@@ -177,7 +177,7 @@ mod tests {
             .args_iter()
             .map(|a| match a {
                 redis::Arg::Simple(b) => b.to_vec(),
-                redis::Arg::Cursor => vec![],
+                _ => vec![],
             })
             .collect();
         assert_eq!(args[0], b"EVAL");
