@@ -14,6 +14,16 @@
 //! to *every* master, which fails while any master is down — exactly when a
 //! failover is under way.
 //!
+//! After a failover the demoted master still accepts the script on the
+//! connection redis-rs opened to it, because redis-rs puts every node
+//! connection in `READONLY` mode and Redis does not count a script without
+//! flags as a write: the script fails with READONLY instead of being
+//! redirected with MOVED, and redis-rs would never refresh its slot map.
+//! [`ClusterConnection`] answers READONLY by sending `READWRITE` to that
+//! node and retrying once (safe: a replica refuses the script's first write,
+//! so nothing was recorded); the retry gets MOVED, which redis-rs follows
+//! and learns the new master from.
+//!
 //! Getting a cluster connection can hang (an upstream issue), so it is
 //! bounded by the connect timeout; each call by the per-call timeout of
 //! [`ScriptStore`].
@@ -25,6 +35,7 @@ use crate::{ConnectError, mask_password};
 use redis::aio::ConnectionLike;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection as RawClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, ErrorKind, Pipeline, RedisFuture, ServerErrorKind, TlsCertificates, Value};
 use std::time::Duration;
 
@@ -67,6 +78,58 @@ fn as_eval(cmd: &Cmd) -> Option<Cmd> {
     Some(eval)
 }
 
+/// The slot of the first key of an `EVAL`/`EVALSHA` (`numkeys` ≥ 1).
+fn script_key_slot(cmd: &Cmd) -> Option<u16> {
+    let mut args = cmd.args_iter().map(|a| match a {
+        redis::Arg::Simple(bytes) => bytes,
+        _ => &[][..],
+    });
+    let name = args.next()?;
+    if !name.eq_ignore_ascii_case(b"EVALSHA") && !name.eq_ignore_ascii_case(b"EVAL") {
+        return None;
+    }
+    let _script = args.next()?;
+    let numkeys: u64 = std::str::from_utf8(args.next()?).ok()?.parse().ok()?;
+    if numkeys == 0 {
+        return None;
+    }
+    Some(key_slot(args.next()?))
+}
+
+/// Redis Cluster's hash slot of `key`: CRC16 (XMODEM) of the key, or of its
+/// `{hash tag}` when it has a non-empty one, modulo 16384.
+pub fn key_slot(key: &[u8]) -> u16 {
+    let hashed = match key.iter().position(|&b| b == b'{') {
+        Some(open) => match key[open + 1..].iter().position(|&b| b == b'}') {
+            Some(len) if len > 0 => &key[open + 1..open + 1 + len],
+            _ => key,
+        },
+        None => key,
+    };
+    let mut crc: u16 = 0;
+    for &byte in hashed {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
+fn is_readonly(value: &redis::RedisResult<Value>) -> bool {
+    match value {
+        Ok(Value::ServerError(e)) => {
+            e.kind() == Some(ServerErrorKind::ReadOnly) || e.code() == "READONLY"
+        }
+        Err(e) => e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly),
+        Ok(_) => false,
+    }
+}
+
 fn is_noscript(value: &redis::RedisResult<Value>) -> bool {
     match value {
         Ok(Value::ServerError(e)) => {
@@ -80,7 +143,20 @@ fn is_noscript(value: &redis::RedisResult<Value>) -> bool {
 impl ConnectionLike for ClusterConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
-            let result = self.inner.req_packed_command(cmd).await;
+            let mut result = self.inner.req_packed_command(cmd).await;
+            if is_readonly(&result)
+                && let Some(slot) = script_key_slot(cmd)
+            {
+                // A demoted master ran the script on a READONLY connection:
+                // make that connection READWRITE so it answers MOVED.
+                let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
+                    Route::new(slot, SlotAddr::Master),
+                ));
+                self.inner
+                    .route_command(redis::cmd("READWRITE"), route)
+                    .await?;
+                result = self.inner.req_packed_command(cmd).await;
+            }
             if is_noscript(&result)
                 && let Some(eval) = as_eval(cmd)
             {
@@ -166,6 +242,18 @@ impl ClusterStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn key_slots_match_redis_cluster() {
+        // Values from CLUSTER KEYSLOT.
+        assert_eq!(key_slot(b"foo"), 12182);
+        assert_eq!(key_slot(b"123456789"), 12739);
+        assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
+        assert_eq!(key_slot(b"foo{}{bar}"), key_slot(b"foo{}{bar}"));
+        let mut evalsha = redis::cmd("EVALSHA");
+        evalsha.arg("abc").arg(1).arg("foo").arg(5);
+        assert_eq!(script_key_slot(&evalsha), Some(12182));
+    }
 
     #[test]
     fn only_the_decision_scripts_evalsha_becomes_eval() {
