@@ -33,7 +33,7 @@ use crate::options::RedisOptions;
 use crate::store::ScriptStore;
 use crate::{ConnectError, mask_password};
 use redis::aio::ConnectionLike;
-use redis::cluster::ClusterClient;
+use redis::cluster::{ClusterClient, ClusterConfig};
 use redis::cluster_async::ClusterConnection as RawClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, ErrorKind, Pipeline, RedisFuture, ServerErrorKind, TlsCertificates, Value};
@@ -184,31 +184,7 @@ impl ClusterStore {
     /// Connects to the cluster whose seed nodes `url` lists, within
     /// `options.connect_timeout` (it never hangs), and checks it answers.
     pub async fn connect_cluster(url: &str, options: RedisOptions) -> Result<Self, ConnectError> {
-        let invalid = |reason: String| ConnectError::InvalidUrl {
-            url: mask_password(url),
-            reason,
-        };
-        let parsed = MultiHostUrl::parse(url, "redis+cluster", "rediss+cluster").map_err(invalid)?;
-        if !parsed.path.is_empty() {
-            return Err(invalid(
-                "Redis Cluster has only db 0: nothing may follow the hosts".into(),
-            ));
-        }
-        let mut builder = ClusterClient::builder(parsed.node_urls())
-            .connection_timeout(options.connect_timeout)
-            // The store bounds each call; this only frees a request that
-            // nobody waits on any more.
-            .response_timeout(options.timeout.max(Duration::from_secs(1)));
-        if parsed.tls {
-            crate::install_crypto_provider();
-            if let Some(pem) = &options.tls_root_cert_pem {
-                builder = builder.certs(TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(pem.clone()),
-                });
-            }
-        }
-        let client = builder.build().map_err(|e| invalid(e.to_string()))?;
+        let client = cluster_client(url, &options)?;
         let connect = async {
             let mut conn = client.get_async_connection().await?;
             redis::cmd("PING").query_async::<String>(&mut conn).await?;
@@ -237,6 +213,55 @@ impl ClusterStore {
             "redis-cluster",
         ))
     }
+
+    /// A store that connects to the cluster in the background and never
+    /// fails for a cluster that is down: until it answers, decisions return
+    /// transient errors. Must be called inside a Tokio runtime.
+    pub fn connect_cluster_lazy(url: &str, options: RedisOptions) -> Result<Self, ConnectError> {
+        let client = cluster_client(url, &options)?;
+        let config = ClusterConfig::new()
+            .set_connection_timeout(options.connect_timeout)
+            .set_response_timeout(response_timeout(&options));
+        let conn = client.get_pending_async_connection_with_config(config);
+        Ok(ScriptStore::with_connection(
+            ClusterConnection::new(conn),
+            &options,
+            "redis-cluster",
+        ))
+    }
+}
+
+/// The store bounds each call; this only frees a request that nobody waits
+/// on any more.
+fn response_timeout(options: &RedisOptions) -> Duration {
+    options.timeout.max(Duration::from_secs(1))
+}
+
+/// The redis-rs cluster client for `url`: seeds, credentials, TLS.
+fn cluster_client(url: &str, options: &RedisOptions) -> Result<ClusterClient, ConnectError> {
+    let invalid = |reason: String| ConnectError::InvalidUrl {
+        url: mask_password(url),
+        reason,
+    };
+    let parsed = MultiHostUrl::parse(url, "redis+cluster", "rediss+cluster").map_err(invalid)?;
+    if !parsed.path.is_empty() {
+        return Err(invalid(
+            "Redis Cluster has only db 0: nothing may follow the hosts".into(),
+        ));
+    }
+    let mut builder = ClusterClient::builder(parsed.node_urls())
+        .connection_timeout(options.connect_timeout)
+        .response_timeout(response_timeout(options));
+    if parsed.tls {
+        crate::install_crypto_provider();
+        if let Some(pem) = &options.tls_root_cert_pem {
+            builder = builder.certs(TlsCertificates {
+                client_tls: None,
+                root_cert: Some(pem.clone()),
+            });
+        }
+    }
+    builder.build().map_err(|e| invalid(e.to_string()))
 }
 
 #[cfg(test)]

@@ -13,9 +13,7 @@ use crate::errors::to_store_error;
 use crate::members::members;
 use crate::options::RedisOptions;
 use redis::aio::ConnectionLike;
-use slidelog_core::{
-    Clock, Decision, Mode, Now, Request, Store, StoreError, SystemClock, engine,
-};
+use slidelog_core::{Clock, Decision, Mode, Now, Request, Store, StoreError, SystemClock, engine};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -129,7 +127,9 @@ where
 
     async fn reset(&self, key: &str) -> Result<bool, StoreError> {
         let mut conn = self.conn.clone();
-        let cmd = redis::cmd("DEL").arg(format!("{}{key}", self.prefix)).clone();
+        let cmd = redis::cmd("DEL")
+            .arg(format!("{}{key}", self.prefix))
+            .clone();
         let call = cmd.query_async::<i64>(&mut conn);
         match tokio::time::timeout(self.timeout, call).await {
             Ok(result) => result.map(|n| n > 0).map_err(to_store_error),

@@ -57,7 +57,17 @@ pub async fn run<C: ConnectionLike>(
 
 /// `{allowed, max, window_ms, count, remaining, retry_after_ms, reset_after_ms, now_ms}`.
 pub fn parse_reply(reply: &[i64]) -> RedisResult<Outcome> {
-    let [allowed, limit, window_ms, count, remaining, retry, reset, now] = reply else {
+    let [
+        allowed,
+        limit,
+        window_ms,
+        count,
+        remaining,
+        retry,
+        reset,
+        now,
+    ] = reply
+    else {
         return Err(RedisError::from((
             ErrorKind::UnexpectedReturnType,
             "sliding_log.lua answered an unexpected reply",
@@ -89,7 +99,10 @@ mod tests {
         assert!(parse_reply(&[1, 2, 3]).is_err());
         let o = parse_reply(&[1, 10, 1000, 1, 9, 0, 1000, 5]).unwrap();
         assert!(o.decision.allowed);
-        assert_eq!((o.decision.limit, o.decision.remaining, o.now_ms), (10, 9, 5));
+        assert_eq!(
+            (o.decision.limit, o.decision.remaining, o.now_ms),
+            (10, 9, 5)
+        );
     }
 
     #[test]

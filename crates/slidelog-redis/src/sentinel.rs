@@ -386,4 +386,20 @@ impl SentinelStore {
             })?;
         Ok(ScriptStore::with_connection(conn, &options, "redis-sentinel"))
     }
+
+    /// A store that resolves the master in the background and never fails
+    /// for a group that is down: until it answers, decisions return
+    /// transient errors. Must be called inside a Tokio runtime.
+    pub fn connect_sentinel_lazy(
+        url: &str,
+        options: RedisOptions,
+    ) -> Result<Self, crate::ConnectError> {
+        let conn = SentinelConnection::open(url, &options).map_err(|reason| {
+            crate::ConnectError::InvalidUrl {
+                url: crate::mask_password(url),
+                reason,
+            }
+        })?;
+        Ok(ScriptStore::with_connection(conn, &options, "redis-sentinel"))
+    }
 }

@@ -20,7 +20,10 @@ async fn checks_reject_at_max_and_keep_the_original_layout() {
     let request = Request::single("user123", Limit::new(2, 60_000).unwrap()).unwrap();
     let first = store.check(&request).await.unwrap();
     assert!(first.allowed);
-    assert_eq!((first.limit, first.window_ms, first.count, first.remaining), (2, 60_000, 1, 1));
+    assert_eq!(
+        (first.limit, first.window_ms, first.count, first.remaining),
+        (2, 60_000, 1, 1)
+    );
     assert_eq!(first.reset_after_ms, 60_000);
     assert!(store.check(&request).await.unwrap().allowed);
     let third = store.check(&request).await.unwrap();
@@ -61,10 +64,25 @@ async fn explicit_time_is_used_as_given() {
     let store = store(&server, &unique_prefix("basic")).await;
     let r = Request::single("k", Limit::new(1, 60_000).unwrap()).unwrap();
     let at = |ms| Now::At(ms);
-    assert!(store.decide(&r, Mode::Record, at(1_000_000)).await.unwrap().allowed);
+    assert!(
+        store
+            .decide(&r, Mode::Record, at(1_000_000))
+            .await
+            .unwrap()
+            .allowed
+    );
     let d = store.decide(&r, Mode::Record, at(1_059_999)).await.unwrap();
     assert_eq!((d.allowed, d.retry_after_ms), (false, 1));
-    assert!(store.decide(&r, Mode::Record, at(1_060_000)).await.unwrap().allowed);
-    let e = store.decide(&r, Mode::Record, at(1 << 60)).await.unwrap_err();
+    assert!(
+        store
+            .decide(&r, Mode::Record, at(1_060_000))
+            .await
+            .unwrap()
+            .allowed
+    );
+    let e = store
+        .decide(&r, Mode::Record, at(1 << 60))
+        .await
+        .unwrap_err();
     assert!(matches!(e, StoreError::Backend(_)), "{e}");
 }

@@ -3,7 +3,7 @@
 //! store does (no CROSSSLOT, ever), the script reaches masters that lost it,
 //! and the key layout and TTL are those of a single Redis.
 
-mod common;
+mod ha;
 
 use redis::Commands;
 use slidelog_core::{Limit, Request, Store};
@@ -35,7 +35,7 @@ async fn keys_over_every_master_decide_as_the_memory_store_does() {
         .map(|k| cluster.master_of_slot(cluster.key_slot(&format!("{prefix}{k}"))))
         .collect();
     assert_eq!(masters.len(), 3, "the keys must reach every master");
-    common::differential(&store, &keys, 1_500, 7).await;
+    ha::differential(&store, &keys, 1_500, 7).await;
 
     // One decision on each of 3,000 more keys: well over a thousand slots,
     // every master, and not one error (CROSSSLOT or other).

@@ -5,7 +5,7 @@
 //! the test measures how many admitted records the failover lost (each one
 //! is a possible extra admission).
 
-mod common;
+mod ha;
 
 use slidelog_core::Store;
 use slidelog_redis::{ClusterStore, RedisOptions};
@@ -46,19 +46,19 @@ async fn failover_under_load(
     let prefix = unique_prefix(test);
     let store = store(&cluster, &prefix).await;
     let keys = keys();
-    let (stop, load) = common::start_load(store.clone(), keys.clone(), LOAD_TASKS);
+    let (stop, load) = ha::start_load(store.clone(), keys.clone(), LOAD_TASKS);
     tokio::time::sleep(Duration::from_secs(1)).await;
     let (cluster, took) = tokio::task::spawn_blocking(move || fail(cluster)).await.unwrap();
     // Keep the load on until decisions have succeeded for a while.
-    common::eventually(Duration::from_secs(20), || async {
-        let r = slidelog_core::Request::single("probe", common::load_limit()).unwrap();
+    ha::eventually(Duration::from_secs(20), || async {
+        let r = slidelog_core::Request::single("probe", ha::load_limit()).unwrap();
         store.check(&r).await
     })
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     stop.store(true, Ordering::Relaxed);
     let load = load.await.unwrap();
-    let counts = common::record_counts(store.as_ref(), &keys).await;
+    let counts = ha::record_counts(store.as_ref(), &keys).await;
     eprintln!("{test}: failover took {took:?}; {}", load.summary(&counts));
 
     assert!(load.ok_calls() > 200, "the load ran: {}", load.ok_calls());
@@ -83,7 +83,7 @@ async fn failover_under_load(
     );
     // Exact again: a differential run on fresh keys over every master.
     let fresh: Vec<String> = (0..30).map(|i| format!("after{i}")).collect();
-    common::differential(store.as_ref(), &fresh, 400, 11).await;
+    ha::differential(store.as_ref(), &fresh, 400, 11).await;
     drop(cluster);
 }
 

@@ -57,8 +57,8 @@ impl RedisServer {
             let mut server = Self {
                 port: free_port(),
                 extra_args: extra_args.clone(),
-                // Its own dir, kept as long as the server (a dir nested in
-                // one dropped here would be gone: restart and replicas need it).
+                // Its own directory, kept as long as the server (a restart
+                // starts in it again).
                 dir: tempfile::tempdir().expect("temp dir for redis-server"),
                 child: None,
             };
