@@ -11,11 +11,15 @@
 //!   run, and running it twice would record twice);
 //! - on `READONLY` (the server it talks to was demoted) it resolves again and
 //!   retries once: a replica refuses the script before it writes anything;
-//! - a background task asks a sentinel every [`DEFAULT_POLL_INTERVAL`] who
-//!   the master is and switches when the answer changes, because after a
-//!   failover that an operator forced, the old master keeps accepting writes
-//!   until the sentinels demote it, up to 10 s later; writes made there in
-//!   between would be lost.
+//! - a background task asks the sentinels every [`DEFAULT_POLL_INTERVAL`]
+//!   who the master is and switches when the answer changes, because after
+//!   a failover that an operator forced, the old master keeps accepting
+//!   writes until the sentinels demote it, up to 10 s later; writes made
+//!   there after the replica's promotion are lost;
+//! - while a sentinel reports a failover in progress for the master, calls
+//!   fail at once (a transient error) instead of writing to a master that is
+//!   being replaced: a failover costs errors rather than silently lost
+//!   records (extra admissions later).
 //!
 //! Every resolution is bounded by the connect timeout; every store call by
 //! the per-call timeout of [`ScriptStore`].
@@ -34,7 +38,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 /// How often the background task asks a sentinel who the master is.
-pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(250);
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The store on a Sentinel-managed master that follows failovers.
 pub type SentinelStore = ScriptStore<SentinelConnection>;
@@ -53,6 +57,12 @@ struct Inner {
     node_info: SentinelNodeConnectionInfo,
     /// Clients of each sentinel, for the background poll.
     sentinel_clients: Vec<Client>,
+    /// The poll's connection to each sentinel, made on first use.
+    sentinel_conns: tokio::sync::Mutex<Vec<Option<MultiplexedConnection>>>,
+    /// True while a sentinel reports a failover in progress.
+    fenced: std::sync::atomic::AtomicBool,
+    /// The last master connected to, for counting switches.
+    last_addr: Mutex<Option<String>>,
     current: Mutex<Option<Current>>,
     resolving: tokio::sync::Mutex<()>,
     config: AsyncConnectionConfig,
@@ -152,7 +162,10 @@ impl SentinelConnection {
                 db,
                 sentinel: tokio::sync::Mutex::new(sentinel),
                 node_info,
+                sentinel_conns: tokio::sync::Mutex::new(vec![None; sentinel_clients.len()]),
                 sentinel_clients,
+                fenced: std::sync::atomic::AtomicBool::new(false),
+                last_addr: Mutex::new(None),
                 current: Mutex::new(None),
                 resolving: tokio::sync::Mutex::new(()),
                 config,
@@ -179,6 +192,21 @@ impl SentinelConnection {
     /// timeout).
     pub async fn connect(&self) -> RedisResult<()> {
         self.current().await.map(|_| ())
+    }
+
+    /// True while calls are refused because a failover is in progress.
+    pub fn fenced(&self) -> bool {
+        self.inner.fenced.load(Ordering::Relaxed)
+    }
+
+    fn check_fence(&self) -> RedisResult<()> {
+        if self.fenced() {
+            return Err(RedisError::from((
+                ErrorKind::Io,
+                "a Sentinel failover of the master is in progress",
+            )));
+        }
+        Ok(())
     }
 
     async fn current(&self) -> RedisResult<Current> {
@@ -224,7 +252,7 @@ impl Inner {
             }
         };
         let mut current = lock(&self.current);
-        let previous = current.as_ref().map(|c| c.addr.clone());
+        let previous = lock(&self.last_addr).replace(addr.clone());
         if previous.as_deref().is_some_and(|p| p != addr) {
             self.switches.fetch_add(1, Ordering::Relaxed);
             tracing::info!(master = %self.master_name, from = ?previous, to = %addr, "sentinel master changed");
@@ -246,25 +274,53 @@ impl Inner {
         }
     }
 
-    /// The master address a sentinel reports now, asking each in turn.
-    async fn reported_master(&self) -> Option<String> {
-        for client in &self.sentinel_clients {
+    /// What the sentinels report now: the master's `host:port` (from the
+    /// first that answers) and whether any of them is running a failover of
+    /// it. Each query is bounded by the connect timeout.
+    async fn sentinel_view(&self) -> (Option<String>, bool) {
+        let mut conns = self.sentinel_conns.lock().await;
+        let mut master = None;
+        let mut in_progress = false;
+        for (client, slot) in self.sentinel_clients.iter().zip(conns.iter_mut()) {
             let ask = async {
-                let mut conn = client
-                    .get_multiplexed_async_connection_with_config(&self.config)
-                    .await?;
+                let mut conn = match slot.clone() {
+                    Some(c) => c,
+                    None => {
+                        let c = client
+                            .get_multiplexed_async_connection_with_config(&self.config)
+                            .await?;
+                        *slot = Some(c.clone());
+                        c
+                    }
+                };
                 redis::cmd("SENTINEL")
-                    .arg("GET-MASTER-ADDR-BY-NAME")
+                    .arg("MASTER")
                     .arg(&self.master_name)
-                    .query_async::<Option<(String, u16)>>(&mut conn)
+                    .query_async::<Vec<String>>(&mut conn)
                     .await
             };
-            if let Ok(Ok(Some((host, port)))) = tokio::time::timeout(self.connect_timeout, ask).await
-            {
-                return Some(format!("{host}:{port}"));
+            match tokio::time::timeout(self.connect_timeout, ask).await {
+                Ok(Ok(fields)) => {
+                    let field = |name: &str| {
+                        fields
+                            .chunks(2)
+                            .find(|kv| kv[0] == name)
+                            .and_then(|kv| kv.get(1).cloned())
+                    };
+                    if master.is_none()
+                        && let (Some(ip), Some(port)) = (field("ip"), field("port"))
+                    {
+                        master = Some(format!("{ip}:{port}"));
+                    }
+                    if field("flags").is_some_and(|f| f.contains("failover_in_progress")) {
+                        in_progress = true;
+                    }
+                }
+                // Reconnect to this sentinel next time.
+                _ => *slot = None,
             }
         }
-        None
+        (master, in_progress)
     }
 }
 
@@ -277,7 +333,12 @@ async fn poll(inner: Weak<Inner>, interval: Duration) {
             return;
         };
         let current = lock(&inner.current).clone();
-        let Some(reported) = inner.reported_master().await else {
+        let (reported, in_progress) = inner.sentinel_view().await;
+        if in_progress && !inner.fenced.swap(true, Ordering::Relaxed) {
+            tracing::warn!(master = %inner.master_name, "sentinel failover in progress: decisions fail until it ends");
+        }
+        let Some(reported) = reported else {
+            inner.fenced.store(in_progress, Ordering::Relaxed);
             continue;
         };
         match current {
@@ -289,6 +350,10 @@ async fn poll(inner: Weak<Inner>, interval: Duration) {
                 let _ = inner.resolve(None).await;
             }
             Some(_) => {}
+        }
+        // Unfence only once the new master (if any) is in use.
+        if !in_progress {
+            inner.fenced.store(false, Ordering::Relaxed);
         }
     }
 }
@@ -314,6 +379,7 @@ fn is_connection_error(value: &RedisResult<Value>) -> bool {
 impl ConnectionLike for SentinelConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
+            self.check_fence()?;
             let current = self.current().await?;
             let mut conn = current.conn.clone();
             let result = conn.req_packed_command(cmd).await;
@@ -337,6 +403,7 @@ impl ConnectionLike for SentinelConnection {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
+            self.check_fence()?;
             let current = self.current().await?;
             let mut conn = current.conn.clone();
             let result = conn.req_packed_commands(cmd, offset, count).await;
