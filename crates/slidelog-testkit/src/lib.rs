@@ -1,15 +1,24 @@
 //! Test helpers for slidelog: real `redis-server` processes started on free
-//! loopback ports and stopped when dropped. Tests never use a Redis they did
-//! not start (a machine may run its own on 6379 for other uses).
+//! loopback ports and stopped when dropped, and the behavioural suite of
+//! SPEC §1–§2 that every store runs ([`store_suite!`]), so stores cannot drift.
+//! Tests never use a Redis they did not start (a machine may run its own on
+//! 6379 for other uses).
 //!
 //! When `redis-server` is missing, starting one fails loudly with the command
 //! that installs it: a test never skips silently.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod admin;
+pub mod cluster;
 mod redis_server;
+pub mod sentinel;
+pub mod suite;
 
+pub use admin::redis_cli_binary;
+pub use cluster::RedisCluster;
 pub use redis_server::{RedisServer, free_port, redis_server_binary};
+pub use sentinel::SentinelGroup;
 
 /// A key prefix unique to one test, so tests share a server without FLUSHDB.
 pub fn unique_prefix(test: &str) -> String {
