@@ -122,7 +122,8 @@ pub fn evaluate<L: SortedLog + ?Sized>(log: &L, now: u64, request: &Request) -> 
             limit: limit.max(),
             window_ms: limit.window_ms(),
             count: live,
-            remaining: limit.max() - live,
+            // With a clock that stepped back, more than `max` can be live.
+            remaining: limit.max().saturating_sub(live),
             retry_after_ms: wait,
             reset_after_ms: reset,
             degraded: false,
@@ -275,6 +276,22 @@ mod tests {
         let mut log: VecDeque<u64> = [10_000].into_iter().collect();
         assert!(decide_and_record(&mut log, 9_000, &r).allowed);
         assert_eq!(log, VecDeque::from(vec![9_000, 10_000]));
+    }
+
+    #[test]
+    fn more_live_than_max_after_a_step_back_reports_zero_remaining() {
+        // 2 per 100 ms and 10 per second: records at 0 and 100 are all live
+        // for the short window again when the clock steps back to 50.
+        let r = req(&[(2, 100), (10, 1000)], 1);
+        let mut log = VecDeque::new();
+        decide_and_record(&mut log, 0, &r);
+        decide_and_record(&mut log, 0, &r);
+        decide_and_record(&mut log, 100, &r);
+        decide_and_record(&mut log, 100, &r);
+        let d = decide_and_record(&mut log, 50, &r);
+        assert!(!d.allowed);
+        assert_eq!((d.limit, d.count, d.remaining), (2, 4, 0));
+        assert_eq!(d.retry_after_ms, 100 + 100 - 50);
     }
 
     #[test]
