@@ -32,7 +32,7 @@ mod shard;
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use shard::Shard;
-use slidelog_core::{Clock, Decision, Mode, Now, Request, Store, StoreError, SystemClock};
+use slidelog_core::{Clock, Decision, Mode, MonotonicClock, Now, Request, Store, StoreError};
 use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -57,7 +57,7 @@ impl Default for MemoryStore {
 }
 
 impl MemoryStore {
-    /// A store on the system clock with the default key cap.
+    /// A store on the process clock ([`MonotonicClock`]) with the default key cap.
     pub fn new() -> Self {
         let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
         // Many more shards than cores so two busy keys rarely share a lock.
@@ -69,7 +69,7 @@ impl MemoryStore {
             hasher: foldhash::fast::RandomState::default(),
             keys: AtomicUsize::new(0),
             key_cap: DEFAULT_KEY_CAP,
-            clock: Arc::new(SystemClock),
+            clock: Arc::new(MonotonicClock::new()),
         }
     }
 
