@@ -1,6 +1,6 @@
 //! Scanning one node: SCAN MATCH COUNT (never KEYS), and for each batch one
-//! pipeline of cheap reads per key (TYPE, ZCARD, MEMORY USAGE, PTTL, the
-//! first records and the newest record). Every command is O(1) or
+//! pipeline of cheap reads per key (ZCARD, MEMORY USAGE, PTTL, the first
+//! records and the newest record; TYPE only for keys that are not sorted sets). Every command is O(1) or
 //! O(log N + small), so Redis never blocks on a large set; MEMORY USAGE keeps
 //! its default sampling for the same reason.
 
@@ -14,7 +14,7 @@ use std::hash::{BuildHasher, RandomState};
 use std::time::Duration;
 
 /// Commands sent per key in a batch pipeline.
-const COMMANDS_PER_KEY: usize = 6;
+const COMMANDS_PER_KEY: usize = 5;
 
 /// Opens a connection to one node, bounded by `timeout` for connecting and
 /// for every reply.
@@ -72,7 +72,9 @@ pub struct ScanSpec<'a> {
 
 /// Scans one node, handing every batch of keys to `sink`. SCAN may return a
 /// key more than once (while Redis rehashes); each key is handed over once,
-/// tracked by a 64-bit hash of its name (8 bytes per key).
+/// tracked by a 64-bit hash of its name (8 bytes per key). The next SCAN page
+/// is asked for while the current batch is read, on the same multiplexed
+/// connection.
 pub async fn scan_node(
     conn: &mut MultiplexedConnection,
     node: &str,
@@ -83,62 +85,83 @@ pub async fn scan_node(
 ) -> Result<(), InspectError> {
     let hasher = RandomState::new();
     let mut seen: HashSet<u64> = HashSet::new();
-    let mut cursor: u64 = 0;
+    let mut page = scan_page(conn.clone(), node, spec, 0).await?;
     loop {
-        let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(spec.pattern)
-            .arg("COUNT")
-            .arg(spec.count)
-            .query_async(conn)
-            .await
-            .map_err(|source| InspectError::Redis {
-                node: node.to_owned(),
-                what: "SCAN",
-                source,
-            })?;
+        let (next, keys) = page;
         let fresh: Vec<Vec<u8>> = keys
             .into_iter()
             .filter(|k| seen.insert(hasher.hash_one(k)))
             .collect();
-        if !fresh.is_empty() {
-            let facts = read_batch(conn, node, &fresh, spec.sample).await?;
-            if let Some(p) = progress {
-                let (mut records, mut memory) = (0, 0);
-                for f in &facts {
-                    if let KeyKind::ZSet(z) = &f.kind {
-                        records += z.zcard;
-                        memory += z.memory_bytes.unwrap_or(0);
-                    }
-                }
-                p.add(facts.len() as u64, records, memory);
+        let read = async {
+            if fresh.is_empty() {
+                Ok(Vec::new())
+            } else {
+                read_batch(conn.clone(), node, &fresh, spec.sample).await
             }
-            sink(facts);
-        }
+        };
+        let facts = if next == 0 {
+            page = (0, Vec::new());
+            read.await?
+        } else {
+            let (next_page, facts) = tokio::join!(scan_page(conn.clone(), node, spec, next), read);
+            page = next_page?;
+            facts?
+        };
         if let Some(p) = progress {
+            let (mut records, mut memory) = (0, 0);
+            for f in &facts {
+                if let KeyKind::ZSet(z) = &f.kind {
+                    records += z.zcard;
+                    memory += z.memory_bytes.unwrap_or(0);
+                }
+            }
+            p.add(facts.len() as u64, records, memory);
             p.set_fraction(node_index, cursor_fraction(next));
+        }
+        if !facts.is_empty() {
+            sink(facts);
         }
         if next == 0 {
             return Ok(());
         }
-        cursor = next;
     }
 }
 
-/// Reads the figures of a batch of keys in one pipeline.
+/// One SCAN call: the next cursor and the keys of this page.
+async fn scan_page(
+    mut conn: MultiplexedConnection,
+    node: &str,
+    spec: &ScanSpec<'_>,
+    cursor: u64,
+) -> Result<(u64, Vec<Vec<u8>>), InspectError> {
+    redis::cmd("SCAN")
+        .arg(cursor)
+        .arg("MATCH")
+        .arg(spec.pattern)
+        .arg("COUNT")
+        .arg(spec.count)
+        .query_async(&mut conn)
+        .await
+        .map_err(|source| InspectError::Redis {
+            node: node.to_owned(),
+            what: "SCAN",
+            source,
+        })
+}
+
+/// Reads the figures of a batch of keys in one pipeline: ZCARD, MEMORY USAGE,
+/// PTTL and the two ZRANGEs per key. Keys of another type answer WRONGTYPE;
+/// only those get a TYPE, in a second, small pipeline.
 async fn read_batch(
-    conn: &mut MultiplexedConnection,
+    mut conn: MultiplexedConnection,
     node: &str,
     keys: &[Vec<u8>],
     sample: usize,
 ) -> Result<Vec<KeyFacts>, InspectError> {
     let mut pipe = redis::pipe();
-    // Replies to a key of another type are WRONGTYPE errors: keep them per
-    // command instead of failing the batch.
+    // Keep per-command errors (WRONGTYPE) instead of failing the batch.
     pipe.ignore_errors();
     for key in keys {
-        pipe.cmd("TYPE").arg(key);
         pipe.cmd("ZCARD").arg(key);
         pipe.cmd("MEMORY").arg("USAGE").arg(key);
         pipe.cmd("PTTL").arg(key);
@@ -153,6 +176,55 @@ async fn read_batch(
             .arg(-1)
             .arg("WITHSCORES");
     }
+    let replies = query(&mut conn, node, &pipe, keys.len() * COMMANDS_PER_KEY).await?;
+    let mut facts: Vec<KeyFacts> = keys
+        .iter()
+        .zip(replies.chunks(COMMANDS_PER_KEY))
+        .map(|(key, r)| KeyFacts {
+            key: key.clone(),
+            kind: parse_zset(r),
+        })
+        .collect();
+
+    // Not sorted sets: ask their type.
+    let others: Vec<usize> = (0..facts.len())
+        .filter(|i| matches!(replies[i * COMMANDS_PER_KEY], Value::ServerError(_)))
+        .collect();
+    if !others.is_empty() {
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for &i in &others {
+            pipe.cmd("TYPE").arg(&keys[i]);
+        }
+        let types = query(&mut conn, node, &pipe, others.len()).await?;
+        for (&i, t) in others.iter().zip(&types) {
+            facts[i].kind = match t {
+                Value::SimpleString(s) if s == "none" => KeyKind::Vanished,
+                // Became a sorted set in between: counted as vanished
+                // rather than read half.
+                Value::SimpleString(s) if s == "zset" => KeyKind::Vanished,
+                Value::SimpleString(s) => KeyKind::Other(s.clone()),
+                Value::BulkString(b) => KeyKind::Other(String::from_utf8_lossy(b).into_owned()),
+                other => {
+                    return Err(InspectError::UnexpectedReply {
+                        node: node.to_owned(),
+                        what: "TYPE",
+                        reply: format!("{other:?}"),
+                    });
+                }
+            };
+        }
+    }
+    Ok(facts)
+}
+
+/// Sends `pipe` and checks that it got `expected` replies.
+async fn query(
+    conn: &mut MultiplexedConnection,
+    node: &str,
+    pipe: &redis::Pipeline,
+    expected: usize,
+) -> Result<Vec<Value>, InspectError> {
     let replies: Vec<Value> =
         pipe.query_async(conn)
             .await
@@ -161,59 +233,34 @@ async fn read_batch(
                 what: "pipelined reads",
                 source,
             })?;
-    if replies.len() != keys.len() * COMMANDS_PER_KEY {
+    if replies.len() != expected {
         return Err(InspectError::UnexpectedReply {
             node: node.to_owned(),
             what: "pipelined reads",
-            reply: format!(
-                "{} replies for {} commands",
-                replies.len(),
-                keys.len() * COMMANDS_PER_KEY
-            ),
+            reply: format!("{} replies for {expected} commands", replies.len()),
         });
     }
-    keys.iter()
-        .zip(replies.chunks(COMMANDS_PER_KEY))
-        .map(|(key, r)| parse_key(node, key, r))
-        .collect()
+    Ok(replies)
 }
 
-/// Turns the six replies of one key into its facts.
-fn parse_key(node: &str, key: &[u8], r: &[Value]) -> Result<KeyFacts, InspectError> {
-    let kind_name = match &r[0] {
-        Value::SimpleString(s) => s.clone(),
-        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
-        other => {
-            return Err(InspectError::UnexpectedReply {
-                node: node.to_owned(),
-                what: "TYPE",
-                reply: format!("{other:?}"),
-            });
-        }
-    };
-    let kind = match kind_name.as_str() {
-        "none" => KeyKind::Vanished,
-        "zset" => match (&r[1], &r[3]) {
-            // Deleted or retyped between TYPE and the reads.
-            (Value::Int(0), _) | (_, Value::Int(-2)) => KeyKind::Vanished,
-            (Value::Int(zcard), Value::Int(pttl)) => KeyKind::ZSet(ZSetFacts {
-                zcard: *zcard as u64,
-                memory_bytes: match &r[2] {
-                    Value::Int(m) => Some(*m as u64),
-                    _ => None,
-                },
-                pttl_ms: *pttl,
-                first: pairs(&r[4]),
-                newest: pairs(&r[5]).into_iter().next(),
-            }),
-            _ => KeyKind::Vanished,
-        },
-        _ => KeyKind::Other(kind_name),
-    };
-    Ok(KeyFacts {
-        key: key.to_vec(),
-        kind,
-    })
+/// Turns the five replies of one key into its facts. A missing key answers
+/// ZCARD 0 and PTTL -2: it expired or was deleted after SCAN saw it.
+fn parse_zset(r: &[Value]) -> KeyKind {
+    match (&r[0], &r[2]) {
+        (Value::Int(0), _) | (_, Value::Int(-2)) => KeyKind::Vanished,
+        (Value::Int(zcard), Value::Int(pttl)) => KeyKind::ZSet(ZSetFacts {
+            zcard: *zcard as u64,
+            memory_bytes: match &r[1] {
+                Value::Int(m) => Some(*m as u64),
+                _ => None,
+            },
+            pttl_ms: *pttl,
+            first: pairs(&r[3]),
+            newest: pairs(&r[4]).into_iter().next(),
+        }),
+        // WRONGTYPE: resolved by the TYPE follow-up.
+        _ => KeyKind::Vanished,
+    }
 }
 
 /// `(member, score)` pairs of a ZRANGE WITHSCORES reply: a flat array in RESP2,
