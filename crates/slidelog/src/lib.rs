@@ -13,4 +13,5 @@ pub use slidelog_core::{
     SystemClock,
 };
 pub use slidelog_memory::MemoryStore;
+pub use url::mask_password;
 pub use url::{OpenError, StoreOptions, open_store};
