@@ -123,6 +123,14 @@ impl Metrics {
                 STORE_UP,
                 "1 when the last store call or readiness probe succeeded, else 0."
             );
+            // Series that alerts watch exist from the start, at 0, so that a
+            // rate() over them works before the first incident.
+            for op in [Op::Check, Op::Peek] {
+                for result in ["allowed", "rejected"] {
+                    counter!(DECISIONS, "op" => op.as_str(), "result" => result).increment(0);
+                }
+                counter!(DEGRADED, "op" => op.as_str()).increment(0);
+            }
         });
     }
 
@@ -252,7 +260,11 @@ mod tests {
             text.contains("slidelog_decision_duration_seconds_bucket"),
             "{text}"
         );
-        assert!(!b.render().contains("slidelog_decisions_total{"));
+        let rendered = b.render();
+        assert!(
+            rendered.contains(r#"slidelog_decisions_total{op="check",result="allowed"} 0"#),
+            "{rendered}"
+        );
     }
 
     #[test]
