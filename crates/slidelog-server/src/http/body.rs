@@ -162,6 +162,17 @@ fn body_rejection(rejection: BytesRejection) -> ApiError {
 
 /// Parses JSON, naming the field at fault (its path) and its bound.
 pub fn parse<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    // serde would read a struct from an array too (`[…]` by position): the
+    // API takes objects only, and says so rather than "expected a string".
+    if let Some(first) = bytes.iter().find(|b| !b.is_ascii_whitespace())
+        && *first != b'{'
+    {
+        return Err(ApiError::bad_request(
+            "body",
+            "request body must be a JSON object such as \
+             {\"key\": \"user123\", \"max\": 100, \"window_ms\": 60000}",
+        ));
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
