@@ -140,8 +140,20 @@ pub async fn build_app(args: &ServeArgs) -> anyhow::Result<App> {
     }
     let mut options = args.store.options();
     options.memory_key_cap = args.memory_key_cap;
+    // Start even while Redis is down: /readyz says unready and the failure
+    // policy answers until it comes up, as it would during any later outage.
+    options.lazy_connect = true;
     let store = open_store(&args.store.store, &options).await?;
-    Ok(App::new(store, config))
+    let app = App::new(store, config);
+    if let Err(e) = app.ready().await {
+        tracing::warn!(
+            store = %mask_password(&args.store.store),
+            error = %e,
+            "store not reachable at start; serving with the {} policy until it is",
+            args.on_store_error
+        );
+    }
+    Ok(app)
 }
 
 /// Background chores until shutdown: fold histogram samples (bounded memory
