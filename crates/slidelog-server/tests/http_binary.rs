@@ -208,3 +208,43 @@ fn bad_flags_exit_2_with_a_message() {
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn the_binary_starts_while_redis_is_down_and_becomes_ready_when_it_returns() {
+    let mut redis = slidelog_testkit::RedisServer::start();
+    redis.kill();
+    let prefix = slidelog_testkit::unique_prefix("bin_redis");
+    let service = spawn(&[
+        "--store",
+        &redis.url(),
+        "--key-prefix",
+        &prefix,
+        "--on-store-error",
+        "fail-closed",
+    ]);
+    let addr = service.addr.clone();
+    let body = r#"{"key":"r","max":2,"window_ms":60000}"#;
+    assert_eq!(request(&addr, "GET", "/readyz", "", "").0, 503);
+    assert_eq!(request(&addr, "POST", "/v1/check", body, "").0, 503);
+
+    redis.restart();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while request(&addr, "GET", "/readyz", "", "").0 != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "not ready within 20 s of Redis returning"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let statuses: Vec<u16> = (0..3)
+        .map(|_| request(&addr, "POST", "/v1/check", body, "").0)
+        .collect();
+    assert_eq!(statuses, [200, 200, 429]);
+    // The decisions live in Redis, under the prefix, with a TTL.
+    let mut conn = redis.client();
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(format!("{prefix}r"))
+        .query(&mut conn)
+        .unwrap();
+    assert!(ttl > 0 && ttl <= 60_000, "PTTL {ttl}");
+}
