@@ -13,7 +13,7 @@ use metrics_exporter_prometheus::{
 };
 use slidelog::{Decision, MemoryStore, StoreError};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 /// Distinct `rule` label values kept before new rules count as `other`.
@@ -60,7 +60,7 @@ impl Op {
 pub struct Metrics {
     recorder: PrometheusRecorder,
     handle: PrometheusHandle,
-    rules: Mutex<HashMap<(u64, u64), SharedString>>,
+    rules: RwLock<HashMap<(u64, u64), SharedString>>,
     memory: Option<Arc<MemoryStore>>,
 }
 
@@ -82,7 +82,7 @@ impl Metrics {
         let metrics = Self {
             recorder,
             handle,
-            rules: Mutex::new(HashMap::new()),
+            rules: RwLock::new(HashMap::new()),
             memory,
         };
         metrics.describe();
@@ -215,7 +215,16 @@ impl Metrics {
     }
 
     fn rule_label(&self, max: u64, window_ms: u64) -> SharedString {
-        let mut rules = self.rules.lock().unwrap_or_else(|e| e.into_inner());
+        // Read-locked on the hot path: a rule is inserted once, then only read.
+        if let Some(label) = self
+            .rules
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(max, window_ms))
+        {
+            return label.clone();
+        }
+        let mut rules = self.rules.write().unwrap_or_else(|e| e.into_inner());
         if let Some(label) = rules.get(&(max, window_ms)) {
             return label.clone();
         }
