@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 struct Service {
     child: Child,
     addr: String,
+    /// Log lines up to and including the one with the address.
+    early_log: Vec<String>,
     log: mpsc::Receiver<String>,
 }
 
@@ -27,7 +29,7 @@ fn spawn(args: &[&str]) -> Service {
         .arg("serve")
         .args(["--http", "127.0.0.1:0"])
         .args(args)
-        .env("RUST_LOG", "info")
+        .env("RUST_LOG", "debug")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -43,17 +45,24 @@ fn spawn(args: &[&str]) -> Service {
         }
     });
     let deadline = Instant::now() + Duration::from_secs(30);
+    let mut early_log = Vec::new();
     let addr = loop {
         let line = rx
             .recv_timeout(deadline.saturating_duration_since(Instant::now()))
             .expect("slidelog serve logged no listening address within 30 s");
-        if let Some(rest) = line.split("http_addr=").nth(1) {
-            break rest.split_whitespace().next().unwrap().to_owned();
+        let addr = line
+            .split("http_addr=")
+            .nth(1)
+            .map(|rest| rest.split_whitespace().next().unwrap().to_owned());
+        early_log.push(line);
+        if let Some(addr) = addr {
+            break addr;
         }
     };
     Service {
         child,
         addr,
+        early_log,
         log: rx,
     }
 }
@@ -247,4 +256,38 @@ fn the_binary_starts_while_redis_is_down_and_becomes_ready_when_it_returns() {
         .query(&mut conn)
         .unwrap();
     assert!(ttl > 0 && ttl <= 60_000, "PTTL {ttl}");
+}
+
+#[test]
+fn the_redis_password_never_reaches_the_log() {
+    let mut redis = slidelog_testkit::RedisServer::start();
+    let port = redis.port();
+    redis.kill();
+    let url = format!("redis://admin:hunter2@127.0.0.1:{port}/0");
+    let mut service = spawn(&["--store", &url]);
+    let addr = service.addr.clone();
+    let body = r#"{"key":"pw","max":2,"window_ms":60000}"#;
+    let (status, answer) = request(&addr, "POST", "/v1/check", body, "");
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.contains(r#""degraded":true"#), "{answer}");
+    let (status, answer) = request(&addr, "GET", "/readyz", "", "");
+    assert_eq!(status, 503);
+    assert!(!answer.contains("hunter2"), "{answer}");
+    sigterm(&service.child);
+    let _ = service.child.wait();
+    // Every line until the reader thread sees the end of stderr.
+    let mut log = std::mem::take(&mut service.early_log);
+    while let Ok(line) = service.log.recv_timeout(Duration::from_secs(10)) {
+        log.push(line);
+    }
+    let log = log.join("\n");
+    assert!(
+        log.contains("admin:***@"),
+        "the masked URL is logged:\n{log}"
+    );
+    assert!(
+        log.contains("store call failed"),
+        "the outage is logged:\n{log}"
+    );
+    assert!(!log.contains("hunter2"), "password in the log:\n{log}");
 }
