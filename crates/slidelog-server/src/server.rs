@@ -31,6 +31,13 @@ pub async fn serve_http(
     shutdown: Shutdown,
     grace: Duration,
 ) -> io::Result<Stopped> {
+    use axum::serve::ListenerExt;
+    // Answers are small and written at once: never hold them back for Nagle.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+        }
+    });
     let server = axum::serve(listener, router)
         .with_graceful_shutdown(shutdown.clone().wait())
         .into_future();
