@@ -53,7 +53,9 @@ async fn main() {
         ..InspectOptions::default()
     };
     let started = Instant::now();
-    let report = inspect(&server.url(), &options, None).await.expect("inspect");
+    let report = inspect(&server.url(), &options, None)
+        .await
+        .expect("inspect");
     let took = started.elapsed();
     let expected: u64 = (0..keys).map(|i| (i * 7919) % 12 + 1).sum();
     assert_eq!(report.summary.keys, keys);

@@ -207,6 +207,29 @@ pub async fn inspect(
     })
 }
 
+/// The SCAN pattern matching every key that starts with `prefix`: the prefix
+/// with Redis glob characters (`*?[]\\`) escaped, then `*`.
+pub fn prefix_pattern(prefix: &str) -> String {
+    let mut pattern = String::with_capacity(prefix.len() + 1);
+    for c in prefix.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('*');
+    pattern
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn prefix_patterns_escape_glob_characters() {
+        assert_eq!(super::prefix_pattern("rate:sliding:"), "rate:sliding:*");
+        assert_eq!(super::prefix_pattern("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\*");
+    }
 }

@@ -70,7 +70,7 @@ pub async fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
         pattern: args
             .pattern
             .clone()
-            .unwrap_or_else(|| format!("{}*", args.key_prefix)),
+            .unwrap_or_else(|| slidelog_inspect::prefix_pattern(&args.key_prefix)),
         count: args.count,
         top: args.top,
         list: args.list,
@@ -122,9 +122,8 @@ fn progress_bar(json: bool) -> ProgressBar {
     if json || !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
-    let style =
-        ProgressStyle::with_template("{spinner} scanning [{bar:30}] {percent:>3}% {elapsed} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> ");
+    let style = ProgressStyle::with_template("{spinner} [{bar:20}] {percent:>3}% {elapsed} {msg}")
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
     ProgressBar::new(1000).with_style(style)
 }

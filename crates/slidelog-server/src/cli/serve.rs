@@ -138,7 +138,7 @@ fn inspect_schedule(args: &ServeArgs) -> anyhow::Result<Option<InspectSchedule>>
             pattern: args
                 .inspect_pattern
                 .clone()
-                .unwrap_or_else(|| format!("{}*", args.store.key_prefix)),
+                .unwrap_or_else(|| slidelog_inspect::prefix_pattern(&args.store.key_prefix)),
             max: args.inspect_max,
             max_source: args.inspect_max.map(|_| "--inspect-max".to_owned()),
             ..slidelog_inspect::InspectOptions::default()
