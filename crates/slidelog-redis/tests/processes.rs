@@ -212,6 +212,6 @@ fn child_process() {
                 out.push_str(&format!("ADMIT {ms}\n"));
             }
         }
-        print!("{out}CHILD DONE\n");
+        println!("{out}CHILD DONE");
     });
 }
