@@ -122,7 +122,9 @@ pub fn evaluate<L: SortedLog + ?Sized>(log: &L, now: u64, request: &Request) -> 
             limit: limit.max(),
             window_ms: limit.window_ms(),
             count: live,
-            remaining: limit.max() - live,
+            // A log can hold more than max when a key's max was lowered (or a
+            // non-atomic writer overshot): remaining is then 0, never a panic.
+            remaining: limit.max().saturating_sub(live),
             retry_after_ms: wait,
             reset_after_ms: reset,
             degraded: false,

@@ -105,7 +105,9 @@ if not allowed then
   if record then
     redis.call('PEXPIRE', key, math.max(longest, newest + longest - now))
   end
-  return {0, maxes[d], windows[d], lives[d], maxes[d] - lives[d], worst_wait, reset, now}
+  -- remaining is 0, not negative, when the log holds more than max (a max
+  -- that was lowered, or a non-atomic writer that overshot).
+  return {0, maxes[d], windows[d], lives[d], math.max(0, maxes[d] - lives[d]), worst_wait, reset, now}
 end
 
 -- Step 7b: allowed. After appending, the newest record is the later of the
