@@ -81,7 +81,10 @@ fn main() {
     println!("|---|---|---|---|");
     for &n in scale.records {
         let (bytes, encoding) = rt.block_on(memory_for(&store, &server, n));
-        println!("| {n} | {encoding} | {bytes} | {:.1} |", bytes as f64 / n as f64);
+        println!(
+            "| {n} | {encoding} | {bytes} | {:.1} |",
+            bytes as f64 / n as f64
+        );
     }
 }
 
@@ -121,7 +124,14 @@ fn redis_benchmark(server: &RedisServer, n: u64, pipeline: u32) -> f64 {
         .args(["-c", "50", "-n", &n.to_string(), "-r", &KEYS.to_string()])
         .args(["-P", &pipeline.to_string(), "--csv"])
         .args(["EVALSHA", SCRIPT.get_hash(), "1", "bench:rb:__rand_int__"])
-        .args(["1", "-1", "1", "1", &MAX.to_string(), &WINDOW_MS.to_string()])
+        .args([
+            "1",
+            "-1",
+            "1",
+            "1",
+            &MAX.to_string(),
+            &WINDOW_MS.to_string(),
+        ])
         .arg("m:__rand_int__")
         .output()
         .expect("redis-benchmark (apt-get install -y redis-tools)");
