@@ -105,8 +105,8 @@ if not allowed then
   if record then
     redis.call('PEXPIRE', key, math.max(longest, newest + longest - now))
   end
-  -- remaining is 0, not negative, when the log holds more than max (a max
-  -- that was lowered, or a non-atomic writer that overshot).
+  -- More than max records can be live after a clock step back or a lowered
+  -- max: remaining is then 0 (as the engine's saturating subtraction).
   return {0, maxes[d], windows[d], lives[d], math.max(0, maxes[d] - lives[d]), worst_wait, reset, now}
 end
 
