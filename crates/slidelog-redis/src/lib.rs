@@ -46,11 +46,11 @@ mod store;
 
 pub use cluster::{ClusterConnection, ClusterStore};
 pub use connect::{ConnectError, client, install_crypto_provider, mask_password};
+pub use multi_url::MultiHostUrl;
 pub use options::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_PREFIX, DEFAULT_TIMEOUT, RedisOptions, TimeMode,
 };
 pub use pipelined::UnsafePipelinedStore;
 pub use script::Outcome;
-pub use multi_url::MultiHostUrl;
 pub use sentinel::{SentinelConnection, SentinelStore};
 pub use store::{RedisStore, ScriptStore};

@@ -116,12 +116,20 @@ impl MultiHostUrl {
     pub fn node_urls(&self) -> Vec<String> {
         self.hosts
             .iter()
-            .map(|(h, p)| self.single_url(h, *p, self.username.as_deref(), self.password.as_deref()))
+            .map(|(h, p)| {
+                self.single_url(h, *p, self.username.as_deref(), self.password.as_deref())
+            })
             .collect()
     }
 
     /// `redis[s]://[user:pass@]host:port` for one host with given credentials.
-    pub fn single_url(&self, host: &str, port: u16, user: Option<&str>, pass: Option<&str>) -> String {
+    pub fn single_url(
+        &self,
+        host: &str,
+        port: u16,
+        user: Option<&str>,
+        pass: Option<&str>,
+    ) -> String {
         let scheme = if self.tls { "rediss" } else { "redis" };
         let auth = match (user, pass) {
             (Some(u), Some(p)) => format!("{}:{}@", encode(u), encode(p)),

@@ -94,11 +94,9 @@ impl SentinelConnection {
     /// that is down. Must be called inside a Tokio runtime.
     pub fn open(url: &str, options: &RedisOptions) -> Result<Self, String> {
         let parsed = MultiHostUrl::parse(url, "redis+sentinel", "rediss+sentinel")?;
-        let master_name = parsed
-            .path
-            .first()
-            .cloned()
-            .ok_or("the master name is missing: redis+sentinel://host:port,host:port/master-name")?;
+        let master_name = parsed.path.first().cloned().ok_or(
+            "the master name is missing: redis+sentinel://host:port,host:port/master-name",
+        )?;
         let db: i64 = match parsed.path.get(1) {
             None => 0,
             Some(d) => d
@@ -413,9 +411,9 @@ impl ConnectionLike for SentinelConnection {
                         || e.is_io_error()
                         || e.is_connection_dropped()
                 }
-                Ok(values) => values.iter().any(|v| {
-                    matches!(v, Value::ServerError(e) if e.code() == "READONLY")
-                }),
+                Ok(values) => values
+                    .iter()
+                    .any(|v| matches!(v, Value::ServerError(e) if e.code() == "READONLY")),
             };
             if failed {
                 // A pipeline may be partly applied: never retried here.
@@ -451,7 +449,11 @@ impl SentinelStore {
                 transient: crate::errors::is_transient(&e),
                 reason: e.to_string(),
             })?;
-        Ok(ScriptStore::with_connection(conn, &options, "redis-sentinel"))
+        Ok(ScriptStore::with_connection(
+            conn,
+            &options,
+            "redis-sentinel",
+        ))
     }
 
     /// A store that resolves the master in the background and never fails
@@ -467,6 +469,10 @@ impl SentinelStore {
                 reason,
             }
         })?;
-        Ok(ScriptStore::with_connection(conn, &options, "redis-sentinel"))
+        Ok(ScriptStore::with_connection(
+            conn,
+            &options,
+            "redis-sentinel",
+        ))
     }
 }

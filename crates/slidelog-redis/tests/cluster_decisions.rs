@@ -21,7 +21,9 @@ fn options(prefix: &str) -> RedisOptions {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_over_every_master_decide_as_the_memory_store_does() {
-    let cluster = tokio::task::spawn_blocking(RedisCluster::start).await.unwrap();
+    let cluster = tokio::task::spawn_blocking(RedisCluster::start)
+        .await
+        .unwrap();
     let prefix = unique_prefix("cluster-diff");
     let store = ClusterStore::connect_cluster(&cluster.url(), options(&prefix))
         .await
@@ -57,7 +59,9 @@ async fn keys_over_every_master_decide_as_the_memory_store_does() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_script_reaches_masters_that_lost_it_and_the_layout_is_kept() {
-    let cluster = tokio::task::spawn_blocking(RedisCluster::start).await.unwrap();
+    let cluster = tokio::task::spawn_blocking(RedisCluster::start)
+        .await
+        .unwrap();
     let prefix = unique_prefix("cluster-noscript");
     let store = ClusterStore::connect_cluster(&cluster.url(), options(&prefix))
         .await
@@ -65,7 +69,13 @@ async fn the_script_reaches_masters_that_lost_it_and_the_layout_is_kept() {
     let limit = Limit::new(3, 60_000).unwrap();
     let keys: Vec<String> = (0..30).map(|i| format!("k{i}")).collect();
     for key in &keys {
-        assert!(store.check(&Request::single(key.clone(), limit).unwrap()).await.unwrap().allowed);
+        assert!(
+            store
+                .check(&Request::single(key.clone(), limit).unwrap())
+                .await
+                .unwrap()
+                .allowed
+        );
     }
     // Every master forgets every script (as a new master after a failover
     // has never loaded it): decisions go on, exact.
@@ -74,14 +84,20 @@ async fn the_script_reaches_masters_that_lost_it_and_the_layout_is_kept() {
         let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut c).unwrap();
     }
     for key in &keys {
-        let d = store.check(&Request::single(key.clone(), limit).unwrap()).await.unwrap();
+        let d = store
+            .check(&Request::single(key.clone(), limit).unwrap())
+            .await
+            .unwrap();
         assert!(d.allowed && d.count == 2, "{key}: {d:?}");
     }
     // The script came back by EVAL on each key's own master, never by
     // SCRIPT LOAD (which goes to every master and fails while one is down).
     for port in cluster.master_ports() {
         let mut c = cluster.node(port).client();
-        let stats: String = redis::cmd("INFO").arg("commandstats").query(&mut c).unwrap();
+        let stats: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut c)
+            .unwrap();
         assert!(stats.contains("cmdstat_eval:"), "{stats}");
         assert!(!stats.contains("cmdstat_script|load"), "{stats}");
     }
@@ -105,7 +121,11 @@ async fn a_cluster_that_is_not_there_fails_within_the_connect_timeout() {
     let err = ClusterStore::connect_cluster(&format!("redis+cluster://127.0.0.1:{port}"), opts)
         .await
         .unwrap_err();
-    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
     assert!(err.to_string().contains("127.0.0.1"), "{err}");
     let bad = ClusterStore::connect_cluster("redis+cluster://h", options("x:")).await;
     assert!(bad.unwrap_err().to_string().contains("host:port"));

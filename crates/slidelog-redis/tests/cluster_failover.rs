@@ -42,13 +42,17 @@ async fn failover_under_load(
     fail: impl FnOnce(RedisCluster) -> (RedisCluster, Duration) + Send + 'static,
     max_error_window: Duration,
 ) {
-    let cluster = tokio::task::spawn_blocking(RedisCluster::start).await.unwrap();
+    let cluster = tokio::task::spawn_blocking(RedisCluster::start)
+        .await
+        .unwrap();
     let prefix = unique_prefix(test);
     let store = store(&cluster, &prefix).await;
     let keys = keys();
     let (stop, load) = ha::start_load(store.clone(), keys.clone(), LOAD_TASKS);
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let (cluster, took) = tokio::task::spawn_blocking(move || fail(cluster)).await.unwrap();
+    let (cluster, took) = tokio::task::spawn_blocking(move || fail(cluster))
+        .await
+        .unwrap();
     // Keep the load on until decisions have succeeded for a while.
     ha::eventually(Duration::from_secs(20), || async {
         let r = slidelog_core::Request::single("probe", ha::load_limit()).unwrap();

@@ -59,13 +59,20 @@ async fn worker() {
             admitted
         }));
     }
-    let mut admitted = vec![0u64; KEYS];
+    let mut admitted = [0u64; KEYS];
     for t in tasks {
         for (a, b) in admitted.iter_mut().zip(t.await.unwrap()) {
             *a += b;
         }
     }
-    println!("ADMITTED {}", admitted.iter().map(u64::to_string).collect::<Vec<_>>().join(","));
+    println!(
+        "ADMITTED {}",
+        admitted
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -73,7 +80,9 @@ async fn several_processes_admit_exactly_max_per_key() {
     if std::env::var(WORKER_ENV).is_ok() {
         return;
     }
-    let cluster = tokio::task::spawn_blocking(RedisCluster::start).await.unwrap();
+    let cluster = tokio::task::spawn_blocking(RedisCluster::start)
+        .await
+        .unwrap();
     let prefix = unique_prefix("cluster-procs");
     let exe = std::env::current_exe().unwrap();
     let start_at = unix_ms() + 1_500;
@@ -109,11 +118,17 @@ async fn several_processes_admit_exactly_max_per_key() {
         }
     }
     // Every key saw PROCESSES * TRIES_PER_KEY > MAX tries; exactly MAX got in.
-    assert_eq!(total, vec![MAX; KEYS], "admitted per key across {PROCESSES} processes");
+    assert_eq!(
+        total,
+        vec![MAX; KEYS],
+        "admitted per key across {PROCESSES} processes"
+    );
     // And the cluster holds exactly MAX records per key.
     let store = ClusterStore::connect_cluster(
         &cluster.url(),
-        RedisOptions::default().with_prefix(&prefix).with_timeout(Duration::from_secs(2)),
+        RedisOptions::default()
+            .with_prefix(&prefix)
+            .with_timeout(Duration::from_secs(2)),
     )
     .await
     .unwrap();

@@ -30,7 +30,9 @@ async fn store(group: &SentinelGroup, prefix: &str) -> Arc<SentinelStore> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn decides_as_the_memory_store_does() {
-    let group = tokio::task::spawn_blocking(SentinelGroup::start).await.unwrap();
+    let group = tokio::task::spawn_blocking(SentinelGroup::start)
+        .await
+        .unwrap();
     let prefix = unique_prefix("sentinel-diff");
     let options = RedisOptions::default()
         .with_prefix(&prefix)
@@ -43,7 +45,10 @@ async fn decides_as_the_memory_store_does() {
     ha::differential(&store, &keys, 800, 3).await;
     // The records are on the master the sentinels name.
     let mut c = group.server(group.master_port()).client();
-    let n: u64 = redis::cmd("ZCARD").arg(format!("{prefix}u0")).query(&mut c).unwrap();
+    let n: u64 = redis::cmd("ZCARD")
+        .arg(format!("{prefix}u0"))
+        .query(&mut c)
+        .unwrap();
     assert!(n > 0);
     // A wrong master name is a clear error, not a hang.
     let bad = group.url().replace("/mymaster", "/nosuchmaster");
@@ -64,7 +69,9 @@ async fn failover_under_load(
     fail: impl FnOnce(SentinelGroup) -> (SentinelGroup, u16) + Send + 'static,
     max_error_window: Duration,
 ) {
-    let group = tokio::task::spawn_blocking(SentinelGroup::start).await.unwrap();
+    let group = tokio::task::spawn_blocking(SentinelGroup::start)
+        .await
+        .unwrap();
     let old_master = group.master_port();
     let prefix = unique_prefix(test);
     let store = store(&group, &prefix).await;
@@ -72,7 +79,9 @@ async fn failover_under_load(
     let (stop, load) = ha::start_load(store.clone(), keys.clone(), 8);
     tokio::time::sleep(Duration::from_secs(1)).await;
     let started = std::time::Instant::now();
-    let (group, new_master) = tokio::task::spawn_blocking(move || fail(group)).await.unwrap();
+    let (group, new_master) = tokio::task::spawn_blocking(move || fail(group))
+        .await
+        .unwrap();
     let took = started.elapsed();
     assert_ne!(new_master, old_master);
     ha::eventually(Duration::from_secs(20), || async {

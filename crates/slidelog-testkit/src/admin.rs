@@ -16,7 +16,10 @@ pub(crate) fn connect(port: u16) -> redis::RedisResult<redis::Connection> {
 }
 
 /// Runs one command on `127.0.0.1:port`.
-pub(crate) fn query<T: redis::FromRedisValue>(port: u16, cmd: &redis::Cmd) -> redis::RedisResult<T> {
+pub(crate) fn query<T: redis::FromRedisValue>(
+    port: u16,
+    cmd: &redis::Cmd,
+) -> redis::RedisResult<T> {
     let mut conn = connect(port)?;
     cmd.query(&mut conn)
 }

@@ -150,8 +150,8 @@ impl RedisCluster {
     /// and the old master replicates from it. Returns how long that took.
     pub fn failover(&self, replica_port: u16) -> Duration {
         let started = Instant::now();
-        let _: String = query(replica_port, redis::cmd("CLUSTER").arg("FAILOVER"))
-            .expect("CLUSTER FAILOVER");
+        let _: String =
+            query(replica_port, redis::cmd("CLUSTER").arg("FAILOVER")).expect("CLUSTER FAILOVER");
         wait_until("the replica to become master", SETTLE, || {
             is_master(replica_port)
         });
@@ -190,9 +190,7 @@ impl RedisCluster {
     /// live master, and every live replica's link is up.
     pub fn wait_healthy(&self) {
         let live = self.live_ports();
-        wait_until("the cluster to be healthy", SETTLE, || {
-            self.healthy(&live)
-        });
+        wait_until("the cluster to be healthy", SETTLE, || self.healthy(&live));
     }
 
     fn healthy(&self, live: &[u16]) -> bool {
@@ -269,7 +267,10 @@ fn create_cluster(nodes: &[RedisServer], masters: usize) {
         let last = 16384 * (i + 1) / masters - 1;
         cmd(
             node.port(),
-            redis::cmd("CLUSTER").arg("ADDSLOTSRANGE").arg(first).arg(last),
+            redis::cmd("CLUSTER")
+                .arg("ADDSLOTSRANGE")
+                .arg(first)
+                .arg(last),
         );
     }
     // Distinct config epochs, as redis-cli assigns, so no collision has to
@@ -282,9 +283,12 @@ fn create_cluster(nodes: &[RedisServer], masters: usize) {
     }
     let first = nodes[0].port();
     for node in &nodes[1..] {
-        let bus: u16 = query(node.port(), redis::cmd("CONFIG").arg("GET").arg("cluster-port"))
-            .map(|(_, v): (String, String)| v.parse().expect("cluster-port"))
-            .expect("CONFIG GET cluster-port");
+        let bus: u16 = query(
+            node.port(),
+            redis::cmd("CONFIG").arg("GET").arg("cluster-port"),
+        )
+        .map(|(_, v): (String, String)| v.parse().expect("cluster-port"))
+        .expect("CONFIG GET cluster-port");
         cmd(
             first,
             redis::cmd("CLUSTER")

@@ -112,7 +112,8 @@ impl SentinelGroup {
         let dirs = [tempdir(), tempdir()];
         let dir = |i: usize| dirs[i].path().to_str().expect("utf-8 temp path").to_owned();
         let (d0, d1) = (dir(0), dir(1));
-        let master = RedisServer::start_with_args(&["--repl-diskless-sync-delay", "0", "--dir", &d0]);
+        let master =
+            RedisServer::start_with_args(&["--repl-diskless-sync-delay", "0", "--dir", &d0]);
         let mport = master.port().to_string();
         let replica = RedisServer::start_with_args(&[
             "--repl-diskless-sync-delay",

@@ -55,11 +55,17 @@ async fn cluster_and_sentinel_urls_open_stores_that_decide() {
 #[tokio::test]
 async fn bad_cluster_and_sentinel_urls_are_clear_errors() {
     let o = options("bad");
-    let e = open_store("redis+cluster://user:secret@h", &o).await.unwrap_err();
+    let e = open_store("redis+cluster://user:secret@h", &o)
+        .await
+        .unwrap_err();
     assert!(e.to_string().contains("host:port"), "{e}");
     assert!(!e.to_string().contains("secret"), "{e}");
-    let e = open_store("redis+sentinel://127.0.0.1:1", &o).await.unwrap_err();
+    let e = open_store("redis+sentinel://127.0.0.1:1", &o)
+        .await
+        .unwrap_err();
     assert!(e.to_string().contains("master name"), "{e}");
-    let e = open_store("redis+sentinel://h:1/m/99", &o).await.unwrap_err();
+    let e = open_store("redis+sentinel://h:1/m/99", &o)
+        .await
+        .unwrap_err();
     assert!(e.to_string().contains("db"), "{e}");
 }

@@ -17,7 +17,10 @@ use std::time::{Duration, Instant};
 pub async fn differential(store: &dyn Store, keys: &[String], steps: usize, seed: u64) {
     let memory = MemoryStore::new();
     let mut rng = StdRng::seed_from_u64(seed);
-    let limits = vec![Limit::new(5, 1_000).unwrap(), Limit::new(12, 10_000).unwrap()];
+    let limits = vec![
+        Limit::new(5, 1_000).unwrap(),
+        Limit::new(12, 10_000).unwrap(),
+    ];
     let mut now = 1_700_000_000_000u64;
     for step in 0..steps {
         now += rng.random_range(0..250);
@@ -30,13 +33,20 @@ pub async fn differential(store: &dyn Store, keys: &[String], steps: usize, seed
         }
         let cost = rng.random_range(1..=3);
         let request = Request::new(key.clone(), limits.clone(), cost).unwrap();
-        let mode = if rng.random_range(0..5) == 0 { Mode::Peek } else { Mode::Record };
+        let mode = if rng.random_range(0..5) == 0 {
+            Mode::Peek
+        } else {
+            Mode::Record
+        };
         let got = store
             .decide(&request, mode, Now::At(now))
             .await
             .unwrap_or_else(|e| panic!("step {step}: {key}: {e}"));
         let want = memory.decide(&request, mode, Now::At(now)).await.unwrap();
-        assert_eq!(got, want, "step {step}: {key} cost {cost} {mode:?} at {now}");
+        assert_eq!(
+            got, want,
+            "step {step}: {key} cost {cost} {mode:?} at {now}"
+        );
     }
 }
 
