@@ -252,6 +252,20 @@ pub async fn a_clock_that_steps_back_never_frees_capacity(store: &dyn Store) {
     assert_eq!((d.allowed, d.count), (true, 2));
 }
 
+/// SPEC §3 with two limits: after a step back more than `max` records can be
+/// live for the short window; the store reports 0 remaining, never a negative
+/// or wrapped count.
+pub async fn more_live_than_max_after_a_step_back(store: &dyn Store) {
+    let r = request(&key("overfull"), &[(2, 100), (10, 1_000)], 1);
+    for t in [1_000, 1_000, 1_100, 1_100] {
+        assert!(check_at(store, &r, t).await.allowed);
+    }
+    let d = check_at(store, &r, 1_050).await;
+    assert!(!d.allowed);
+    assert_eq!((d.limit, d.count, d.remaining), (2, 4, 0));
+    assert_eq!(d.retry_after_ms, 1_100 + 100 - 1_050);
+}
+
 /// SPEC §3: the store's own clock (`Now::Server`) decides without a given time.
 pub async fn store_time_decides_without_a_given_time(store: &dyn Store) {
     let r = request(&key("server"), &[(1, 60_000)], 1);
@@ -301,6 +315,7 @@ macro_rules! store_suite {
             rejected_requests_append_nothing,
             reset_deletes_the_log,
             a_clock_that_steps_back_never_frees_capacity,
+            more_live_than_max_after_a_step_back,
             store_time_decides_without_a_given_time,
             keys_are_independent
         );
