@@ -367,7 +367,11 @@ fn build_level(
         let (line, column) = (d.key.referenced.line(), d.key.referenced.column());
         let key = d.key.value.clone();
         if key.is_empty() {
-            return Err(invalid(line, column, "descriptor key must not be empty".into()));
+            return Err(invalid(
+                line,
+                column,
+                "descriptor key must not be empty".into(),
+            ));
         }
         if d.share_threshold.unwrap_or(false) {
             return Err(invalid(
@@ -478,7 +482,10 @@ fn build_rule(
                 invalid(
                     l,
                     c,
-                    format!("rate_limit window {:?} is not a duration like 90s: {e}", w.value),
+                    format!(
+                        "rate_limit window {:?} is not a duration like 90s: {e}",
+                        w.value
+                    ),
                 )
             })?;
             Limit::per(1, d)
@@ -534,10 +541,7 @@ pub fn config_files(path: &Path) -> Result<Vec<PathBuf>, ConfigError> {
             }
             if p.is_dir() {
                 stack.push(p);
-            } else if matches!(
-                p.extension().and_then(|e| e.to_str()),
-                Some("yaml" | "yml")
-            ) {
+            } else if matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")) {
                 files.push(p);
             }
         }

@@ -102,10 +102,7 @@ pub fn parse_request(body: &[u8]) -> Result<RateLimitRequest, String> {
                         })
                     })
                     .transpose()?,
-                hits_addend: d
-                    .hits_addend
-                    .map(|n| n.get("hits_addend"))
-                    .transpose()?,
+                hits_addend: d.hits_addend.map(|n| n.get("hits_addend")).transpose()?,
             })
         })
         .collect::<Result<Vec<_>, String>>()?;
@@ -120,7 +117,9 @@ fn parse_unit(v: Value) -> Result<i32, String> {
     match &v {
         Value::String(s) => RateLimitUnit::from_str_name(&s.to_ascii_uppercase())
             .map(|u| u as i32)
-            .ok_or_else(|| format!("unknown unit {s:?}: use SECOND, MINUTE, HOUR, DAY, MONTH or YEAR")),
+            .ok_or_else(|| {
+                format!("unknown unit {s:?}: use SECOND, MINUTE, HOUR, DAY, MONTH or YEAR")
+            }),
         Value::Number(n) => n
             .as_i64()
             .and_then(|n| i32::try_from(n).ok())
@@ -255,7 +254,10 @@ mod tests {
         assert_eq!(r.hits_addend, 3);
         assert_eq!(r.descriptors[0].hits_addend, Some(5));
         let l = r.descriptors[0].limit.unwrap();
-        assert_eq!((l.requests_per_unit, l.unit), (7, RateLimitUnit::Minute as i32));
+        assert_eq!(
+            (l.requests_per_unit, l.unit),
+            (7, RateLimitUnit::Minute as i32)
+        );
         assert!(parse_request(b"{").unwrap_err().contains("invalid JSON"));
         assert!(
             parse_request(br#"{"hits_addend":"x"}"#)

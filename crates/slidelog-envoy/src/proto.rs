@@ -7,7 +7,8 @@ include!(concat!(env!("OUT_DIR"), "/envoy_protos.rs"));
 
 /// The encoded `FileDescriptorSet` of `proto/` (with its imports), for tools
 /// and for the test that compares it with Envoy's published descriptors.
-pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/rls_descriptor.bin"));
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/rls_descriptor.bin"));
 
 pub use envoy::config::core::v3::HeaderValue;
 pub use envoy::extensions::common::ratelimit::v3::{RateLimitDescriptor, rate_limit_descriptor};

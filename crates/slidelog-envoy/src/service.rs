@@ -81,10 +81,7 @@ pub struct RateLimiter {
 enum Plan {
     NotLimited,
     Unlimited,
-    Decide {
-        rule: Arc<Rule>,
-        request: Request,
-    },
+    Decide { rule: Arc<Rule>, request: Request },
 }
 
 impl RateLimiter {
@@ -336,7 +333,10 @@ fn rate_limit_headers(d: &Decision) -> Vec<HeaderValue> {
         raw_value: Vec::new(),
     };
     vec![
-        header("x-ratelimit-limit", format!("{}, {};w={}", d.limit, d.limit, window_s)),
+        header(
+            "x-ratelimit-limit",
+            format!("{}, {};w={}", d.limit, d.limit, window_s),
+        ),
         header("x-ratelimit-remaining", d.remaining.to_string()),
         header("x-ratelimit-reset", wait_ms.div_ceil(1000).to_string()),
     ]

@@ -81,8 +81,14 @@ fn exact_values_match_and_other_values_do_not() {
 #[test]
 fn a_key_without_value_matches_every_value() {
     let c = config();
-    assert_eq!(limit_of(&c, &[("remote_address", "10.0.0.1")]), Some((10, 60_000)));
-    assert_eq!(limit_of(&c, &[("remote_address", "10.0.0.2")]), Some((10, 60_000)));
+    assert_eq!(
+        limit_of(&c, &[("remote_address", "10.0.0.1")]),
+        Some((10, 60_000))
+    );
+    assert_eq!(
+        limit_of(&c, &[("remote_address", "10.0.0.2")]),
+        Some((10, 60_000))
+    );
     // Nested: the deeper rule applies to the two-entry descriptor.
     assert_eq!(
         limit_of(&c, &[("remote_address", "10.0.0.1"), ("path", "/login")]),
@@ -95,7 +101,10 @@ fn a_key_without_value_matches_every_value() {
     );
     assert_eq!(limit_of(&c, &[("database", "users"), ("x", "y")]), None);
     assert_eq!(limit_of(&c, &[("parent", "p")]), None);
-    assert_eq!(limit_of(&c, &[("parent", "p"), ("child", "c")]), Some((5, 1000)));
+    assert_eq!(
+        limit_of(&c, &[("parent", "p"), ("child", "c")]),
+        Some((5, 1000))
+    );
 }
 
 #[test]
@@ -137,15 +146,22 @@ fn errors_name_file_line_and_problem() {
         "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: fortnight\n      requests_per_unit: 5\n",
     );
     assert_eq!(line, 5, "{msg}");
-    assert!(msg.contains("fortnight") && msg.contains("second, minute"), "{msg}");
+    assert!(
+        msg.contains("fortnight") && msg.contains("second, minute"),
+        "{msg}"
+    );
 
     let (line, msg) = invalid(
         "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 0\n",
     );
     assert_eq!(line, 6, "{msg}");
-    assert!(msg.contains("requests_per_unit") && msg.contains("10000000"), "{msg}");
+    assert!(
+        msg.contains("requests_per_unit") && msg.contains("10000000"),
+        "{msg}"
+    );
 
-    let (line, msg) = invalid("domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n");
+    let (line, msg) =
+        invalid("domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n");
     assert_eq!(line, 5, "{msg}");
     assert!(msg.contains("requests_per_unit"), "{msg}");
 
@@ -153,15 +169,20 @@ fn errors_name_file_line_and_problem() {
     assert_eq!(line, 4, "{msg}");
     assert!(msg.contains("colour"), "{msg}");
 
-    let (line, msg) = invalid("domain: d\ndescriptors:\n  - key: k\n    value: a\n  - key: k\n    value: a\n");
+    let (line, msg) =
+        invalid("domain: d\ndescriptors:\n  - key: k\n    value: a\n  - key: k\n    value: a\n");
     assert_eq!(line, 5, "{msg}");
     assert!(msg.contains("duplicate"), "{msg}");
 
-    let (line, msg) = invalid("domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      requests_per_unit: 3\n      window: 1.5ms\n");
+    let (line, msg) = invalid(
+        "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      requests_per_unit: 3\n      window: 1.5ms\n",
+    );
     assert_eq!(line, 6, "{msg}");
     assert!(msg.contains("window"), "{msg}");
 
-    let (line, msg) = invalid("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, unit: second}\n");
+    let (line, msg) = invalid(
+        "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, unit: second}\n",
+    );
     assert_eq!(line, 4, "{msg}");
     assert!(msg.contains("unlimited"), "{msg}");
 
@@ -195,7 +216,10 @@ fn a_folder_loads_every_yaml_file_and_rejects_a_domain_twice() {
     write("c.yaml", "# again\ndomain: a\n");
     let err = RateLimitConfig::load(dir.path()).unwrap_err();
     let msg = err.to_string();
-    assert!(matches!(err, ConfigError::DuplicateDomain { line: 2, .. }), "{msg}");
+    assert!(
+        matches!(err, ConfigError::DuplicateDomain { line: 2, .. }),
+        "{msg}"
+    );
     assert!(msg.contains("c.yaml:2") && msg.contains("a.yaml"), "{msg}");
 
     let empty = tempfile::tempdir().unwrap();

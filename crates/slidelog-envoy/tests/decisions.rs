@@ -8,7 +8,9 @@ mod common;
 use common::{descriptor, limiter, request};
 use slidelog_core::Store;
 use slidelog_envoy::proto::rate_limit_response::{Code, rate_limit::Unit};
-use slidelog_envoy::proto::{RateLimitResponse, RateLimitUnit, rate_limit_descriptor::RateLimitOverride};
+use slidelog_envoy::proto::{
+    RateLimitResponse, RateLimitUnit, rate_limit_descriptor::RateLimitOverride,
+};
 use slidelog_envoy::{RateLimiter, ServiceError, ServiceOptions};
 use slidelog_redis::{RedisOptions, RedisStore};
 use slidelog_testkit::{RedisServer, unique_prefix};
@@ -19,7 +21,9 @@ const OVER: i32 = Code::OverLimit as i32;
 
 async fn ask(l: &RateLimiter, entries: &[&[(&str, &str)]]) -> RateLimitResponse {
     let descriptors = entries.iter().map(|e| descriptor(e)).collect();
-    l.should_rate_limit(&request("api", descriptors)).await.unwrap()
+    l.should_rate_limit(&request("api", descriptors))
+        .await
+        .unwrap()
 }
 
 fn codes(r: &RateLimitResponse) -> Vec<i32> {
@@ -48,7 +52,15 @@ async fn suite(store: Arc<dyn Store>) {
     assert_eq!(ask(&l, &[&[("user", "bob")]]).await.overall_code, OK);
 
     // Several descriptors: decided independently, one status each, in order.
-    let r = ask(&l, &[&[("user", "alice")], &[("user", "carol")], &[("nothing", "x")]]).await;
+    let r = ask(
+        &l,
+        &[
+            &[("user", "alice")],
+            &[("user", "carol")],
+            &[("nothing", "x")],
+        ],
+    )
+    .await;
     assert_eq!(codes(&r), vec![OVER, OK, OK]);
     assert_eq!(r.overall_code, OVER);
     assert!(r.statuses[2].current_limit.is_none());
@@ -57,7 +69,12 @@ async fn suite(store: Arc<dyn Store>) {
     let nested: &[(&str, &str)] = &[("path", "/login"), ("user", "dave")];
     assert_eq!(ask(&l, &[nested]).await.overall_code, OK);
     assert_eq!(ask(&l, &[nested]).await.overall_code, OVER);
-    assert_eq!(ask(&l, &[&[("path", "/login"), ("user", "erin")]]).await.overall_code, OK);
+    assert_eq!(
+        ask(&l, &[&[("path", "/login"), ("user", "erin")]])
+            .await
+            .overall_code,
+        OK
+    );
 
     // Shadow mode: over the limit is recorded but answered OK.
     for _ in 0..3 {
@@ -80,7 +97,10 @@ async fn suite(store: Arc<dyn Store>) {
 
     // `replaces`: the tenant rule replaces the rule named "login".
     let r = ask(&l, &[&[("path", "/login")], &[("tenant", "t1")]]).await;
-    assert!(r.statuses[0].current_limit.is_none(), "replaced rule is not applied");
+    assert!(
+        r.statuses[0].current_limit.is_none(),
+        "replaced rule is not applied"
+    );
     assert!(r.statuses[1].current_limit.is_some());
 
     // Cost: request hits_addend, per-descriptor hits_addend wins, 0 means 1.
@@ -97,7 +117,10 @@ async fn suite(store: Arc<dyn Store>) {
     assert_eq!(r.overall_code, OVER, "2 more than the 0 remaining");
     req.descriptors[0].hits_addend = Some(4);
     let err = l.should_rate_limit(&req).await.unwrap_err();
-    assert!(matches!(err, ServiceError::InvalidArgument(ref m) if m.contains("cost") && m.contains('3')), "{err}");
+    assert!(
+        matches!(err, ServiceError::InvalidArgument(ref m) if m.contains("cost") && m.contains('3')),
+        "{err}"
+    );
 
     // A limit override from the client applies in a configured domain.
     let mut d = descriptor(&[("anything", "x")]);
@@ -115,7 +138,11 @@ async fn suite(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert_eq!(codes(&r), vec![OK]);
-    assert!(l.should_rate_limit(&request("", vec![descriptor(&[("user", "a")])])).await.is_err());
+    assert!(
+        l.should_rate_limit(&request("", vec![descriptor(&[("user", "a")])]))
+            .await
+            .is_err()
+    );
     assert!(l.should_rate_limit(&request("api", vec![])).await.is_err());
 }
 

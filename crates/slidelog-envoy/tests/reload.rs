@@ -12,7 +12,12 @@ fn config(limit: u32) -> String {
 }
 
 fn max_of(h: &ConfigHandle) -> u64 {
-    h.get().find("api", &[("user", "u")]).unwrap().limit().unwrap().max()
+    h.get()
+        .find("api", &[("user", "u")])
+        .unwrap()
+        .limit()
+        .unwrap()
+        .max()
 }
 
 /// Replaces the file the way editors and ConfigMaps do: write then rename.
@@ -44,10 +49,16 @@ async fn file_changes_reload_and_broken_edits_keep_the_last_good_config() {
     assert_eq!(handle.reload_count(), 1);
     assert!(handle.last_error().is_none());
 
-    replace(&path, "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n");
+    replace(
+        &path,
+        "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n",
+    );
     wait_until(|| handle.last_error().is_some()).await;
     let why = handle.last_error().unwrap();
-    assert!(why.contains("limits.yaml:4") && why.contains("fortnight"), "{why}");
+    assert!(
+        why.contains("limits.yaml:4") && why.contains("fortnight"),
+        "{why}"
+    );
     assert_eq!(max_of(&handle), 7, "the last good config stays");
 
     replace(&path, &config(9));

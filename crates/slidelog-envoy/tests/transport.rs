@@ -15,7 +15,10 @@ use std::time::Duration;
 
 #[tokio::test]
 async fn grpc_should_rate_limit_from_a_tonic_client() {
-    let l = limiter(Arc::new(slidelog_memory::MemoryStore::new()), ServiceOptions::default());
+    let l = limiter(
+        Arc::new(slidelog_memory::MemoryStore::new()),
+        ServiceOptions::default(),
+    );
     let addr = start_grpc(l).await;
     let mut client = RateLimitServiceClient::connect(format!("http://{addr}"))
         .await
@@ -23,7 +26,11 @@ async fn grpc_should_rate_limit_from_a_tonic_client() {
     let req = request("api", vec![descriptor(&[("user", "grpc")])]);
     let mut codes = Vec::new();
     for _ in 0..4 {
-        let r = client.should_rate_limit(req.clone()).await.unwrap().into_inner();
+        let r = client
+            .should_rate_limit(req.clone())
+            .await
+            .unwrap()
+            .into_inner();
         codes.push(r.overall_code);
     }
     let (ok, over) = (Code::Ok as i32, Code::OverLimit as i32);
@@ -39,7 +46,10 @@ async fn grpc_should_rate_limit_from_a_tonic_client() {
 
 #[tokio::test]
 async fn post_json_answers_the_json_form() {
-    let l = limiter(Arc::new(slidelog_memory::MemoryStore::new()), ServiceOptions::default());
+    let l = limiter(
+        Arc::new(slidelog_memory::MemoryStore::new()),
+        ServiceOptions::default(),
+    );
     let addr = start_http(l).await;
     let http = reqwest::Client::new();
     let url = format!("http://{addr}/json");
@@ -72,7 +82,12 @@ async fn post_json_answers_the_json_form() {
     assert_eq!(r.status(), 400);
     let v: serde_json::Value = r.json().await.unwrap();
     assert!(v["error"].as_str().unwrap().contains("JSON"), "{v}");
-    let r = http.post(&url).json(&serde_json::json!({"domain": "api"})).send().await.unwrap();
+    let r = http
+        .post(&url)
+        .json(&serde_json::json!({"domain": "api"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 400);
 }
 
@@ -92,21 +107,37 @@ async fn store_failure_follows_the_policy_and_recovers() {
         },
     ))
     .await;
-    let mut open = RateLimitServiceClient::connect(format!("http://{open}")).await.unwrap();
-    let mut closed = RateLimitServiceClient::connect(format!("http://{closed}")).await.unwrap();
+    let mut open = RateLimitServiceClient::connect(format!("http://{open}"))
+        .await
+        .unwrap();
+    let mut closed = RateLimitServiceClient::connect(format!("http://{closed}"))
+        .await
+        .unwrap();
     let req = request("api", vec![descriptor(&[("user", "f")])]);
     assert_eq!(
-        closed.should_rate_limit(req.clone()).await.unwrap().into_inner().overall_code,
+        closed
+            .should_rate_limit(req.clone())
+            .await
+            .unwrap()
+            .into_inner()
+            .overall_code,
         Code::Ok as i32
     );
 
     server.kill();
     let started = std::time::Instant::now();
-    let r = open.should_rate_limit(req.clone()).await.unwrap().into_inner();
+    let r = open
+        .should_rate_limit(req.clone())
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(r.overall_code, Code::Ok as i32, "fail-open admits");
     let err = closed.should_rate_limit(req.clone()).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::Unavailable);
-    assert!(started.elapsed() < Duration::from_secs(10), "a dead store never hangs a caller");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "a dead store never hangs a caller"
+    );
 
     server.restart();
     let mut recovered = false;

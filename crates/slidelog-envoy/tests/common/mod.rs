@@ -2,9 +2,7 @@
 //! port 0 (gRPC with tonic, HTTP with axum) that stop when the test ends.
 #![allow(dead_code)]
 
-use slidelog_envoy::proto::{
-    RateLimitDescriptor, RateLimitRequest, rate_limit_descriptor::Entry,
-};
+use slidelog_envoy::proto::{RateLimitDescriptor, RateLimitRequest, rate_limit_descriptor::Entry};
 use slidelog_envoy::{ConfigHandle, RateLimitConfig, RateLimiter, ServiceOptions};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -35,7 +33,11 @@ descriptors:
 
 pub fn limiter(store: Arc<dyn slidelog_core::Store>, options: ServiceOptions) -> Arc<RateLimiter> {
     let config = RateLimitConfig::from_yaml_str("test.yaml", CONFIG).unwrap();
-    Arc::new(RateLimiter::new(store, ConfigHandle::fixed(config), options))
+    Arc::new(RateLimiter::new(
+        store,
+        ConfigHandle::fixed(config),
+        options,
+    ))
 }
 
 pub fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
