@@ -23,7 +23,6 @@ use crate::proto::{
     rate_limit_response::{Code, rate_limit::Unit as PbUnit},
 };
 use crate::service::{RateLimiter, ServiceError};
-use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router, routing::post};
@@ -31,14 +30,16 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
-/// A router with `POST /json`, to merge into the HTTP server.
-pub fn router(limiter: Arc<RateLimiter>) -> Router {
-    Router::new()
-        .route("/json", post(handle))
-        .with_state(limiter)
+/// A router with `POST /json`, to merge into the HTTP server (of any state
+/// type: the limiter is captured, not taken from the state).
+pub fn router<S: Clone + Send + Sync + 'static>(limiter: Arc<RateLimiter>) -> Router<S> {
+    Router::new().route(
+        "/json",
+        post(move |body: axum::body::Bytes| handle(limiter, body)),
+    )
 }
 
-async fn handle(State(limiter): State<Arc<RateLimiter>>, body: axum::body::Bytes) -> Response {
+async fn handle(limiter: Arc<RateLimiter>, body: axum::body::Bytes) -> Response {
     let request = match parse_request(&body) {
         Ok(r) => r,
         Err(message) => return error(StatusCode::BAD_REQUEST, message),
