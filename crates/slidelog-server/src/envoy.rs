@@ -22,8 +22,16 @@ pub struct AppStore(pub App);
 
 #[async_trait::async_trait]
 impl Store for AppStore {
-    async fn decide(&self, request: &Request, mode: Mode, now: Now) -> Result<Decision, StoreError> {
-        self.0.decide(request, mode, now).await.map_err(|refused| refused.0)
+    async fn decide(
+        &self,
+        request: &Request,
+        mode: Mode,
+        now: Now,
+    ) -> Result<Decision, StoreError> {
+        self.0
+            .decide(request, mode, now)
+            .await
+            .map_err(|refused| refused.0)
     }
 
     async fn reset(&self, key: &str) -> Result<bool, StoreError> {
@@ -40,10 +48,7 @@ impl Store for AppStore {
 }
 
 /// Loads `--config` (or no rules at all without it) and starts its watcher.
-pub fn load_config(
-    path: Option<&PathBuf>,
-    poll: Duration,
-) -> anyhow::Result<Arc<ConfigHandle>> {
+pub fn load_config(path: Option<&PathBuf>, poll: Duration) -> anyhow::Result<Arc<ConfigHandle>> {
     let Some(path) = path else {
         tracing::info!("no --config: the Envoy API answers OK to every descriptor");
         return Ok(ConfigHandle::fixed(RateLimitConfig::empty()));
