@@ -34,7 +34,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             slidelog_redis::RedisStore::connect(
                 url,
                 slidelog_redis::RedisOptions::default()
-                    .with_prefix(&format!("bench:{}:", std::process::id())),
+                    .with_prefix(format!("bench:{}:", std::process::id())),
             )
             .await?,
         ),

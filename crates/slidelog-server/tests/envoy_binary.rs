@@ -23,7 +23,7 @@ impl Drop for Service {
 
 /// Starts the binary; returns it with its HTTP and gRPC addresses from the log.
 fn spawn(config: &std::path::Path) -> (Service, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_slidelog"))
+    let child = Command::new(env!("CARGO_BIN_EXE_slidelog"))
         .args(["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
         .arg("--config")
         .arg(config)
@@ -31,7 +31,9 @@ fn spawn(config: &std::path::Path) -> (Service, String, String) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start slidelog serve");
-    let stderr = child.stderr.take().unwrap();
+    // Owned by the guard at once, so a failed start still kills and reaps it.
+    let mut service = Service(child);
+    let stderr = service.0.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
@@ -51,7 +53,7 @@ fn spawn(config: &std::path::Path) -> (Service, String, String) {
                 .map(|rest| rest.split_whitespace().next().unwrap().to_owned())
         };
         if let (Some(http), Some(grpc)) = (field("http_addr"), field("grpc_addr")) {
-            return (Service(child), http, grpc);
+            return (service, http, grpc);
         }
     }
 }
