@@ -59,7 +59,7 @@ async fn worker() {
             admitted
         }));
     }
-    let mut admitted = vec![0u64; KEYS];
+    let mut admitted = [0u64; KEYS];
     for t in tasks {
         for (a, b) in admitted.iter_mut().zip(t.await.unwrap()) {
             *a += b;

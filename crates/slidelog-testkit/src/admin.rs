@@ -1,8 +1,7 @@
 //! Small synchronous admin helpers shared by the cluster and sentinel
 //! harnesses: a bounded connection to one node, `INFO` field parsing, polling
-//! with a deadline, and the `redis-cli` binary.
+//! with a deadline.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// A synchronous connection to `127.0.0.1:port` whose connect, reads and
@@ -49,29 +48,6 @@ pub(crate) fn wait_until(what: &str, limit: Duration, mut ready: impl FnMut() ->
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// The `redis-cli` binary: `$SLIDELOG_REDIS_CLI`, the one next to
-/// `redis-server`, or the one on `PATH` (Debian's `redis-tools`, which
-/// `redis-server` depends on).
-pub fn redis_cli_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("SLIDELOG_REDIS_CLI") {
-        return PathBuf::from(path);
-    }
-    let server = crate::redis_server_binary();
-    if let Some(sibling) = server.parent().map(|d| d.join("redis-cli"))
-        && sibling.is_file()
-    {
-        return sibling;
-    }
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join("redis-cli"))
-            .find(|p| p.is_file())
-    });
-    found.unwrap_or_else(|| {
-        panic!("redis-cli is not installed: install it with `apt-get install -y redis-tools`")
-    })
 }
 
 /// True when the node on `port` reports `role:master`.

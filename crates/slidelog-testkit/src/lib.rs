@@ -1,6 +1,9 @@
 //! Test helpers for slidelog: real `redis-server` processes started on free
 //! loopback ports and stopped when dropped, and the behavioural suite of
 //! SPEC §1–§2 that every store runs ([`store_suite!`]), so stores cannot drift.
+//! [`RedisCluster`] starts a local Redis Cluster (3 masters with 1 replica
+//! each) and [`SentinelGroup`] a Sentinel group (1 master, 1 replica, 3
+//! sentinels), with helpers to fail them over.
 //! Tests never use a Redis they did not start (a machine may run its own on
 //! 6379 for other uses).
 //!
@@ -15,7 +18,6 @@ mod redis_server;
 pub mod sentinel;
 pub mod suite;
 
-pub use admin::redis_cli_binary;
 pub use cluster::RedisCluster;
 pub use redis_server::{RedisServer, free_port, redis_server_binary};
 pub use sentinel::SentinelGroup;
