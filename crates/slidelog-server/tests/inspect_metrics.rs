@@ -27,8 +27,9 @@ impl Drop for Service {
 
 fn serve(args: &[&str]) -> Service {
     let addr = format!("127.0.0.1:{}", free_port());
+    let grpc = format!("127.0.0.1:{}", free_port());
     let child = Command::new(env!("CARGO_BIN_EXE_slidelog"))
-        .args(["serve", "--http", &addr])
+        .args(["serve", "--http", &addr, "--grpc", &grpc])
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -203,7 +204,7 @@ fn inspect_every_needs_a_redis_store_and_a_sane_interval() {
         ),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_slidelog"))
-            .args(["serve", "--http", "127.0.0.1:0"])
+            .args(["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
             .args(args)
             .output()
             .unwrap();
@@ -211,4 +212,28 @@ fn inspect_every_needs_a_redis_store_and_a_sane_interval() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(message), "{args:?}: {stderr}");
     }
+}
+
+#[test]
+fn inspect_every_takes_its_max_from_the_envoy_config() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("limits.yaml");
+    std::fs::write(
+        &config,
+        "domain: api\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: minute\n      requests_per_unit: 7\n",
+    )
+    .unwrap();
+    let prefix = unique_prefix("serve_inspect_config");
+    let service = serve(&[
+        "--store",
+        &redis.url(),
+        "--key-prefix",
+        &prefix,
+        "--config",
+        config.to_str().unwrap(),
+        "--inspect-every",
+        "1s",
+    ]);
+    scrape_until(&service.addr, "slidelog_inspect_limit_max 7");
 }

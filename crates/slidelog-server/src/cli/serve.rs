@@ -65,7 +65,8 @@ pub struct ServeArgs {
     #[arg(long, requires = "inspect_every")]
     pub inspect_pattern: Option<String>,
     /// The limit's max that --inspect-every compares set sizes with (keys above
-    /// 2 x max are flagged; 1 to 10000000).
+    /// 2 x max are flagged; 1 to 10000000). Default: the largest
+    /// requests_per_unit of --config, if any.
     #[arg(long, requires = "inspect_every")]
     pub inspect_max: Option<u64>,
     /// Log format on stderr (filter with RUST_LOG, default info).
@@ -149,6 +150,19 @@ fn inspect_schedule(args: &ServeArgs) -> anyhow::Result<Option<InspectSchedule>>
     {
         anyhow::bail!("--inspect-max must be 1 ..= 10000000, got {max}");
     }
+    // Without --inspect-max, the largest limit of --config (read once at
+    // start): a key above twice the largest limit is above twice its own.
+    let (max, max_source) = match (args.inspect_max, &args.config) {
+        (Some(max), _) => (Some(max), Some("--inspect-max".to_owned())),
+        (None, Some(path)) => match slidelog_inspect::config::max_from_config(path) {
+            Ok(max) => (Some(max), Some(format!("config:{}", path.display()))),
+            Err(e) => {
+                tracing::warn!(error = %e, "--inspect-every: no max from --config; sizes are not checked");
+                (None, None)
+            }
+        },
+        (None, None) => (None, None),
+    };
     let schedule = InspectSchedule {
         store_url: args.store.store.clone(),
         options: slidelog_inspect::InspectOptions {
@@ -156,8 +170,8 @@ fn inspect_schedule(args: &ServeArgs) -> anyhow::Result<Option<InspectSchedule>>
                 .inspect_pattern
                 .clone()
                 .unwrap_or_else(|| slidelog_inspect::prefix_pattern(&args.store.key_prefix)),
-            max: args.inspect_max,
-            max_source: args.inspect_max.map(|_| "--inspect-max".to_owned()),
+            max,
+            max_source,
             ..slidelog_inspect::InspectOptions::default()
         },
         every,
