@@ -117,8 +117,8 @@ impl Refusal {
             format!("{}\n", self.message)
         };
         let mut response = Response::new(B::from_text(body));
-        let headers = response.headers_mut();
         if grpc {
+            let headers = response.headers_mut();
             headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
             headers.insert("grpc-status", HeaderValue::from(self.grpc as u16));
             if let Ok(message) = HeaderValue::from_str(&grpc_message(&self.message)) {
@@ -126,7 +126,7 @@ impl Refusal {
             }
         } else {
             *response.status_mut() = self.status;
-            headers.insert(
+            response.headers_mut().insert(
                 CONTENT_TYPE,
                 HeaderValue::from_static("text/plain; charset=utf-8"),
             );
