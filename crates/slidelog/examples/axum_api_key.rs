@@ -48,7 +48,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .layer(layer);
 
     let listener = tokio::net::TcpListener::bind(&addr).await?;
-    println!("listening on http://{} (store {store})", listener.local_addr()?);
+    println!(
+        "listening on http://{} (store {store})",
+        listener.local_addr()?
+    );
     axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),

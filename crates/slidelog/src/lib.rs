@@ -11,7 +11,7 @@
 //!   `redis://…`) or a store ([`Limiter::from_store`]), with options through
 //!   [`Limiter::builder`]; [`check`](Limiter::check), [`peek`](Limiter::peek),
 //!   [`reset`](Limiter::reset); the store-error policy ([`FailurePolicy`]).
-//! - [`middleware`] (feature `tower`): a tower `Layer` for axum, tonic and any
+//! - `middleware` (feature `tower`): a tower `Layer` for axum, tonic and any
 //!   `http::Request` service, with key extractors and per-route limits.
 //! - [`headers`]: the IETF RateLimit header fields.
 //!

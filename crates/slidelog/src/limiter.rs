@@ -222,7 +222,9 @@ impl Limiter {
         mode: Mode,
         now: Now,
     ) -> Result<Decision, LimiterError> {
-        let decided = self.bounded(self.inner.store.decide(request, mode, now)).await;
+        let decided = self
+            .bounded(self.inner.store.decide(request, mode, now))
+            .await;
         match (decided, self.inner.policy) {
             (Ok(decision), _) => Ok(decision),
             (Err(_), FailurePolicy::FailOpen) => Ok(degraded_allow(request)),

@@ -62,11 +62,18 @@ async fn ratelimit_fields_on_success_and_retry_after_on_rejection() {
     );
     let base = serve(app_with(layer)).await;
     let http = client();
-    let get = || http.get(format!("{base}/")).header("x-api-key", "k1").send();
+    let get = || {
+        http.get(format!("{base}/"))
+            .header("x-api-key", "k1")
+            .send()
+    };
 
     let first = get().await.unwrap();
     assert_eq!(first.status(), 200);
-    assert_eq!(first.headers()["ratelimit-policy"], r#""2-per-60s";q=2;w=60"#);
+    assert_eq!(
+        first.headers()["ratelimit-policy"],
+        r#""2-per-60s";q=2;w=60"#
+    );
     assert_eq!(first.headers()["ratelimit"], r#""2-per-60s";r=1;t=60"#);
     assert!(first.headers().get("retry-after").is_none());
     assert_eq!(first.text().await.unwrap(), "counted");
@@ -74,9 +81,16 @@ async fn ratelimit_fields_on_success_and_retry_after_on_rejection() {
     assert_eq!(get().await.unwrap().status(), 200);
     let third = get().await.unwrap();
     assert_eq!(third.status(), 429);
-    let retry: u64 = third.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    let retry: u64 = third.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!((1..=60).contains(&retry), "{retry}");
-    assert_eq!(third.headers()["ratelimit-policy"], r#""2-per-60s";q=2;w=60"#);
+    assert_eq!(
+        third.headers()["ratelimit-policy"],
+        r#""2-per-60s";q=2;w=60"#
+    );
     assert_eq!(
         third.headers()["ratelimit"].to_str().unwrap(),
         format!(r#""2-per-60s";r=0;t={retry}"#)
@@ -108,7 +122,11 @@ async fn each_route_has_its_own_limits_and_logs() {
 
     // The default route still has all 3 for the same key.
     let codes = concurrent_gets(&format!("{base}/"), 5, &[("x-api-key", "k")]).await;
-    assert_eq!((count(&codes, 200), count(&codes, 429)), (3, 2), "{codes:?}");
+    assert_eq!(
+        (count(&codes, 200), count(&codes, 429)),
+        (3, 2),
+        "{codes:?}"
+    );
 
     // Unlimited: never counted, no RateLimit fields.
     for _ in 0..10 {
@@ -206,13 +224,28 @@ async fn route_keys_share_one_log_per_matched_route() {
     let http = client();
     // /users/1 and /users/2 are one route, `GET /users/{id}`.
     let codes = [
-        http.get(format!("{base}/users/1")).send().await.unwrap().status(),
-        http.get(format!("{base}/users/2")).send().await.unwrap().status(),
-        http.get(format!("{base}/users/3")).send().await.unwrap().status(),
+        http.get(format!("{base}/users/1"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        http.get(format!("{base}/users/2"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        http.get(format!("{base}/users/3"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
     ];
     assert_eq!(codes.map(|c| c.as_u16()), [200, 200, 429]);
     // Another route has its own log.
-    assert_eq!(http.get(format!("{base}/")).send().await.unwrap().status(), 200);
+    assert_eq!(
+        http.get(format!("{base}/")).send().await.unwrap().status(),
+        200
+    );
 }
 
 #[tokio::test]

@@ -128,5 +128,8 @@ async fn explicit_times_replay_a_trace() {
 async fn an_unknown_store_url_is_an_error_naming_the_schemes() {
     let err = Limiter::from_url("postgres://x").await.unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains("memory://") && msg.contains("redis://"), "{msg}");
+    assert!(
+        msg.contains("memory://") && msg.contains("redis://"),
+        "{msg}"
+    );
 }

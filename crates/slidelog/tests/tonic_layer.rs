@@ -62,8 +62,18 @@ async fn the_limit_per_client_answers_resource_exhausted_with_ratelimit_metadata
         .await
         .expect_err("the fourth call is over the limit");
     assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
-    assert!(status.message().contains("rate limit exceeded"), "{status:?}");
-    let retry: u64 = status.metadata().get("retry-after").unwrap().to_str().unwrap().parse().unwrap();
+    assert!(
+        status.message().contains("rate limit exceeded"),
+        "{status:?}"
+    );
+    let retry: u64 = status
+        .metadata()
+        .get("retry-after")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!((1..=60).contains(&retry));
     assert!(
         status

@@ -39,7 +39,11 @@ where
 /// (e.g. `(Header::named("x-api-key").unwrap(), Route)` limits each key on each route).
 impl<A: KeyExtractor, B: KeyExtractor> KeyExtractor for (A, B) {
     fn extract(&self, parts: &Parts) -> Option<String> {
-        Some(format!("{}|{}", self.0.extract(parts)?, self.1.extract(parts)?))
+        Some(format!(
+            "{}|{}",
+            self.0.extract(parts)?,
+            self.1.extract(parts)?
+        ))
     }
 }
 

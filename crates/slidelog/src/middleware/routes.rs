@@ -41,10 +41,9 @@ impl Pattern {
     fn matches(&self, path: &str) -> bool {
         match self {
             Self::Exact(p) => p == path,
-            Self::Prefix(p) => {
-                path.strip_prefix(p.as_str())
-                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-            }
+            Self::Prefix(p) => path
+                .strip_prefix(p.as_str())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/')),
         }
     }
 }
@@ -116,12 +115,7 @@ impl RouteLimits {
         self.add(None, path, None)
     }
 
-    fn add(
-        mut self,
-        method: Option<Method>,
-        path: &str,
-        limits: Option<Arc<[Limit]>>,
-    ) -> Self {
+    fn add(mut self, method: Option<Method>, path: &str, limits: Option<Arc<[Limit]>>) -> Self {
         let scope = match &method {
             Some(m) => format!("{m} {path}"),
             None => path.to_owned(),

@@ -204,7 +204,9 @@ impl<K: KeyExtractor> Shared<K> {
         let Some(key) = self.extractor.extract(&parts) else {
             return match self.missing {
                 MissingKey::PassThrough => inner.call(Request::from_parts(parts, body)).await,
-                MissingKey::Reject => Ok(Refusal::bad_key("no key in the request").into_response(grpc)),
+                MissingKey::Reject => {
+                    Ok(Refusal::bad_key("no key in the request").into_response(grpc))
+                }
             };
         };
         // A key that breaks the bounds (over 512 bytes with its scope) is
@@ -223,7 +225,10 @@ impl<K: KeyExtractor> Shared<K> {
                 parts.extensions.insert(decision);
                 let mut response = inner.call(Request::from_parts(parts, body)).await?;
                 if !decision.degraded {
-                    insert_fields(response.headers_mut(), &ratelimit_fields(&decision, &limits));
+                    insert_fields(
+                        response.headers_mut(),
+                        &ratelimit_fields(&decision, &limits),
+                    );
                 }
                 response.extensions_mut().insert(decision);
                 Ok(response)
