@@ -1,2 +1,47 @@
-//! The Redis store of slidelog (built in the Redis store issue).
+//! The Redis store of slidelog: every decision is one atomic Lua script
+//! (`sliding_log.lua`) on one sorted set, `rate:sliding:<key>`, laid out as
+//! the original design's script lays it out (score = ms timestamp, member = a
+//! ULID), so both scripts can decide on the same keys side by side.
+//!
+//! The script drops the expired records, counts the live ones for every
+//! limit, admits iff `live + cost <= max` for all of them, appends `cost`
+//! distinct members, sets `PEXPIRE` to the longest window and computes
+//! `retry_after_ms` / `reset_after_ms` exactly as
+//! [`slidelog_core::engine::evaluate`] does. Time is Redis `TIME` read inside
+//! the script by default (every instance shares one clock), or the caller's.
+//!
+//! - [`RedisStore`]: one Redis (`redis://`, `rediss://`), reconnecting by itself.
+//! - [`ScriptStore`]: the same store over any redis-rs async connection
+//!   (what Redis Cluster and Sentinel stores are built on).
+//! - [`UnsafePipelinedStore`]: the original's non-atomic pipelined variant,
+//!   **for comparison only**: it admits more than `max` under concurrency.
+//!
+//! ```no_run
+//! use slidelog_core::{Limit, Request, Store};
+//! use slidelog_redis::{RedisOptions, RedisStore};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = RedisStore::connect("redis://127.0.0.1:6379", RedisOptions::default()).await?;
+//! let request = Request::single("user123", Limit::new(100, 60_000)?)?;
+//! let decision = store.check(&request).await?;
+//! println!("allowed: {}, remaining: {}", decision.allowed, decision.remaining);
+//! # Ok(()) }
+//! ```
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod connect;
+pub mod errors;
+pub mod members;
+mod options;
+mod pipelined;
+pub mod script;
+mod store;
+
+pub use connect::{ConnectError, client, install_crypto_provider, mask_password};
+pub use options::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_PREFIX, DEFAULT_TIMEOUT, RedisOptions, TimeMode,
+};
+pub use pipelined::UnsafePipelinedStore;
+pub use script::Outcome;
+pub use store::{RedisStore, ScriptStore};

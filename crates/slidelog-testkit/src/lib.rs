@@ -1,6 +1,8 @@
 //! Test helpers for slidelog: real `redis-server` processes started on free
-//! loopback ports and stopped when dropped. Tests never use a Redis they did
-//! not start (a machine may run its own on 6379 for other uses).
+//! loopback ports and stopped when dropped, and the behavioural suite of
+//! SPEC §1–§2 that every store runs ([`store_suite!`]), so stores cannot drift.
+//! Tests never use a Redis they did not start (a machine may run its own on
+//! 6379 for other uses).
 //!
 //! When `redis-server` is missing, starting one fails loudly with the command
 //! that installs it: a test never skips silently.
@@ -8,6 +10,7 @@
 #![warn(missing_docs)]
 
 mod redis_server;
+pub mod suite;
 
 pub use redis_server::{RedisServer, free_port, redis_server_binary};
 

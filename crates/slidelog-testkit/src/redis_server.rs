@@ -49,7 +49,6 @@ impl RedisServer {
 
     /// Starts a server with extra arguments, e.g. `["--requirepass", "pw"]`.
     pub fn start_with_args(args: &[&str]) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir for redis-server");
         let extra_args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         // A port that was free a moment ago can be taken by a parallel test:
         // try a few.
@@ -58,7 +57,9 @@ impl RedisServer {
             let mut server = Self {
                 port: free_port(),
                 extra_args: extra_args.clone(),
-                dir: tempfile::tempdir_in(dir.path()).expect("temp dir"),
+                // Its own directory, kept as long as the server (a restart
+                // starts in it again).
+                dir: tempfile::tempdir().expect("temp dir for redis-server"),
                 child: None,
             };
             match server.spawn() {

@@ -56,4 +56,8 @@ pub use slidelog_core::{
     SystemClock,
 };
 pub use slidelog_memory::MemoryStore;
-pub use url::{OpenError, StoreOptions, open_store};
+#[cfg(feature = "redis")]
+pub use slidelog_redis::{RedisOptions, RedisStore, TimeMode, UnsafePipelinedStore};
+#[cfg(feature = "redis")]
+pub use url::redis_options;
+pub use url::{OpenError, StoreOptions, mask_password, open_store};

@@ -16,6 +16,19 @@ pub struct StoreOptions {
     pub memory_key_cap: usize,
     /// Prefix of Redis keys. Default `rate:sliding:`.
     pub key_prefix: String,
+    /// Redis stores: decide on the caller's clock instead of Redis `TIME`
+    /// (SPEC §3). Default false (server time).
+    pub client_time: bool,
+    /// Redis stores: upper bound on establishing the first connection.
+    /// Default 2 s.
+    pub connect_timeout: Duration,
+    /// Redis stores: do not wait for Redis at open; decisions return
+    /// transient errors until it answers (for a service that must start
+    /// while Redis is down). Default false: opening checks `PING`.
+    pub lazy_connect: bool,
+    /// Redis stores: a PEM root certificate to trust for `rediss://` (a
+    /// private CA). Default none (the built-in web roots).
+    pub tls_root_cert_pem: Option<Vec<u8>>,
 }
 
 impl Default for StoreOptions {
@@ -24,6 +37,10 @@ impl Default for StoreOptions {
             timeout: Duration::from_millis(100),
             memory_key_cap: slidelog_memory::DEFAULT_KEY_CAP,
             key_prefix: "rate:sliding:".to_owned(),
+            client_time: false,
+            connect_timeout: Duration::from_secs(2),
+            lazy_connect: false,
+            tls_root_cert_pem: None,
         }
     }
 }
@@ -53,8 +70,49 @@ pub async fn open_store(url: &str, options: &StoreOptions) -> Result<Arc<dyn Sto
         "memory" => Ok(Arc::new(
             MemoryStore::new().with_key_cap(options.memory_key_cap),
         )),
+        #[cfg(feature = "redis")]
+        "redis" | "rediss" => open_redis(url, options).await,
         _ => Err(OpenError::UnknownScheme(mask_password(url))),
     }
+}
+
+/// The Redis options that `options` asks for.
+#[cfg(feature = "redis")]
+pub fn redis_options(options: &StoreOptions) -> slidelog_redis::RedisOptions {
+    slidelog_redis::RedisOptions {
+        key_prefix: options.key_prefix.clone(),
+        timeout: options.timeout,
+        connect_timeout: options.connect_timeout,
+        time: if options.client_time {
+            slidelog_redis::TimeMode::Client
+        } else {
+            slidelog_redis::TimeMode::Server
+        },
+        tls_root_cert_pem: options.tls_root_cert_pem.clone(),
+    }
+}
+
+/// `redis://[user:pass@]host:port[/db]` and `rediss://…` (TLS): one Redis.
+#[cfg(feature = "redis")]
+async fn open_redis(url: &str, options: &StoreOptions) -> Result<Arc<dyn Store>, OpenError> {
+    use slidelog_redis::{ConnectError, RedisStore};
+    let redis_options = redis_options(options);
+    let store = if options.lazy_connect {
+        RedisStore::connect_lazy(url, redis_options)
+    } else {
+        RedisStore::connect(url, redis_options).await
+    };
+    store.map(|s| Arc::new(s) as Arc<dyn Store>).map_err(|e| {
+        let reason = match &e {
+            ConnectError::InvalidUrl { reason, .. } | ConnectError::Connect { reason, .. } => {
+                reason.clone()
+            }
+        };
+        OpenError::Open {
+            url: mask_password(url),
+            reason,
+        }
+    })
 }
 
 /// `url` with the password (if any) replaced by `***`, for logs and errors.

@@ -46,6 +46,12 @@ pub struct StoreArgs {
     /// Prefix of the Redis keys.
     #[arg(long, default_value = "rate:sliding:")]
     pub key_prefix: String,
+    /// Redis stores: decide on this machine's clock instead of Redis TIME.
+    #[arg(long)]
+    pub client_time: bool,
+    /// Redis stores: upper bound on connecting (e.g. 2s).
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub connect_timeout: Duration,
 }
 
 impl StoreArgs {
@@ -54,6 +60,8 @@ impl StoreArgs {
         slidelog::StoreOptions {
             timeout: self.store_timeout,
             key_prefix: self.key_prefix.clone(),
+            client_time: self.client_time,
+            connect_timeout: self.connect_timeout,
             ..slidelog::StoreOptions::default()
         }
     }

@@ -1,0 +1,7 @@
+//! The shared behavioural suite (SPEC §1–§2) over the memory store.
+
+use slidelog_core::Store;
+use slidelog_memory::MemoryStore;
+use std::sync::Arc;
+
+slidelog_testkit::store_suite!(|| async { (Arc::new(MemoryStore::new()) as Arc<dyn Store>, ()) });

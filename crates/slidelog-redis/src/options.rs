@@ -1,0 +1,73 @@
+//! Options of the Redis stores: key prefix, per-call timeout, connect
+//! timeout, which clock decides (SPEC §3) and an extra TLS root.
+
+use std::time::Duration;
+
+/// The default key prefix, as in the original design: `rate:sliding:<key>`.
+pub const DEFAULT_PREFIX: &str = "rate:sliding:";
+/// The default upper bound on one store call.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
+/// The default upper bound on establishing the first connection.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Which clock a decision made with [`slidelog_core::Now::Server`] uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TimeMode {
+    /// Redis `TIME`, read inside the script: every instance shares one clock
+    /// and client clock skew cannot matter (the default).
+    #[default]
+    Server,
+    /// The caller's clock in ms (the original Go design's
+    /// `time.Now().UnixMilli()`), sent to the script as an explicit time.
+    Client,
+}
+
+/// How a Redis store is reached and how it decides.
+#[derive(Debug, Clone)]
+pub struct RedisOptions {
+    /// Prepended to every key. Default `rate:sliding:`.
+    pub key_prefix: String,
+    /// Upper bound on one call (decision, reset, ping), including a script
+    /// reload after NOSCRIPT and waiting for a reconnect. Default 100 ms.
+    pub timeout: Duration,
+    /// Upper bound on establishing the first connection in
+    /// [`crate::RedisStore::connect`]. Default 2 s.
+    pub connect_timeout: Duration,
+    /// Which clock decides when the caller passes `Now::Server`.
+    pub time: TimeMode,
+    /// A PEM root certificate to trust for `rediss://` in addition to the
+    /// built-in web roots (a private CA, a test certificate).
+    pub tls_root_cert_pem: Option<Vec<u8>>,
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        Self {
+            key_prefix: DEFAULT_PREFIX.to_owned(),
+            timeout: DEFAULT_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            time: TimeMode::Server,
+            tls_root_cert_pem: None,
+        }
+    }
+}
+
+impl RedisOptions {
+    /// These options with another key prefix.
+    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = prefix.into();
+        self
+    }
+
+    /// These options with another per-call timeout.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// These options with another clock.
+    pub fn with_time(mut self, time: TimeMode) -> Self {
+        self.time = time;
+        self
+    }
+}

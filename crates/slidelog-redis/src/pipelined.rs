@@ -1,0 +1,153 @@
+//! **UNSAFE, for comparison only.** The original design's "lightweight"
+//! variant without Lua: one pipeline reads (ZREMRANGEBYSCORE, then the live
+//! records), the client decides, a second pipeline writes (ZADD, PEXPIRE).
+//!
+//! A pipeline is not atomic: between one caller's read and its write, other
+//! callers read the same count and all of them admit, so under concurrency
+//! this admits **more than `max`** (the original note's "A reads 99, B writes
+//! the 100th, A writes the 101st"). It exists only so that tests and
+//! `slidelog bench --unsafe-pipelined` can show why every decision is one
+//! atomic script. It is never a default and no URL opens it.
+
+use crate::errors::to_store_error;
+use crate::members::members;
+use crate::options::RedisOptions;
+use redis::aio::ConnectionLike;
+use slidelog_core::{Clock, Decision, Mode, Now, Request, Store, StoreError, SystemClock, engine};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The non-atomic, pipelined sliding log. **Admits more than `max` under
+/// concurrency**; see the module documentation. Always decides on the
+/// caller's clock (as the original did), never on Redis `TIME`.
+#[derive(Clone)]
+pub struct UnsafePipelinedStore<C> {
+    conn: C,
+    prefix: Arc<str>,
+    timeout: Duration,
+    clock: Arc<dyn Clock>,
+}
+
+impl<C> std::fmt::Debug for UnsafePipelinedStore<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UnsafePipelinedStore")
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C> UnsafePipelinedStore<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// The unsafe variant over `conn` (same key layout as the script store).
+    pub fn with_connection(conn: C, options: &RedisOptions) -> Self {
+        Self {
+            conn,
+            prefix: options.key_prefix.as_str().into(),
+            timeout: options.timeout,
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    async fn decide_inner(
+        &self,
+        request: &Request,
+        mode: Mode,
+        now_ms: u64,
+    ) -> redis::RedisResult<Decision> {
+        let key = format!("{}{}", self.prefix, request.key());
+        let mut conn = self.conn.clone();
+        // Read: drop the expired records and fetch the live ones.
+        let cutoff = now_ms as i64 - request.longest_window_ms() as i64;
+        let (_, scores): (i64, Vec<(String, f64)>) = redis::pipe()
+            .cmd("ZREMRANGEBYSCORE")
+            .arg(&key)
+            .arg("-inf")
+            .arg(cutoff)
+            .cmd("ZRANGE")
+            .arg(&key)
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .query_async(&mut conn)
+            .await?;
+        let log: Vec<u64> = scores.iter().map(|(_, s)| *s as u64).collect();
+        // Decide in the client: the gap before the write is the race.
+        let decision = engine::evaluate(&log[..], now_ms, request);
+        if decision.allowed && mode == Mode::Record {
+            let mut add = redis::cmd("ZADD");
+            add.arg(&key);
+            for member in expand(members(request.cost()), request.cost()) {
+                add.arg(now_ms).arg(member);
+            }
+            let _: () = redis::pipe()
+                .add_command(add)
+                .ignore()
+                .cmd("PEXPIRE")
+                .arg(&key)
+                .arg(request.longest_window_ms())
+                .ignore()
+                .query_async(&mut conn)
+                .await?;
+        }
+        Ok(decision)
+    }
+}
+
+/// `cost` distinct members from what [`members`] gave (one base id for large costs).
+fn expand(given: Vec<String>, cost: u64) -> Vec<String> {
+    if given.len() as u64 == cost {
+        return given;
+    }
+    (1..=cost).map(|i| format!("{}:{i}", given[0])).collect()
+}
+
+#[async_trait::async_trait]
+impl<C> Store for UnsafePipelinedStore<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    async fn decide(
+        &self,
+        request: &Request,
+        mode: Mode,
+        now: Now,
+    ) -> Result<Decision, StoreError> {
+        let now_ms = match now {
+            Now::At(ms) => ms,
+            Now::Server => self.clock.now_ms(),
+        };
+        match tokio::time::timeout(self.timeout, self.decide_inner(request, mode, now_ms)).await {
+            Ok(result) => result.map_err(to_store_error),
+            Err(_) => Err(StoreError::Timeout(self.timeout)),
+        }
+    }
+
+    async fn reset(&self, key: &str) -> Result<bool, StoreError> {
+        let mut conn = self.conn.clone();
+        let cmd = redis::cmd("DEL")
+            .arg(format!("{}{key}", self.prefix))
+            .clone();
+        let call = cmd.query_async::<i64>(&mut conn);
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(result) => result.map(|n| n > 0).map_err(to_store_error),
+            Err(_) => Err(StoreError::Timeout(self.timeout)),
+        }
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        let mut conn = self.conn.clone();
+        let cmd = redis::cmd("PING");
+        let call = cmd.query_async::<String>(&mut conn);
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(result) => result.map(|_| ()).map_err(to_store_error),
+            Err(_) => Err(StoreError::Timeout(self.timeout)),
+        }
+    }
+
+    fn kind(&self) -> &'static str {
+        "redis-unsafe-pipelined"
+    }
+}

@@ -1,0 +1,166 @@
+//! [`ScriptStore`]: the [`Store`] that decides with `sliding_log.lua`, generic
+//! over the redis-rs async connection, so one implementation serves a single
+//! Redis ([`RedisStore`], a `ConnectionManager`) and, with another connection
+//! type, Redis Cluster and Sentinel.
+
+use crate::errors::to_store_error;
+use crate::options::{RedisOptions, TimeMode};
+use crate::script::{self, MAX_NOW_MS, Outcome};
+use redis::aio::{ConnectionLike, ConnectionManager};
+use slidelog_core::{Clock, Decision, Mode, Now, Request, Store, StoreError, SystemClock};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A store whose every decision is one atomic run of `sliding_log.lua` on
+/// one Redis key (`prefix + key`), over the connection `C`.
+///
+/// Each call is bounded by the per-call timeout ([`StoreError::Timeout`]);
+/// Redis errors become [`StoreError::Unavailable`] (transient) or
+/// [`StoreError::Backend`]. Cloning is cheap and clones share the connection.
+#[derive(Clone)]
+pub struct ScriptStore<C> {
+    conn: C,
+    prefix: Arc<str>,
+    timeout: Duration,
+    time: TimeMode,
+    clock: Arc<dyn Clock>,
+    kind: &'static str,
+}
+
+/// The store on one Redis server (`redis://`, `rediss://`): a multiplexed
+/// connection that reconnects by itself after Redis comes back.
+pub type RedisStore = ScriptStore<ConnectionManager>;
+
+impl<C> std::fmt::Debug for ScriptStore<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The connection is left out: its address is enough in logs, and it
+        // may hold credentials.
+        f.debug_struct("ScriptStore")
+            .field("kind", &self.kind)
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .field("time", &self.time)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C> ScriptStore<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// A store over an established (or lazily connecting) connection.
+    /// `kind` names it in logs and metrics ("redis", "redis-cluster", …).
+    pub fn with_connection(conn: C, options: &RedisOptions, kind: &'static str) -> Self {
+        Self {
+            conn,
+            prefix: options.key_prefix.as_str().into(),
+            timeout: options.timeout,
+            time: options.time,
+            clock: Arc::new(SystemClock),
+            kind,
+        }
+    }
+
+    /// Uses `clock` for [`Now::Server`] decisions in [`TimeMode::Client`].
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The Redis key of `key`: the prefix followed by the key.
+    pub fn redis_key(&self, key: &str) -> Vec<u8> {
+        let mut k = Vec::with_capacity(self.prefix.len() + key.len());
+        k.extend_from_slice(self.prefix.as_bytes());
+        k.extend_from_slice(key.as_bytes());
+        k
+    }
+
+    /// The key prefix.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The per-call timeout.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Which clock decides for [`Now::Server`].
+    pub fn time_mode(&self) -> TimeMode {
+        self.time
+    }
+
+    /// A handle on the connection (shares it), for tools and tests.
+    pub fn connection(&self) -> C {
+        self.conn.clone()
+    }
+
+    /// The decision and the time (Unix ms) it was made at: Redis `TIME` or
+    /// the explicit time. [`Store::decide`] is this without the time.
+    pub async fn decide_timed(
+        &self,
+        request: &Request,
+        mode: Mode,
+        now: Now,
+    ) -> Result<Outcome, StoreError> {
+        let now_ms = match (now, self.time) {
+            (Now::At(ms), _) => Some(ms),
+            (Now::Server, TimeMode::Client) => Some(self.clock.now_ms()),
+            (Now::Server, TimeMode::Server) => None,
+        };
+        if let Some(ms) = now_ms.filter(|&ms| ms > MAX_NOW_MS) {
+            return Err(StoreError::Backend(format!(
+                "now_ms {ms} is beyond {MAX_NOW_MS} (2^53), the largest time Redis scores hold exactly"
+            )));
+        }
+        let key = self.redis_key(request.key());
+        let mut conn = self.conn.clone();
+        self.bounded(script::run(&mut conn, &key, request, mode, now_ms))
+            .await
+    }
+
+    /// Runs `call` within the per-call timeout and maps its error.
+    async fn bounded<T>(
+        &self,
+        call: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(result) => result.map_err(to_store_error),
+            Err(_) => Err(StoreError::Timeout(self.timeout)),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl<C> Store for ScriptStore<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    async fn decide(
+        &self,
+        request: &Request,
+        mode: Mode,
+        now: Now,
+    ) -> Result<Decision, StoreError> {
+        Ok(self.decide_timed(request, mode, now).await?.decision)
+    }
+
+    async fn reset(&self, key: &str) -> Result<bool, StoreError> {
+        let mut conn = self.conn.clone();
+        let cmd = redis::cmd("DEL").arg(self.redis_key(key)).clone();
+        let deleted: i64 = self.bounded(cmd.query_async(&mut conn)).await?;
+        Ok(deleted > 0)
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        let mut conn = self.conn.clone();
+        let cmd = redis::cmd("PING");
+        let _: String = self.bounded(cmd.query_async(&mut conn)).await?;
+        Ok(())
+    }
+
+    fn kind(&self) -> &'static str {
+        self.kind
+    }
+}

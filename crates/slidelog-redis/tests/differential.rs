@@ -1,0 +1,83 @@
+//! Differential test: on seeded random traces at explicit times (advances of
+//! 0, 1 ms, around the window boundary, and steps back), the Redis store and
+//! the memory store make identical decisions, resets included.
+
+mod common;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use slidelog_core::{Limit, Mode, Now, Request, Store};
+use slidelog_memory::MemoryStore;
+use slidelog_testkit::RedisServer;
+
+/// The limit sets a key may use (one set per key, as SPEC §1 intends).
+/// Windows are >= 10 s because Redis TTLs run on real time.
+fn limit_sets() -> Vec<Vec<Limit>> {
+    let l = |m, w| Limit::new(m, w).unwrap();
+    vec![
+        vec![l(1, 10_000)],
+        vec![l(3, 10_000)],
+        vec![l(5, 20_000)],
+        vec![l(2, 10_000), l(4, 30_000)],
+        vec![l(4, 15_000), l(4, 10_000), l(6, 40_000)],
+    ]
+}
+
+#[tokio::test]
+async fn redis_and_memory_decide_identically_on_random_traces() {
+    let server = RedisServer::start();
+    let redis = common::store(&server, "diff").await;
+    let sets = limit_sets();
+    let mut decisions = 0;
+    for seed in 0..16u64 {
+        let memory = MemoryStore::new();
+        let mut rng = StdRng::seed_from_u64(seed);
+        let keys: Vec<(String, &Vec<Limit>)> = (0..3)
+            .map(|i| {
+                (
+                    format!("s{seed}k{i}"),
+                    &sets[rng.random_range(0..sets.len())],
+                )
+            })
+            .collect();
+        let mut now: u64 = 1_767_225_600_000;
+        for step in 0..150 {
+            let (key, limits) = &keys[rng.random_range(0..keys.len())];
+            let window = limits.iter().map(Limit::window_ms).min().unwrap();
+            now = match rng.random_range(0..10) {
+                0 => now,
+                1 => now + 1,
+                2 => now + window - 1,
+                3 => now + window,
+                4 => now.saturating_sub(rng.random_range(1..3_000)),
+                _ => now + rng.random_range(1..window / 2),
+            };
+            if rng.random_ratio(1, 40) {
+                let a = redis.reset(key).await.unwrap();
+                let b = memory.reset(key).await.unwrap();
+                assert_eq!(a, b, "reset, seed {seed} step {step}");
+                continue;
+            }
+            let smallest = limits.iter().map(Limit::max).min().unwrap();
+            let cost = if rng.random_ratio(3, 4) {
+                1
+            } else {
+                rng.random_range(1..=smallest)
+            };
+            let request = Request::new(key.clone(), (*limits).clone(), cost).unwrap();
+            let mode = if rng.random_ratio(1, 5) {
+                Mode::Peek
+            } else {
+                Mode::Record
+            };
+            let a = redis.decide(&request, mode, Now::At(now)).await.unwrap();
+            let b = memory.decide(&request, mode, Now::At(now)).await.unwrap();
+            assert_eq!(
+                a, b,
+                "seed {seed} step {step}: {request:?} {mode:?} at {now}"
+            );
+            decisions += 1;
+        }
+    }
+    assert!(decisions > 2_000);
+}

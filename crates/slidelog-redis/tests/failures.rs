@@ -1,0 +1,158 @@
+//! The Redis store when Redis misbehaves: NOSCRIPT after `SCRIPT FLUSH` and
+//! after a restart; Redis killed (calls fail within the timeout, never hang,
+//! with transient errors) and restarted (exact again without a new store);
+//! Redis down when the store is opened lazily.
+
+mod common;
+
+use slidelog_core::{Limit, Request, Store, StoreError};
+use slidelog_redis::{RedisOptions, RedisStore};
+use slidelog_testkit::{RedisServer, unique_prefix};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn limit(max: u64) -> Request {
+    Request::single("k", Limit::new(max, 60_000).unwrap()).unwrap()
+}
+
+/// Checks until one succeeds, at most `within`.
+async fn until_ok(store: &RedisStore, r: &Request, within: Duration) -> Duration {
+    let started = Instant::now();
+    loop {
+        match store.check(r).await {
+            Ok(_) => return started.elapsed(),
+            Err(e) => {
+                assert!(e.is_transient(), "{e}");
+                assert!(started.elapsed() < within, "not back after {within:?}: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// `n` concurrent checks; how many were admitted.
+async fn admitted(store: &RedisStore, r: &Request, n: usize) -> usize {
+    let store = Arc::new(store.clone());
+    let tasks: Vec<_> = (0..n)
+        .map(|_| {
+            let (store, r) = (store.clone(), r.clone());
+            tokio::spawn(async move { store.check(&r).await.unwrap().allowed })
+        })
+        .collect();
+    let mut yes = 0;
+    for t in tasks {
+        yes += usize::from(t.await.unwrap());
+    }
+    yes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn script_flush_is_recovered_by_reloading_the_script() {
+    let server = RedisServer::start();
+    let store = common::store(&server, "flush").await;
+    let r = limit(3);
+    assert!(store.check(&r).await.unwrap().allowed);
+    let mut c = server.client();
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut c).unwrap();
+    let d = store.check(&r).await.unwrap();
+    assert_eq!((d.allowed, d.count), (true, 2));
+    let exists: Vec<bool> = redis::cmd("SCRIPT")
+        .arg("EXISTS")
+        .arg(slidelog_redis::script::SCRIPT.get_hash())
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(exists, vec![true]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_redis_fails_fast_and_a_restart_is_exact_again() {
+    let mut server = RedisServer::start();
+    let timeout = Duration::from_millis(100);
+    let options = RedisOptions::default()
+        .with_prefix(unique_prefix("kill"))
+        .with_timeout(timeout);
+    let store = common::store_with(&server, options).await;
+    let r = limit(5);
+    assert!(store.check(&r).await.unwrap().allowed);
+
+    server.kill();
+    for _ in 0..10 {
+        let started = Instant::now();
+        let e = store.check(&r).await.unwrap_err();
+        let took = started.elapsed();
+        assert!(e.is_transient(), "{e}");
+        assert!(took < Duration::from_secs(1), "took {took:?}: {e}");
+        assert!(
+            matches!(e, StoreError::Timeout(_) | StoreError::Unavailable(_)),
+            "{e}"
+        );
+        let started = Instant::now();
+        assert!(store.ping().await.is_err());
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
+
+    // Restarted (empty, no scripts loaded): the same store is exact again.
+    server.restart();
+    let probe = Request::single("probe", Limit::new(1_000, 60_000).unwrap()).unwrap();
+    until_ok(&store, &probe, Duration::from_secs(10)).await;
+    assert_eq!(admitted(&store, &limit(5), 40).await, 5);
+    let mut c = server.client();
+    let n: i64 = redis::cmd("ZCARD")
+        .arg(store.redis_key("k"))
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_opened_while_redis_is_down_works_once_it_is_up() {
+    let mut server = RedisServer::start();
+    let url = server.url();
+    server.kill();
+    // An eager connect fails, quickly and transiently.
+    let started = Instant::now();
+    let options = RedisOptions {
+        connect_timeout: Duration::from_millis(300),
+        ..RedisOptions::default().with_prefix(unique_prefix("down"))
+    };
+    let e = RedisStore::connect(&url, options.clone())
+        .await
+        .unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(2), "{e}");
+    assert!(
+        matches!(
+            e,
+            slidelog_redis::ConnectError::Connect {
+                transient: true,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    // A lazy store answers with transient errors until Redis is up.
+    let store = RedisStore::connect_lazy(&url, options).unwrap();
+    for _ in 0..3 {
+        let started = Instant::now();
+        assert!(store.check(&limit(2)).await.unwrap_err().is_transient());
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
+    server.restart();
+    until_ok(&store, &limit(2), Duration::from_secs(10)).await;
+    assert!(store.check(&limit(2)).await.unwrap().allowed);
+    assert!(!store.check(&limit(2)).await.unwrap().allowed);
+}
+
+#[tokio::test]
+async fn wrong_type_is_a_backend_error_not_transient() {
+    let server = RedisServer::start();
+    let store = common::store(&server, "wrongtype").await;
+    let mut c = server.client();
+    let _: () = redis::cmd("SET")
+        .arg(store.redis_key("k"))
+        .arg("x")
+        .query(&mut c)
+        .unwrap();
+    let e = store.check(&limit(1)).await.unwrap_err();
+    assert!(matches!(e, StoreError::Backend(_)), "{e}");
+    assert!(!e.is_transient());
+}

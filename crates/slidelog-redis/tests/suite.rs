@@ -1,0 +1,29 @@
+//! The shared behavioural suite (SPEC §1–§2) over the Redis store, each case
+//! on its own `redis-server`, once on Redis `TIME` (the default) and once on
+//! the caller's clock.
+
+use slidelog_core::Store;
+use slidelog_redis::{RedisOptions, RedisStore, TimeMode};
+use slidelog_testkit::{RedisServer, unique_prefix};
+use std::sync::Arc;
+
+async fn redis_store(time: TimeMode) -> (Arc<dyn Store>, RedisServer) {
+    let server = RedisServer::start();
+    let options = RedisOptions::default()
+        .with_prefix(unique_prefix("suite"))
+        .with_time(time);
+    let store = RedisStore::connect(&server.url(), options)
+        .await
+        .expect("connect");
+    (Arc::new(store) as Arc<dyn Store>, server)
+}
+
+mod server_time {
+    use super::*;
+    slidelog_testkit::store_suite!(|| redis_store(TimeMode::Server));
+}
+
+mod client_time {
+    use super::*;
+    slidelog_testkit::store_suite!(|| redis_store(TimeMode::Client));
+}
