@@ -56,8 +56,12 @@ pub use slidelog_core::{
     SystemClock,
 };
 pub use slidelog_memory::MemoryStore;
+/// The Redis store's own clock choice (as [`RedisOptions::time`]); a
+/// [`Limiter`] takes [`TimeMode`] instead, which works with every store.
 #[cfg(feature = "redis")]
-pub use slidelog_redis::{RedisOptions, RedisStore, TimeMode, UnsafePipelinedStore};
+pub use slidelog_redis::TimeMode as RedisTimeMode;
+#[cfg(feature = "redis")]
+pub use slidelog_redis::{RedisOptions, RedisStore, UnsafePipelinedStore};
 #[cfg(feature = "redis")]
 pub use url::redis_options;
 pub use url::{OpenError, StoreOptions, mask_password, open_store};

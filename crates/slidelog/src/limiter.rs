@@ -322,6 +322,28 @@ impl LimiterBuilder {
         self
     }
 
+    /// Upper bound on establishing the first connection to a Redis store.
+    /// Default 2 s.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.options.connect_timeout = timeout;
+        self
+    }
+
+    /// Do not wait for Redis when opening: decisions fail (and the policy
+    /// answers) until it is reachable. For a service that must start while
+    /// Redis is down. Default: opening checks that Redis answers.
+    pub fn lazy_connect(mut self) -> Self {
+        self.options.lazy_connect = true;
+        self
+    }
+
+    /// Every option of the stores opened from a URL at once (TLS roots,
+    /// connect timeout, …); the other setters change fields of it.
+    pub fn store_options(mut self, options: StoreOptions) -> Self {
+        self.options = options;
+        self
+    }
+
     /// What a store failure does. Default [`FailurePolicy::FailOpen`].
     pub fn failure_policy(mut self, policy: FailurePolicy) -> Self {
         self.policy = policy;
