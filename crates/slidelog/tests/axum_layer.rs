@@ -70,11 +70,8 @@ async fn ratelimit_fields_on_success_and_retry_after_on_rejection() {
 
     let first = get().await.unwrap();
     assert_eq!(first.status(), 200);
-    assert_eq!(
-        first.headers()["ratelimit-policy"],
-        r#""2-per-60s";q=2;w=60"#
-    );
-    assert_eq!(first.headers()["ratelimit"], r#""2-per-60s";r=1;t=60"#);
+    assert_eq!(first.headers()["ratelimit-policy"], r#""default";q=2;w=60"#);
+    assert_eq!(first.headers()["ratelimit"], r#""default";r=1;t=60"#);
     assert!(first.headers().get("retry-after").is_none());
     assert_eq!(first.text().await.unwrap(), "counted");
 
@@ -87,13 +84,10 @@ async fn ratelimit_fields_on_success_and_retry_after_on_rejection() {
         .parse()
         .unwrap();
     assert!((1..=60).contains(&retry), "{retry}");
-    assert_eq!(
-        third.headers()["ratelimit-policy"],
-        r#""2-per-60s";q=2;w=60"#
-    );
+    assert_eq!(third.headers()["ratelimit-policy"], r#""default";q=2;w=60"#);
     assert_eq!(
         third.headers()["ratelimit"].to_str().unwrap(),
-        format!(r#""2-per-60s";r=0;t={retry}"#)
+        format!(r#""default";r=0;t={retry}"#)
     );
     assert!(third.text().await.unwrap().contains("rate limit exceeded"));
 }
@@ -309,6 +303,7 @@ async fn store_errors_pass_through_degraded_when_fail_open_and_503_when_fail_clo
         let r = send(&open_base, "second").await.unwrap();
         assert_eq!(r.status(), 200);
         assert!(r.headers().get("ratelimit").is_none());
+        assert_eq!(r.headers()["ratelimit-policy"], r#""default";q=1;w=60"#);
         assert_eq!(r.text().await.unwrap(), "degraded");
         let r = send(&closed_base, "second").await.unwrap();
         assert_eq!(r.status(), 503);

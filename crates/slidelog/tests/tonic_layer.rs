@@ -54,7 +54,7 @@ async fn the_limit_per_client_answers_resource_exhausted_with_ratelimit_metadata
             .expect("admitted");
         assert_eq!(
             ok.metadata().get("ratelimit-policy").unwrap(),
-            r#""3-per-60s";q=3;w=60"#
+            r#""default";q=3;w=60"#
         );
     }
     let status = client
@@ -82,7 +82,7 @@ async fn the_limit_per_client_answers_resource_exhausted_with_ratelimit_metadata
             .unwrap()
             .to_str()
             .unwrap()
-            .starts_with(r#""3-per-60s";r=0;t="#)
+            .starts_with(r#""default";r=0;t="#)
     );
 }
 

@@ -175,19 +175,23 @@ impl PeerIp {
     /// right while the hops are trusted; stop at an unparsable hop (keep the
     /// last good one).
     fn behind_proxies(&self, peer: IpAddr, parts: &Parts) -> IpAddr {
-        let mut client = peer;
+        // Several X-Forwarded-For fields are one list, in order (RFC 9110 §5.3).
+        let mut hops = Vec::new();
         for value in parts.headers.get_all("x-forwarded-for") {
-            let Ok(value) = value.to_str() else {
-                return client;
-            };
-            for hop in value.rsplit(',') {
-                if !self.is_trusted(client) {
-                    return client;
-                }
-                match hop.trim().parse::<IpAddr>() {
-                    Ok(ip) => client = canonical(ip),
-                    Err(_) => return client,
-                }
+            match value.to_str() {
+                Ok(value) => hops.extend(value.split(',').map(str::trim)),
+                // An unreadable field: only the hops after it could be read.
+                Err(_) => hops.clear(),
+            }
+        }
+        let mut client = peer;
+        for hop in hops.into_iter().rev() {
+            if !self.is_trusted(client) {
+                break;
+            }
+            match hop.parse::<IpAddr>() {
+                Ok(ip) => client = canonical(ip),
+                Err(_) => break,
             }
         }
         client
@@ -263,10 +267,22 @@ mod tests {
 
     #[test]
     fn the_rightmost_untrusted_hop_is_the_client() {
-        // A client that forges a leftmost entry does not pick its key.
+        // A client that forges a leftmost entry does not pick its key; the
+        // fields are read as one list, the last field last.
         let parts = parts_from("10.0.0.1:1", &["6.6.6.6, 198.51.100.4", "10.0.0.2"]);
         let trusting = PeerIp::new().trust_proxies([ip("10.0.0.1"), ip("10.0.0.2")]);
         assert_eq!(trusting.extract(&parts).as_deref(), Some("198.51.100.4"));
+        // Only 10.0.0.1 trusted: 10.0.0.2 is the client it saw.
+        let one = PeerIp::new().trust_proxies([ip("10.0.0.1")]);
+        assert_eq!(one.extract(&parts).as_deref(), Some("10.0.0.2"));
+        // Every hop trusted: the leftmost is the client.
+        let all = PeerIp::new().trust_proxies([
+            ip("10.0.0.1"),
+            ip("10.0.0.2"),
+            ip("198.51.100.4"),
+            ip("6.6.6.6"),
+        ]);
+        assert_eq!(all.extract(&parts).as_deref(), Some("6.6.6.6"));
     }
 
     #[test]

@@ -144,7 +144,7 @@ pub(crate) fn insert_fields(headers: &mut HeaderMap, fields: &RateLimitFields) {
     if let Ok(v) = HeaderValue::from_str(&fields.policy) {
         headers.insert(RATELIMIT_POLICY, v);
     }
-    if let Ok(v) = HeaderValue::from_str(&fields.ratelimit) {
+    if let Some(Ok(v)) = fields.ratelimit.as_deref().map(HeaderValue::from_str) {
         headers.insert(RATELIMIT, v);
     }
     if let Some(Ok(v)) = fields.retry_after.as_deref().map(HeaderValue::from_str) {

@@ -1,8 +1,8 @@
 //! Which limits apply to a request: a small table of route rules, first match
 //! wins, with a default for every other request.
 
-use http::Method;
 use http::request::Parts;
+use http::{HeaderValue, Method};
 use slidelog_core::{InputError, Limit, MAX_LIMITS};
 use std::sync::Arc;
 
@@ -14,6 +14,21 @@ pub(crate) struct Rule {
     pub(crate) scope: Arc<str>,
     /// `None`: not limited.
     pub(crate) limits: Option<Arc<[Limit]>>,
+    /// `RateLimit-Policy` of the limits, formatted once: it never changes.
+    pub(crate) policy: Option<HeaderValue>,
+}
+
+impl Rule {
+    fn new(scope: String, limits: Option<Arc<[Limit]>>) -> Self {
+        let policy = limits
+            .as_deref()
+            .and_then(|l| HeaderValue::from_str(&crate::headers::policy_value(l)).ok());
+        Self {
+            scope: scope.into(),
+            limits,
+            policy,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -77,10 +92,7 @@ impl RouteLimits {
     pub fn new(limits: impl Into<Vec<Limit>>) -> Result<Self, InputError> {
         Ok(Self {
             routes: Vec::new(),
-            default: Rule {
-                scope: "default".into(),
-                limits: Some(validated(limits.into())?),
-            },
+            default: Rule::new("default".into(), Some(validated(limits.into())?)),
         })
     }
 
@@ -88,10 +100,7 @@ impl RouteLimits {
     pub fn unlimited_by_default() -> Self {
         Self {
             routes: Vec::new(),
-            default: Rule {
-                scope: "default".into(),
-                limits: None,
-            },
+            default: Rule::new("default".into(), None),
         }
     }
 
@@ -123,10 +132,7 @@ impl RouteLimits {
         self.routes.push(RouteRule {
             method,
             pattern: Pattern::parse(path),
-            rule: Rule {
-                scope: scope.into(),
-                limits,
-            },
+            rule: Rule::new(scope, limits),
         });
         self
     }

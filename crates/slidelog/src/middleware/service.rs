@@ -2,11 +2,11 @@
 //! inner service sees it.
 
 use super::extract::KeyExtractor;
-use super::response::{Refusal, RejectionBody, insert_fields, is_grpc};
+use super::response::{RATELIMIT, RATELIMIT_POLICY, Refusal, RejectionBody, is_grpc};
 use super::routes::RouteLimits;
-use crate::headers::ratelimit_fields;
+use crate::headers::ratelimit_value;
 use crate::{Limiter, LimiterError};
-use http::{Request, Response};
+use http::{HeaderValue, Request, Response};
 use slidelog_core::Mode;
 use std::future::Future;
 use std::pin::Pin;
@@ -42,7 +42,7 @@ struct Shared<K> {
 /// inner service answers and the RateLimit fields are added to its response;
 /// the [`Decision`](crate::Decision) is put in the request's and the
 /// response's extensions (`degraded` is true when the store failed and the
-/// policy is fail-open; the RateLimit fields are then left out, as nothing was
+/// policy is fail-open; only `RateLimit-Policy` is then added, as nothing was
 /// counted). Rejected: 429 with `Retry-After` and the RateLimit fields. Store
 /// failure under fail-closed: 503. No key: see [`MissingKey`]. gRPC requests
 /// get the same answers as gRPC statuses (RESOURCE_EXHAUSTED, UNAVAILABLE,
@@ -224,11 +224,16 @@ impl<K: KeyExtractor> Shared<K> {
             Ok(decision) if decision.allowed => {
                 parts.extensions.insert(decision);
                 let mut response = inner.call(Request::from_parts(parts, body)).await?;
+                let headers = response.headers_mut();
+                if let Some(policy) = &rule.policy {
+                    headers.insert(RATELIMIT_POLICY, policy.clone());
+                }
+                // A degraded decision carries the policy only (nothing was counted).
                 if !decision.degraded {
-                    insert_fields(
-                        response.headers_mut(),
-                        &ratelimit_fields(&decision, &limits),
-                    );
+                    let value = HeaderValue::from_str(&ratelimit_value(&limits, &decision));
+                    if let Ok(value) = value {
+                        headers.insert(RATELIMIT, value);
+                    }
                 }
                 response.extensions_mut().insert(decision);
                 Ok(response)
