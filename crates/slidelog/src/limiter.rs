@@ -83,8 +83,9 @@ impl Limiter {
         LimiterBuilder::default()
     }
 
-    /// A limiter on the store that `url` names (`memory://`, `redis://…`),
-    /// with default options (100 ms timeout, prefix `rate:sliding:`, fail-open,
+    /// A limiter on the store that `url` names (`memory://`, `redis://…`,
+    /// `rediss://…`, `redis+cluster://…`, `redis+sentinel://…`), with default
+    /// options (100 ms timeout, prefix `rate:sliding:`, fail-open,
     /// store time).
     ///
     /// ```

@@ -174,3 +174,34 @@ async fn a_redis_slower_than_the_timeout_is_a_store_failure() {
     let d = closed.check("fresh", &limits, 5).await.unwrap();
     assert!(d.allowed && !d.degraded && d.remaining == 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lazy_limiter_opens_while_redis_is_down_and_decides_exactly_once_it_is_up() {
+    let mut redis = RedisServer::start();
+    redis.kill();
+    let limiter = Limiter::builder()
+        .prefix(unique_prefix("lazy"))
+        .timeout(Duration::from_secs(2))
+        .connect_timeout(Duration::from_millis(500))
+        .lazy_connect()
+        .fail_open()
+        .open(&redis.url())
+        .await
+        .expect("a lazy limiter opens without Redis");
+    let limits = [Limit::new(2, 60_000).unwrap()];
+    let d = limiter.check("k", &limits, 1).await.unwrap();
+    assert!(d.allowed && d.degraded);
+
+    redis.restart();
+    until_reachable(&limiter).await;
+    let allowed: Vec<bool> = {
+        let mut out = Vec::new();
+        for _ in 0..3 {
+            let d = limiter.check("k", &limits, 1).await.unwrap();
+            assert!(!d.degraded);
+            out.push(d.allowed);
+        }
+        out
+    };
+    assert_eq!(allowed, [true, true, false]);
+}
