@@ -72,6 +72,15 @@ pub fn policy_value(limits: &[Limit]) -> String {
 }
 
 /// The `RateLimit` value for `decision`, made under `limits`.
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// use slidelog::{Limit, Limiter, headers::ratelimit_value};
+/// let limits = [Limit::new(5, 60_000)?];
+/// let decision = Limiter::memory().check("k", &limits, 2).await?;
+/// assert_eq!(ratelimit_value(&limits, &decision), r#""default";r=3;t=60"#);
+/// # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
+/// ```
 pub fn ratelimit_value(limits: &[Limit], decision: &Decision) -> String {
     let t_ms = if decision.allowed {
         decision.reset_after_ms

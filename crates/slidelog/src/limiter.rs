@@ -234,6 +234,12 @@ impl Limiter {
     }
 
     /// Answers when the store is reachable (readiness probes).
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// slidelog::Limiter::memory().ping().await?;
+    /// # Ok::<(), slidelog::LimiterError>(()) }).unwrap();
+    /// ```
     pub async fn ping(&self) -> Result<(), LimiterError> {
         Ok(self.bounded(self.inner.store.ping()).await?)
     }
