@@ -199,6 +199,20 @@ fn the_grace_period_bounds_the_shutdown() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert_eq!(status.code(), Some(0));
+    // It waited for the request in flight before giving up on it.
+    assert!(
+        started.elapsed() >= Duration::from_millis(250),
+        "exited after {:?}, before the 300 ms grace period",
+        started.elapsed()
+    );
+    let mut log = Vec::new();
+    while let Ok(line) = service.log.recv_timeout(Duration::from_secs(10)) {
+        log.push(line);
+    }
+    assert!(
+        log.iter().any(|l| l.contains("grace period over")),
+        "{log:?}"
+    );
     drop(stuck);
 }
 
