@@ -6,6 +6,7 @@
 //! - [`app::App`]: the shared state (store, failure policy, metrics, settings)
 //!   through which every transport decides;
 //! - [`http::router`]: the HTTP JSON API of SPEC §5;
+//! - [`envoy`]: Envoy's rate limit API (gRPC and `POST /json`) over the app;
 //! - [`server::serve_http`]: serve a router on a bound listener until a
 //!   [`shutdown::Shutdown`] fires, with a grace period.
 #![forbid(unsafe_code)]
@@ -13,7 +14,9 @@
 
 pub mod app;
 pub mod cli;
+pub mod envoy;
 pub mod http;
+pub mod inspect_task;
 pub mod metrics;
 pub mod policy;
 pub mod server;

@@ -27,7 +27,7 @@ impl Drop for Service {
 fn spawn(args: &[&str]) -> Service {
     let mut child = Command::new(env!("CARGO_BIN_EXE_slidelog"))
         .arg("serve")
-        .args(["--http", "127.0.0.1:0"])
+        .args(["--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
         .args(args)
         .env("RUST_LOG", "debug")
         .stdout(Stdio::null())
@@ -226,7 +226,7 @@ fn bad_flags_exit_2_with_a_message() {
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_slidelog"))
             .arg("serve")
-            .args(["--http", "127.0.0.1:0"])
+            .args(["--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
             .args(args)
             .output()
             .unwrap();

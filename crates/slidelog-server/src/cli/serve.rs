@@ -5,6 +5,7 @@
 use super::{StoreArgs, parse_duration};
 use crate::app::{App, AppConfig};
 use crate::http::{self, DEFAULT_MAX_BODY_BYTES};
+use crate::inspect_task::{self, InspectSchedule};
 use crate::policy::FailurePolicy;
 use crate::server::{self, Stopped};
 use crate::shutdown::{self, Shutdown};
@@ -24,6 +25,17 @@ pub struct ServeArgs {
     /// Address of the Envoy rate limit gRPC API.
     #[arg(long, default_value = "127.0.0.1:8081")]
     pub grpc: String,
+    /// Envoy rate limit config: a YAML file or a folder of them, in the
+    /// reference service's format (reloaded on SIGHUP and when a file changes).
+    #[arg(long)]
+    pub config: Option<std::path::PathBuf>,
+    /// How often the --config files are checked for changes.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub config_poll_interval: Duration,
+    /// Add x-ratelimit-limit/-remaining/-reset to Envoy responses
+    /// (response_headers_to_add), as the reference service's option.
+    #[arg(long)]
+    pub envoy_response_headers: bool,
     #[command(flatten)]
     pub store: StoreArgs,
     /// What to answer when the store fails or times out: fail-open admits with
@@ -45,6 +57,17 @@ pub struct ServeArgs {
     /// Most keys the in-memory store holds (memory:// only).
     #[arg(long, default_value_t = slidelog_memory::DEFAULT_KEY_CAP)]
     pub memory_key_cap: usize,
+    /// Scan the Redis key space this often and export the slidelog_inspect_*
+    /// gauges on /metrics (e.g. 60s; at least 1s; Redis stores only).
+    #[arg(long, value_parser = parse_duration)]
+    pub inspect_every: Option<Duration>,
+    /// SCAN pattern of --inspect-every (default: the key prefix followed by *).
+    #[arg(long, requires = "inspect_every")]
+    pub inspect_pattern: Option<String>,
+    /// The limit's max that --inspect-every compares set sizes with (keys above
+    /// 2 x max are flagged; 1 to 10000000).
+    #[arg(long, requires = "inspect_every")]
+    pub inspect_max: Option<u64>,
     /// Log format on stderr (filter with RUST_LOG, default info).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -63,7 +86,10 @@ pub enum LogFormat {
 pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     init_logs(args.log_format);
     validate(&args)?;
+    let envoy_config = crate::envoy::load_config(args.config.as_ref(), args.config_poll_interval)?;
+    let inspect_schedule = inspect_schedule(&args)?;
     let app = build_app(&args).await?;
+    let limiter = crate::envoy::limiter(&app, envoy_config, args.envoy_response_headers);
     let listener = TcpListener::bind(&args.http)
         .await
         .with_context(|| format!("cannot listen on --http {}", args.http))?;
@@ -74,17 +100,17 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             "listening beyond loopback without --admin-token: anyone who reaches it can reset keys"
         );
     }
-    // The Envoy gRPC API will bind --grpc with the same shutdown signal.
-    tracing::debug!(grpc_addr = %args.grpc, "gRPC API not part of this build");
+    let (trigger, shutdown) = shutdown::channel();
+    let grpc_addr = crate::envoy::spawn_grpc(&args.grpc, limiter.clone(), shutdown.clone()).await?;
     tracing::info!(
         http_addr = %addr,
+        grpc_addr = %grpc_addr,
         store = %mask_password(&args.store.store),
         policy = %args.on_store_error,
         trust_client_time = args.trust_client_time,
         "slidelog listening"
     );
 
-    let (trigger, shutdown) = shutdown::channel();
     let grace = args.shutdown_grace;
     tokio::spawn(async move {
         let signal = shutdown::os_signal().await;
@@ -96,13 +122,48 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         trigger.trigger();
     });
     spawn_upkeep(app.clone(), shutdown.clone());
+    if let Some(schedule) = inspect_schedule {
+        tracing::info!(every = ?schedule.every, pattern = %schedule.options.pattern, "key space inspection scheduled");
+        inspect_task::spawn(app.clone(), schedule, shutdown.clone());
+    }
 
-    let router = http::router(app, args.max_body_bytes);
+    let router = http::router_with(
+        app,
+        args.max_body_bytes,
+        slidelog_envoy::json::router(limiter),
+    );
     match server::serve_http(listener, router, shutdown, grace).await? {
         Stopped::Drained => tracing::info!("stopped"),
         Stopped::GraceExpired => tracing::warn!("stopped with requests cut off"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `--inspect-every` schedule, checked, when one is asked for.
+fn inspect_schedule(args: &ServeArgs) -> anyhow::Result<Option<InspectSchedule>> {
+    let Some(every) = args.inspect_every else {
+        return Ok(None);
+    };
+    if let Some(max) = args.inspect_max
+        && !(1..=10_000_000).contains(&max)
+    {
+        anyhow::bail!("--inspect-max must be 1 ..= 10000000, got {max}");
+    }
+    let schedule = InspectSchedule {
+        store_url: args.store.store.clone(),
+        options: slidelog_inspect::InspectOptions {
+            pattern: args
+                .inspect_pattern
+                .clone()
+                .unwrap_or_else(|| slidelog_inspect::prefix_pattern(&args.store.key_prefix)),
+            max: args.inspect_max,
+            max_source: args.inspect_max.map(|_| "--inspect-max".to_owned()),
+            ..slidelog_inspect::InspectOptions::default()
+        },
+        every,
+    };
+    schedule.validate().map_err(anyhow::Error::msg)?;
+    Ok(Some(schedule))
 }
 
 fn validate(args: &ServeArgs) -> anyhow::Result<()> {
@@ -117,6 +178,9 @@ fn validate(args: &ServeArgs) -> anyhow::Result<()> {
     }
     if args.memory_key_cap == 0 {
         anyhow::bail!("--memory-key-cap must be at least 1, got 0");
+    }
+    if args.config_poll_interval.is_zero() {
+        anyhow::bail!("--config-poll-interval must be at least 1ms, got 0");
     }
     if args.store.store_timeout.is_zero() {
         anyhow::bail!("--store-timeout must be at least 1ms, got 0");
