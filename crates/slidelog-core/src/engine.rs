@@ -131,7 +131,8 @@ pub fn evaluate<L: SortedLog + ?Sized>(log: &L, now: u64, request: &Request) -> 
             limit: limit.max(),
             window_ms: limit.window_ms(),
             count: live,
-            // With a clock that stepped back, more than `max` can be live.
+            // More than `max` can be live after a clock stepped back or a key's
+            // max was lowered: remaining is then 0, never a panic.
             remaining: limit.max().saturating_sub(live),
             retry_after_ms: wait,
             reset_after_ms: reset,

@@ -280,6 +280,23 @@ pub async fn store_time_decides_without_a_given_time(store: &dyn Store) {
     assert_eq!((d.allowed, d.count), (false, 1));
 }
 
+/// A log holding more than `max` (the key's max was lowered) rejects with
+/// `remaining` 0 and waits for enough records to expire; it never fails.
+pub async fn a_lowered_max_rejects_until_enough_expire(store: &dyn Store) {
+    let k = key("lowered");
+    let ten = request(&k, &[(10, 10_000)], 1);
+    for t in 0..6 {
+        assert!(check_at(store, &ten, t).await.allowed);
+    }
+    let three = request(&k, &[(3, 10_000)], 1);
+    let d = check_at(store, &three, 100).await;
+    assert!(!d.allowed);
+    assert_eq!((d.count, d.remaining, d.limit), (6, 0, 3));
+    // k = 6 + 1 - 3 = 4: the 4th oldest record (t = 3) must expire.
+    assert_eq!(d.retry_after_ms, 3 + 10_000 - 100);
+    assert!(check_at(store, &three, 10_003).await.allowed);
+}
+
 /// Keys are independent logs.
 pub async fn keys_are_independent(store: &dyn Store) {
     let a = request(&key("ind-a"), &[(1, 60_000)], 1);
@@ -317,6 +334,7 @@ macro_rules! store_suite {
             a_clock_that_steps_back_never_frees_capacity,
             more_live_than_max_after_a_step_back,
             store_time_decides_without_a_given_time,
+            a_lowered_max_rejects_until_enough_expire,
             keys_are_independent
         );
     };
