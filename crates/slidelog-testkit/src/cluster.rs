@@ -70,22 +70,38 @@ impl RedisCluster {
 
     /// Starts `masters` masters with `replicas` replicas each.
     pub fn start_with(masters: usize, replicas: usize) -> Self {
-        Self::start_inner(masters, replicas, None)
+        Self::start_inner(masters, replicas, None, &|| Vec::new())
+    }
+
+    /// Starts `masters` masters with `replicas` replicas each, every node
+    /// with the extra arguments `node_args()` returns for it (called once
+    /// per node: e.g. TLS options with a port of its own).
+    pub fn start_with_node_args(
+        masters: usize,
+        replicas: usize,
+        node_args: &(dyn Fn() -> Vec<String> + Sync),
+    ) -> Self {
+        Self::start_inner(masters, replicas, None, node_args)
     }
 
     /// Starts 3 masters with 1 replica each that require `password`
     /// (`requirepass`, and `masterauth` for the replicas).
     pub fn start_with_password(password: &str) -> Self {
-        Self::start_inner(3, 1, Some(password))
+        Self::start_inner(3, 1, Some(password), &|| Vec::new())
     }
 
-    fn start_inner(masters: usize, replicas: usize, password: Option<&str>) -> Self {
+    fn start_inner(
+        masters: usize,
+        replicas: usize,
+        password: Option<&str>,
+        node_args: &(dyn Fn() -> Vec<String> + Sync),
+    ) -> Self {
         assert!(masters >= 1, "a cluster needs at least one master");
         let count = masters * (1 + replicas);
         let (nodes, conf_dirs): (Vec<RedisServer>, Vec<tempfile::TempDir>) =
             std::thread::scope(|s| {
                 let handles: Vec<_> = (0..count)
-                    .map(|_| s.spawn(move || start_node(password)))
+                    .map(|_| s.spawn(move || start_node(password, node_args())))
                     .collect();
                 handles
                     .into_iter()
@@ -358,7 +374,7 @@ fn create_cluster(nodes: &[RedisServer], masters: usize) {
 /// port + 10000, can exceed 65535 for an ephemeral port), and its
 /// working dir (with `nodes.conf`) in a temp dir of ours, which outlives a
 /// kill so a restarted node rejoins as itself.
-fn start_node(password: Option<&str>) -> (RedisServer, tempfile::TempDir) {
+fn start_node(password: Option<&str>, extra: Vec<String>) -> (RedisServer, tempfile::TempDir) {
     let conf_dir = tempfile::tempdir().expect("temp dir for nodes.conf");
     let dir = conf_dir.path().to_str().expect("utf-8 temp path");
     let conf = format!("{dir}/nodes.conf");
@@ -386,6 +402,7 @@ fn start_node(password: Option<&str>) -> (RedisServer, tempfile::TempDir) {
     if let Some(pw) = password {
         args.extend(["--requirepass", pw, "--masterauth", pw]);
     }
+    args.extend(extra.iter().map(String::as_str));
     (RedisServer::start_with_args(&args), conf_dir)
 }
 
