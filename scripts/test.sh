@@ -33,3 +33,5 @@ fi
 
 cargo test --workspace --all-targets
 cargo test --workspace --doc
+# The library's rustdoc must build without warnings (every public item documented, links resolve).
+RUSTDOCFLAGS="-D warnings" cargo doc -p slidelog --no-deps --all-features --quiet

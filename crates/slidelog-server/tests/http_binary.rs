@@ -86,8 +86,12 @@ fn request(addr: &str, method: &str, path: &str, body: &str, extra: &str) -> (u1
 }
 
 fn sigterm(child: &Child) {
+    signal(child, "-TERM");
+}
+
+fn signal(child: &Child, which: &str) {
     let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args([which, &child.id().to_string()])
         .status()
         .expect("run kill");
     assert!(status.success());
@@ -195,6 +199,20 @@ fn the_grace_period_bounds_the_shutdown() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert_eq!(status.code(), Some(0));
+    // It waited for the request in flight before giving up on it.
+    assert!(
+        started.elapsed() >= Duration::from_millis(250),
+        "exited after {:?}, before the 300 ms grace period",
+        started.elapsed()
+    );
+    let mut log = Vec::new();
+    while let Ok(line) = service.log.recv_timeout(Duration::from_secs(10)) {
+        log.push(line);
+    }
+    assert!(
+        log.iter().any(|l| l.contains("grace period over")),
+        "{log:?}"
+    );
     drop(stuck);
 }
 
@@ -290,4 +308,28 @@ fn the_redis_password_never_reaches_the_log() {
         "the outage is logged:\n{log}"
     );
     assert!(!log.contains("hunter2"), "password in the log:\n{log}");
+}
+
+#[test]
+fn sigint_stops_the_service_too() {
+    let mut service = spawn(&[]);
+    assert_eq!(request(&service.addr, "GET", "/healthz", "", "").0, 200);
+    signal(&service.child, "-INT");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = service.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "SIGINT ignored"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(0));
+    let mut log = Vec::new();
+    while let Ok(line) = service.log.recv_timeout(Duration::from_secs(10)) {
+        log.push(line);
+    }
+    assert!(log.iter().any(|l| l.contains("SIGINT")), "{log:?}");
 }

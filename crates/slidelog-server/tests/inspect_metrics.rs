@@ -27,9 +27,8 @@ impl Drop for Service {
 
 fn serve(args: &[&str]) -> Service {
     let addr = format!("127.0.0.1:{}", free_port());
-    let grpc = format!("127.0.0.1:{}", free_port());
     let child = Command::new(env!("CARGO_BIN_EXE_slidelog"))
-        .args(["serve", "--http", &addr, "--grpc", &grpc])
+        .args(["serve", "--http", &addr, "--grpc", "127.0.0.1:0"])
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -4,10 +4,35 @@
 
 use std::time::{Duration, Instant};
 
+/// Passwords of the servers that require one, by port (a harness registers
+/// its nodes' password, so every helper here authenticates without
+/// threading it through each call).
+static PASSWORDS: std::sync::Mutex<Vec<(u16, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// Helpers authenticate to the server on `port` with `password`.
+pub(crate) fn register_password(port: u16, password: &str) {
+    let mut p = PASSWORDS.lock().unwrap_or_else(|e| e.into_inner());
+    p.retain(|(q, _)| *q != port);
+    p.push((port, password.to_owned()));
+}
+
+/// Forgets the password of the server on `port`.
+pub(crate) fn forget_password(port: u16) {
+    let mut p = PASSWORDS.lock().unwrap_or_else(|e| e.into_inner());
+    p.retain(|(q, _)| *q != port);
+}
+
 /// A synchronous connection to `127.0.0.1:port` whose connect, reads and
 /// writes are bounded, so a harness never hangs on a dead or paused node.
 pub(crate) fn connect(port: u16) -> redis::RedisResult<redis::Connection> {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}"))?;
+    let password = PASSWORDS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(|(q, _)| *q == port)
+        .map(|(_, pw)| pw.clone());
+    let auth = password.map(|pw| format!(":{pw}@")).unwrap_or_default();
+    let client = redis::Client::open(format!("redis://{auth}127.0.0.1:{port}"))?;
     let conn = client.get_connection_with_timeout(Duration::from_millis(500))?;
     conn.set_read_timeout(Some(Duration::from_secs(2)))?;
     conn.set_write_timeout(Some(Duration::from_secs(2)))?;

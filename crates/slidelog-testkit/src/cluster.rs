@@ -9,7 +9,7 @@
 //! Timeouts are short (node timeout 1 s) so that a killed master is replaced
 //! in a few seconds; the diskless sync delay is 0 so replicas sync at once.
 
-use crate::admin::{info_field, is_master, query, replica_link_up, wait_until};
+use crate::admin::{self, info_field, is_master, query, replica_link_up, wait_until};
 use crate::{RedisServer, free_port};
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
@@ -48,6 +48,17 @@ pub struct RedisCluster {
     _conf_dirs: Vec<tempfile::TempDir>,
     alive: Vec<bool>,
     masters: usize,
+    password: Option<String>,
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        if self.password.is_some() {
+            for port in self.ports() {
+                admin::forget_password(port);
+            }
+        }
+    }
 }
 
 impl RedisCluster {
@@ -59,18 +70,52 @@ impl RedisCluster {
 
     /// Starts `masters` masters with `replicas` replicas each.
     pub fn start_with(masters: usize, replicas: usize) -> Self {
+        Self::start_inner(masters, replicas, None, &|| Vec::new())
+    }
+
+    /// Starts `masters` masters with `replicas` replicas each, every node
+    /// with the extra arguments `node_args()` returns for it (called once
+    /// per node: e.g. TLS options with a port of its own).
+    pub fn start_with_node_args(
+        masters: usize,
+        replicas: usize,
+        node_args: &(dyn Fn() -> Vec<String> + Sync),
+    ) -> Self {
+        Self::start_inner(masters, replicas, None, node_args)
+    }
+
+    /// Starts 3 masters with 1 replica each that require `password`
+    /// (`requirepass`, and `masterauth` for the replicas).
+    pub fn start_with_password(password: &str) -> Self {
+        Self::start_inner(3, 1, Some(password), &|| Vec::new())
+    }
+
+    fn start_inner(
+        masters: usize,
+        replicas: usize,
+        password: Option<&str>,
+        node_args: &(dyn Fn() -> Vec<String> + Sync),
+    ) -> Self {
         assert!(masters >= 1, "a cluster needs at least one master");
         let count = masters * (1 + replicas);
         let (nodes, conf_dirs): (Vec<RedisServer>, Vec<tempfile::TempDir>) =
             std::thread::scope(|s| {
-                let handles: Vec<_> = (0..count).map(|_| s.spawn(start_node)).collect();
+                let handles: Vec<_> = (0..count)
+                    .map(|_| s.spawn(move || start_node(password, node_args())))
+                    .collect();
                 handles
                     .into_iter()
                     .map(|h| h.join().expect("start cluster node"))
                     .unzip()
             });
+        if let Some(pw) = password {
+            for node in &nodes {
+                admin::register_password(node.port(), pw);
+            }
+        }
         create_cluster(&nodes, masters);
         let cluster = Self {
+            password: password.map(str::to_owned),
             _conf_dirs: conf_dirs,
             alive: vec![true; nodes.len()],
             nodes,
@@ -85,9 +130,15 @@ impl RedisCluster {
         self.nodes.iter().map(RedisServer::addr).collect()
     }
 
-    /// `redis+cluster://127.0.0.1:P1,127.0.0.1:P2,…` naming every node.
+    /// `redis+cluster://[:password@]127.0.0.1:P1,127.0.0.1:P2,…` naming
+    /// every node.
     pub fn url(&self) -> String {
-        format!("redis+cluster://{}", self.seeds().join(","))
+        let auth = self
+            .password
+            .as_ref()
+            .map(|pw| format!(":{pw}@"))
+            .unwrap_or_default();
+        format!("redis+cluster://{auth}{}", self.seeds().join(","))
     }
 
     /// The ports of every node.
@@ -323,13 +374,13 @@ fn create_cluster(nodes: &[RedisServer], masters: usize) {
 /// port + 10000, can exceed 65535 for an ephemeral port), and its
 /// working dir (with `nodes.conf`) in a temp dir of ours, which outlives a
 /// kill so a restarted node rejoins as itself.
-fn start_node() -> (RedisServer, tempfile::TempDir) {
+fn start_node(password: Option<&str>, extra: Vec<String>) -> (RedisServer, tempfile::TempDir) {
     let conf_dir = tempfile::tempdir().expect("temp dir for nodes.conf");
     let dir = conf_dir.path().to_str().expect("utf-8 temp path");
     let conf = format!("{dir}/nodes.conf");
     let bus = free_port().to_string();
     let timeout = CLUSTER_NODE_TIMEOUT_MS.to_string();
-    let server = RedisServer::start_with_args(&[
+    let mut args = vec![
         "--cluster-enabled",
         "yes",
         // Our own dir (it overrides the one RedisServer passes first): a
@@ -347,8 +398,12 @@ fn start_node() -> (RedisServer, tempfile::TempDir) {
         "0",
         "--repl-diskless-sync-delay",
         "0",
-    ]);
-    (server, conf_dir)
+    ];
+    if let Some(pw) = password {
+        args.extend(["--requirepass", pw, "--masterauth", pw]);
+    }
+    args.extend(extra.iter().map(String::as_str));
+    (RedisServer::start_with_args(&args), conf_dir)
 }
 
 /// `CLUSTER NODES` of the node on `port`, parsed; `None` when it does not

@@ -28,10 +28,10 @@ struct SentinelProcess {
 }
 
 impl SentinelProcess {
-    fn start(master_port: u16) -> Self {
+    fn start(master_port: u16, password: Option<&str>) -> Self {
         let mut last_error = String::new();
         for _ in 0..10 {
-            match Self::try_start(master_port) {
+            match Self::try_start(master_port, password) {
                 Ok(s) => return s,
                 Err(e) => last_error = e,
             }
@@ -39,7 +39,7 @@ impl SentinelProcess {
         panic!("could not start a sentinel: {last_error}");
     }
 
-    fn try_start(master_port: u16) -> Result<Self, String> {
+    fn try_start(master_port: u16, password: Option<&str>) -> Result<Self, String> {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let port = free_port();
         let conf = dir.path().join("sentinel.conf");
@@ -52,6 +52,10 @@ impl SentinelProcess {
              sentinel parallel-syncs {MASTER_NAME} 1\n",
             dir = dir.path().display()
         );
+        let text = match password {
+            Some(pw) => format!("{text}sentinel auth-pass {MASTER_NAME} {pw}\n"),
+            None => text,
+        };
         std::fs::write(&conf, text).map_err(|e| e.to_string())?;
         let mut child = Command::new(redis_server_binary())
             .arg(&conf)
@@ -96,6 +100,17 @@ pub struct SentinelGroup {
     servers: Vec<RedisServer>,
     _dirs: [tempfile::TempDir; 2],
     alive: Vec<bool>,
+    password: Option<String>,
+}
+
+impl Drop for SentinelGroup {
+    fn drop(&mut self) {
+        if self.password.is_some() {
+            for port in self.server_ports() {
+                crate::admin::forget_password(port);
+            }
+        }
+    }
 }
 
 fn tempdir() -> tempfile::TempDir {
@@ -107,23 +122,37 @@ impl SentinelGroup {
     /// replica is in sync and every sentinel knows the replica and the two
     /// other sentinels (so a failover can be agreed on).
     pub fn start() -> Self {
+        Self::start_inner(None)
+    }
+
+    /// The same group with data servers that require `password`
+    /// (`requirepass`, `masterauth`, and `auth-pass` in the sentinels).
+    pub fn start_with_password(password: &str) -> Self {
+        Self::start_inner(Some(password))
+    }
+
+    fn start_inner(password: Option<&str>) -> Self {
+        let auth: Vec<&str> = match password {
+            Some(pw) => vec!["--requirepass", pw, "--masterauth", pw],
+            None => vec![],
+        };
         // Working dirs of our own (they override the one RedisServer passes
         // first): a replica writes the RDB it receives there.
         let dirs = [tempdir(), tempdir()];
         let dir = |i: usize| dirs[i].path().to_str().expect("utf-8 temp path").to_owned();
         let (d0, d1) = (dir(0), dir(1));
-        let master =
-            RedisServer::start_with_args(&["--repl-diskless-sync-delay", "0", "--dir", &d0]);
+        let mut args = vec!["--repl-diskless-sync-delay", "0", "--dir", &d0];
+        args.extend(&auth);
+        let master = RedisServer::start_with_args(&args);
         let mport = master.port().to_string();
-        let replica = RedisServer::start_with_args(&[
-            "--repl-diskless-sync-delay",
-            "0",
-            "--dir",
-            &d1,
-            "--replicaof",
-            "127.0.0.1",
-            &mport,
-        ]);
+        let mut args = vec!["--repl-diskless-sync-delay", "0", "--dir", &d1];
+        args.extend(&auth);
+        args.extend(["--replicaof", "127.0.0.1", &mport]);
+        let replica = RedisServer::start_with_args(&args);
+        if let Some(pw) = password {
+            crate::admin::register_password(master.port(), pw);
+            crate::admin::register_password(replica.port(), pw);
+        }
         // Sentinels that first see the replica before it has synced think
         // its link is down and refuse to promote it (NOGOODSLAVE) until
         // their next INFO, 10 s later: start them once it is in sync.
@@ -132,7 +161,7 @@ impl SentinelGroup {
         });
         let sentinels = std::thread::scope(|s| {
             let handles: Vec<_> = (0..3)
-                .map(|_| s.spawn(|| SentinelProcess::start(master.port())))
+                .map(|_| s.spawn(|| SentinelProcess::start(master.port(), password)))
                 .collect();
             handles
                 .into_iter()
@@ -144,6 +173,7 @@ impl SentinelGroup {
             servers: vec![master, replica],
             _dirs: dirs,
             alive: vec![true, true],
+            password: password.map(str::to_owned),
         };
         group.wait_settled();
         group
@@ -157,10 +187,16 @@ impl SentinelGroup {
             .collect()
     }
 
-    /// `redis+sentinel://127.0.0.1:S1,127.0.0.1:S2,127.0.0.1:S3/mymaster`.
+    /// `redis+sentinel://[:password@]127.0.0.1:S1,127.0.0.1:S2,127.0.0.1:S3/mymaster`
+    /// (the password is the data servers'; the sentinels need none).
     pub fn url(&self) -> String {
+        let auth = self
+            .password
+            .as_ref()
+            .map(|pw| format!(":{pw}@"))
+            .unwrap_or_default();
         format!(
-            "redis+sentinel://{}/{MASTER_NAME}",
+            "redis+sentinel://{auth}{}/{MASTER_NAME}",
             self.sentinel_addrs().join(",")
         )
     }

@@ -1,0 +1,133 @@
+//! `rediss+cluster://` against a Redis Cluster whose nodes also listen on
+//! TLS (`tls-cluster yes`: the cluster answers TLS clients with TLS ports),
+//! with a test CA made by the `openssl` command.
+
+use slidelog_core::{Limit, Request, Store};
+use slidelog_redis::{ClusterStore, RedisOptions};
+use slidelog_testkit::{RedisCluster, free_port, unique_prefix};
+use std::path::Path;
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// A CA and a server certificate for localhost / 127.0.0.1, made with openssl.
+fn make_certs(dir: &Path) {
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("the openssl command (apt-get install -y openssl)");
+        assert!(out.status.success(), "openssl {args:?}: {out:?}");
+    };
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n\
+         keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\n",
+    )
+    .unwrap();
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=slidelog test CA",
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=localhost",
+    ]);
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.crt",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+    ]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rediss_cluster_decides_over_tls() {
+    let certs = tempfile::tempdir().unwrap();
+    make_certs(certs.path());
+    let path = |f: &str| certs.path().join(f).to_string_lossy().into_owned();
+    let (crt, key, ca) = (path("server.crt"), path("server.key"), path("ca.crt"));
+    let tls_ports = Mutex::new(Vec::new());
+    let node_args = || {
+        let port = free_port();
+        tls_ports.lock().unwrap().push(port);
+        [
+            "--tls-port",
+            &port.to_string(),
+            "--tls-cert-file",
+            &crt,
+            "--tls-key-file",
+            &key,
+            "--tls-ca-cert-file",
+            &ca,
+            "--tls-auth-clients",
+            "no",
+            "--tls-cluster",
+            "yes",
+            "--tls-replication",
+            "yes",
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let cluster = std::thread::scope(|s| {
+        s.spawn(|| RedisCluster::start_with_node_args(3, 0, &node_args))
+            .join()
+            .unwrap()
+    });
+    let seeds: Vec<String> = tls_ports
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|p| format!("127.0.0.1:{p}"))
+        .collect();
+    let url = format!("rediss+cluster://{}", seeds.join(","));
+    let options = RedisOptions {
+        tls_root_cert_pem: Some(std::fs::read(certs.path().join("ca.crt")).unwrap()),
+        ..RedisOptions::default()
+            .with_prefix(unique_prefix("cluster-tls"))
+            .with_timeout(Duration::from_secs(2))
+    };
+    let store = ClusterStore::connect_cluster(&url, options)
+        .await
+        .expect("connect over TLS");
+    let limit = Limit::new(1, 60_000).unwrap();
+    // Keys on every master.
+    for i in 0..30 {
+        let r = Request::single(format!("k{i}"), limit).unwrap();
+        assert!(store.check(&r).await.unwrap().allowed, "k{i}");
+        assert!(!store.check(&r).await.unwrap().allowed, "k{i}");
+    }
+    drop(cluster);
+}
