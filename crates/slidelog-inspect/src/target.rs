@@ -1,5 +1,6 @@
 //! Which Redis nodes to scan: the one server of a `redis://`/`rediss://` URL,
-//! or every master of a `redis+cluster://h:p,h:p` cluster (read from
+//! or every master of a `redis+cluster://h:p,h:p` (`rediss+cluster://` for
+//! TLS) cluster (read from
 //! `CLUSTER NODES` of the first seed that answers; SCAN through one
 //! connection sees one node only, so each master is scanned on its own).
 
@@ -18,9 +19,11 @@ pub enum Target {
     Cluster {
         /// `redis://[userinfo@]host:port[?query]` of each seed.
         seeds: Vec<String>,
+        /// `redis` or `rediss` (TLS), to reach every node with.
+        scheme: String,
         /// `user:pass@` (or empty) to reach every node with.
         userinfo: String,
-        /// `?query` (or empty) to reach every node with.
+        /// `?query` or `#fragment` (or empty) to reach every node with.
         query: String,
     },
 }
@@ -52,9 +55,15 @@ pub fn parse_target(url: &str) -> Result<Target, InspectError> {
                 url: url.to_owned(),
             })
         }
-        "redis+cluster" => {
-            let (rest, query) = match rest.split_once('?') {
-                Some((r, q)) => (r, format!("?{q}")),
+        "redis+cluster" | "rediss+cluster" => {
+            let node_scheme = if scheme == "rediss+cluster" {
+                "rediss"
+            } else {
+                "redis"
+            };
+            // `?query` or `#insecure` (redis-rs options) apply to every node.
+            let (rest, query) = match rest.find(['?', '#']) {
+                Some(i) => (&rest[..i], rest[i..].to_owned()),
                 None => (rest, String::new()),
             };
             let rest = rest.trim_end_matches('/');
@@ -65,7 +74,7 @@ pub fn parse_target(url: &str) -> Result<Target, InspectError> {
             let seeds: Vec<String> = hosts
                 .split(',')
                 .filter(|h| !h.is_empty())
-                .map(|h| format!("redis://{userinfo}{h}{query}"))
+                .map(|h| format!("{node_scheme}://{userinfo}{h}{query}"))
                 .collect();
             if seeds.is_empty() {
                 return Err(bad("no seed node: use redis+cluster://host:port,host:port"));
@@ -75,6 +84,7 @@ pub fn parse_target(url: &str) -> Result<Target, InspectError> {
             }
             Ok(Target::Cluster {
                 seeds,
+                scheme: node_scheme.to_owned(),
                 userinfo,
                 query,
             })
@@ -88,7 +98,7 @@ pub fn parse_target(url: &str) -> Result<Target, InspectError> {
              `redis-cli -p 26379 SENTINEL get-master-addr-by-name <name>` prints it",
         )),
         _ => Err(bad(
-            "unknown scheme: use redis://, rediss:// or redis+cluster://",
+            "unknown scheme: use redis://, rediss://, redis+cluster:// or rediss+cluster://",
         )),
     }
 }
@@ -102,6 +112,7 @@ pub async fn discover(target: &Target, timeout: Duration) -> Result<Vec<Node>, I
         }]),
         Target::Cluster {
             seeds,
+            scheme,
             userinfo,
             query,
         } => {
@@ -119,7 +130,7 @@ pub async fn discover(target: &Target, timeout: Duration) -> Result<Vec<Node>, I
                         return Ok(masters
                             .into_iter()
                             .map(|addr| Node {
-                                url: format!("redis://{userinfo}{addr}{query}"),
+                                url: format!("{scheme}://{userinfo}{addr}{query}"),
                                 addr,
                             })
                             .collect());
@@ -185,7 +196,7 @@ pub fn parse_masters(cluster_nodes: &str, seed_host: &str) -> Vec<String> {
 /// `host:port` of a redis URL, without credentials (for reports and errors).
 pub fn addr_of(url: &str) -> String {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let authority = rest.split(['/', '?']).next().unwrap_or(rest);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
     let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
     if host_port.contains(':') && !host_port.ends_with(']') {
         host_port.to_owned()
@@ -232,6 +243,7 @@ mod tests {
             parse_target("redis+cluster://u:pw@a:1,b:2").unwrap(),
             Target::Cluster {
                 seeds: vec!["redis://u:pw@a:1".into(), "redis://u:pw@b:2".into()],
+                scheme: "redis".into(),
                 userinfo: "u:pw@".into(),
                 query: String::new(),
             }
@@ -253,6 +265,26 @@ mod tests {
         assert_eq!(addr_of("redis://:pw@h:1/0"), "h:1");
         assert_eq!(addr_of("redis://h"), "h:6379");
         assert_eq!(mask_password("redis://u:pw@h:1/0"), "redis://u:***@h:1/0");
+    }
+
+    #[test]
+    fn tls_cluster_nodes_are_reached_over_tls() {
+        assert!(matches!(
+            parse_target("rediss+cluster://a:1/#insecure").unwrap(),
+            Target::Cluster { ref seeds, .. } if seeds[0] == "rediss://a:1#insecure"
+        ));
+        match parse_target("rediss+cluster://:pw@a:1,b:2?insecure").unwrap() {
+            Target::Cluster {
+                seeds,
+                scheme,
+                query,
+                ..
+            } => {
+                assert_eq!(seeds[1], "rediss://:pw@b:2?insecure");
+                assert_eq!((scheme.as_str(), query.as_str()), ("rediss", "?insecure"));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

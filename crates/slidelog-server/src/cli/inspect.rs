@@ -17,7 +17,7 @@ use std::time::Duration;
 #[derive(Debug, clap::Args)]
 pub struct InspectArgs {
     /// The Redis store: redis://[user:pass@]host:port[/db], rediss://…, or
-    /// redis+cluster://h:p,h:p (every master is scanned).
+    /// redis+cluster://h:p,h:p / rediss+cluster://… (every master is scanned).
     #[arg(long, env = "SLIDELOG_STORE")]
     pub store: String,
     /// Prefix of the limiter's keys; the default pattern is PREFIX*.
