@@ -7,20 +7,51 @@ use crate::histogram::Histogram;
 use crate::report::{KeyEntry, NodeSummary, Problem, ProblemKey, ProblemKind, Summary, Thresholds};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
+use std::sync::Arc;
 
 /// What the checks compare keys with.
 #[derive(Debug, Clone, Default)]
 pub struct Criteria {
     /// The configured `max`, when known.
     pub max: Option<u64>,
+    /// The `max` of individual keys, when the configuration names them.
+    pub key_limits: Option<KeyLimits>,
     /// The thresholds.
     pub thresholds: Thresholds,
 }
 
+impl Criteria {
+    /// The `max` that `key` is compared with: its own, else the global one.
+    pub fn max_of(&self, key: &[u8]) -> Option<u64> {
+        self.key_limits
+            .as_ref()
+            .and_then(|limits| (limits.0)(key))
+            .or(self.max)
+    }
+}
+
+/// The `max` of one key from the configuration (e.g. the rule of the
+/// descriptor an Envoy-style key names); `None` when it names no rule.
+#[derive(Clone)]
+pub struct KeyLimits(pub Arc<MaxOfKey>);
+
+/// The function behind [`KeyLimits`]: a key's bytes to its `max`.
+pub type MaxOfKey = dyn Fn(&[u8]) -> Option<u64> + Send + Sync;
+
+impl std::fmt::Debug for KeyLimits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeyLimits(..)")
+    }
+}
+
 /// The problems of one sorted set, each with a detail line, given the node's
-/// clock `now_ms`.
-pub fn problems_of(z: &ZSetFacts, now_ms: u64, c: &Criteria) -> Vec<(ProblemKind, String)> {
-    let t = &c.thresholds;
+/// clock `now_ms` and the key's `max` (None: unknown, no oversize check).
+pub fn problems_of(
+    z: &ZSetFacts,
+    now_ms: u64,
+    max: Option<u64>,
+    t: &Thresholds,
+) -> Vec<(ProblemKind, String)> {
     let mut found = Vec::new();
     if z.pttl_ms == -1 {
         found.push((ProblemKind::NoTtl, format!("PTTL -1, {} records", z.zcard)));
@@ -49,7 +80,7 @@ pub fn problems_of(z: &ZSetFacts, now_ms: u64, c: &Criteria) -> Vec<(ProblemKind
             ),
         ));
     }
-    if let Some(max) = c.max
+    if let Some(max) = max
         && z.zcard > t.oversize_factor.saturating_mul(max)
     {
         found.push((
@@ -207,7 +238,8 @@ impl Accumulator {
                 n.memory_bytes += memory;
                 self.histogram.add(z.zcard);
                 self.rank(&facts.key, &node_addr, z);
-                let found = problems_of(z, now_ms, &self.criteria);
+                let max = self.criteria.max_of(&facts.key);
+                let found = problems_of(z, now_ms, max, &self.criteria.thresholds);
                 if !found.is_empty() {
                     self.problem_keys += 1;
                 }
@@ -354,14 +386,22 @@ mod tests {
     }
 
     fn kinds(z: &ZSetFacts, max: Option<u64>) -> Vec<ProblemKind> {
-        let c = Criteria {
-            max,
-            ..Criteria::default()
-        };
-        problems_of(z, NOW, &c)
+        problems_of(z, NOW, max, &Thresholds::default())
             .into_iter()
             .map(|(k, _)| k)
             .collect()
+    }
+
+    #[test]
+    fn a_key_of_its_own_limit_is_judged_by_it() {
+        let c = Criteria {
+            max: Some(100),
+            key_limits: Some(KeyLimits(Arc::new(|k: &[u8]| (k == b"small").then_some(5)))),
+            ..Criteria::default()
+        };
+        assert_eq!(c.max_of(b"small"), Some(5));
+        assert_eq!(c.max_of(b"other"), Some(100));
+        assert_eq!(Criteria::default().max_of(b"small"), None);
     }
 
     #[test]

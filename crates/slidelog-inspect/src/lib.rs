@@ -48,6 +48,9 @@ pub struct InspectOptions {
     pub max: Option<u64>,
     /// Where `max` came from, for the report (`--max`, `config:<path>`).
     pub max_source: Option<String>,
+    /// The `max` of individual keys (from a limits config); keys it does not
+    /// know are compared with `max`.
+    pub key_limits: Option<analysis::KeyLimits>,
     /// Members read from each set for the uniqueness check, 1 ..= 100. Default 3.
     pub sample: usize,
     /// Thresholds of the checks.
@@ -65,6 +68,7 @@ impl Default for InspectOptions {
             list: 20,
             max: None,
             max_source: None,
+            key_limits: None,
             sample: 3,
             thresholds: Thresholds::default(),
             timeout: Duration::from_secs(10),
@@ -160,6 +164,7 @@ pub async fn inspect(
     }
     let criteria = Criteria {
         max: options.max,
+        key_limits: options.key_limits.clone(),
         thresholds: options.thresholds.clone(),
     };
     let acc = Mutex::new(Accumulator::new(criteria, options.top, options.list));
@@ -194,7 +199,10 @@ pub async fn inspect(
         duration_ms: started.elapsed().as_millis() as u64,
         limit: report::LimitInfo {
             max: options.max,
-            source: options.max.and(options.max_source.clone()),
+            source: (options.max.is_some() || options.key_limits.is_some())
+                .then(|| options.max_source.clone())
+                .flatten(),
+            per_key: options.key_limits.is_some(),
         },
         thresholds: options.thresholds.clone(),
         nodes: folded.nodes,

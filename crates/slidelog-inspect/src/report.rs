@@ -60,6 +60,10 @@ pub struct LimitInfo {
     pub max: Option<u64>,
     /// Where it came from: `"--max"`, `"config:<path>"`, or null.
     pub source: Option<String>,
+    /// True when keys that name a configured rule (Envoy descriptor keys)
+    /// were compared with their own rule's max rather than `max`.
+    #[serde(default)]
+    pub per_key: bool,
 }
 
 /// The thresholds of the checks (echoed so a report explains itself).

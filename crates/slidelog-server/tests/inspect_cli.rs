@@ -155,3 +155,46 @@ fn bad_input_exits_2_with_a_clear_message() {
     assert!(stderr.contains(&format!("127.0.0.1:{port}")), "{stderr}");
     assert!(!stderr.contains("pw"), "{stderr}");
 }
+
+#[test]
+fn config_limits_apply_per_envoy_descriptor_key() {
+    let server = RedisServer::start();
+    let mut conn = server.client();
+    let p = unique_prefix("cli_envoy");
+    // alice's rule allows 5, everyone else's 100: 11 records is over 2 x 5 only.
+    zadd(&mut conn, &format!("{p}envoy:api:user=alice"), 11, true);
+    zadd(&mut conn, &format!("{p}envoy:api:user=bob"), 11, true);
+    zadd(&mut conn, &format!("{p}plain"), 11, true);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("limits.yaml");
+    std::fs::write(
+        &config,
+        "domain: api\ndescriptors:\n  - key: user\n    value: alice\n    rate_limit: {unit: minute, requests_per_unit: 5}\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 100}\n",
+    )
+    .unwrap();
+    let out = slidelog(&[
+        "--store",
+        &server.url(),
+        "--key-prefix",
+        &p,
+        "--config",
+        config.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["limit"]["max"], 100);
+    assert_eq!(json["limit"]["per_key"], true);
+    let oversized = &json["problems"][3];
+    assert_eq!(oversized["kind"], "oversized");
+    assert_eq!(oversized["count"], 1);
+    assert_eq!(
+        oversized["keys"][0]["key"],
+        format!("{p}envoy:api:user=alice")
+    );
+}

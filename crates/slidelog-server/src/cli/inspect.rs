@@ -29,8 +29,9 @@ pub struct InspectArgs {
     /// The configured limit: keys above 2 x max are flagged (1 to 10000000).
     #[arg(long, conflicts_with = "config")]
     pub max: Option<u64>,
-    /// The service's Envoy-style limits config (file or folder): the largest
-    /// requests_per_unit is used as max.
+    /// The service's Envoy-style limits config (file or folder): keys of the
+    /// Envoy API are compared with their descriptor's rule, others with the
+    /// largest requests_per_unit.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Keys per top list (0 to 10000).
@@ -58,13 +59,17 @@ pub struct InspectArgs {
 
 /// Runs the scan: exit 0 clean, 1 problems found, 2 error.
 pub async fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
-    let (max, max_source) = match (&args.max, &args.config) {
-        (Some(max), _) => (Some(*max), Some("--max".to_owned())),
-        (None, Some(path)) => (
-            Some(slidelog_inspect::config::max_from_config(path)?),
-            Some(format!("config:{}", path.display())),
-        ),
-        (None, None) => (None, None),
+    let (max, max_source, key_limits) = match (&args.max, &args.config) {
+        (Some(max), _) => (Some(*max), Some("--max".to_owned()), None),
+        (None, Some(path)) => {
+            let limits = crate::inspect_limits::from_config(path, &args.key_prefix)?;
+            (
+                Some(limits.max),
+                Some(format!("config:{}", path.display())),
+                Some(limits.key_limits),
+            )
+        }
+        (None, None) => (None, None, None),
     };
     let options = InspectOptions {
         pattern: args
@@ -76,6 +81,7 @@ pub async fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
         list: args.list,
         max,
         max_source,
+        key_limits,
         thresholds: Thresholds {
             huge_zcard: args.huge,
             future_tolerance_ms: args.future_tolerance.as_millis() as u64,

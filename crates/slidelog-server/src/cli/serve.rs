@@ -152,16 +152,22 @@ fn inspect_schedule(args: &ServeArgs) -> anyhow::Result<Option<InspectSchedule>>
     }
     // Without --inspect-max, the largest limit of --config (read once at
     // start): a key above twice the largest limit is above twice its own.
-    let (max, max_source) = match (args.inspect_max, &args.config) {
-        (Some(max), _) => (Some(max), Some("--inspect-max".to_owned())),
-        (None, Some(path)) => match slidelog_inspect::config::max_from_config(path) {
-            Ok(max) => (Some(max), Some(format!("config:{}", path.display()))),
-            Err(e) => {
-                tracing::warn!(error = %e, "--inspect-every: no max from --config; sizes are not checked");
-                (None, None)
+    let (max, max_source, key_limits) = match (args.inspect_max, &args.config) {
+        (Some(max), _) => (Some(max), Some("--inspect-max".to_owned()), None),
+        (None, Some(path)) => {
+            match crate::inspect_limits::from_config(path, &args.store.key_prefix) {
+                Ok(limits) => (
+                    Some(limits.max),
+                    Some(format!("config:{}", path.display())),
+                    Some(limits.key_limits),
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "--inspect-every: no limits from --config; sizes are not checked");
+                    (None, None, None)
+                }
             }
-        },
-        (None, None) => (None, None),
+        }
+        (None, None) => (None, None, None),
     };
     let schedule = InspectSchedule {
         store_url: args.store.store.clone(),
@@ -172,6 +178,7 @@ fn inspect_schedule(args: &ServeArgs) -> anyhow::Result<Option<InspectSchedule>>
                 .unwrap_or_else(|| slidelog_inspect::prefix_pattern(&args.store.key_prefix)),
             max,
             max_source,
+            key_limits,
             ..slidelog_inspect::InspectOptions::default()
         },
         every,
