@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 need_apt=()
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || need_apt+=(redis-tools)
+# The Redis store's TLS test makes its test CA with the openssl command.
+command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing ${need_apt[*]} (needed by the Redis tests)"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"

@@ -1,5 +1,6 @@
-//! Time behind a small trait: the system clock in ms, and a manual clock that
-//! tests move by hand so that every decision is deterministic.
+//! Time behind a small trait: the system clock in ms, a fast monotonic
+//! process clock for the in-memory store, and a manual clock that tests move
+//! by hand so that every decision is deterministic.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,6 +22,48 @@ impl Clock for SystemClock {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64)
+    }
+}
+
+/// The process clock of the in-memory store: Unix ms read through a
+/// TSC-calibrated monotonic clock (`quanta`), anchored to the wall clock when
+/// created.
+///
+/// Why not [`SystemClock`]: reading the wall clock costs ~120 ns on some
+/// virtual machines, more than the whole decision; this reads in ~25 ns. It
+/// never steps backwards, and does not follow wall-clock steps (NTP): the
+/// memory store compares only times of its own process, so that is what it
+/// needs. Use [`SystemClock`] where times from several processes are compared.
+#[derive(Debug, Clone)]
+pub struct MonotonicClock {
+    clock: quanta::Clock,
+    anchor: quanta::Instant,
+    anchor_unix_ms: u64,
+}
+
+impl Default for MonotonicClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MonotonicClock {
+    /// A clock that reads the wall clock now and counts monotonic time from here.
+    pub fn new() -> Self {
+        let clock = quanta::Clock::new();
+        let anchor = clock.now();
+        Self {
+            anchor_unix_ms: SystemClock.now_ms(),
+            anchor,
+            clock,
+        }
+    }
+}
+
+impl Clock for MonotonicClock {
+    fn now_ms(&self) -> u64 {
+        let elapsed = self.clock.now().saturating_duration_since(self.anchor);
+        self.anchor_unix_ms + elapsed.as_millis() as u64
     }
 }
 
@@ -74,6 +117,20 @@ mod tests {
         assert_eq!(clock.now_ms(), 1_250);
         clock.set(10);
         assert_eq!(other.now_ms(), 10);
+    }
+
+    #[test]
+    fn monotonic_clock_follows_the_wall_clock_and_never_steps_back() {
+        let clock = MonotonicClock::new();
+        let mut last = clock.now_ms();
+        assert!(last.abs_diff(SystemClock.now_ms()) < 1_000);
+        for _ in 0..10_000 {
+            let now = clock.now_ms();
+            assert!(now >= last);
+            last = now;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(clock.now_ms() >= last + 19);
     }
 
     #[test]

@@ -52,7 +52,12 @@ impl SortedLog for VecDeque<u64> {
 /// Index of the first record that is live for `window_ms` at `now`
 /// (every record before it has `ts + window <= now`).
 pub fn first_live<L: SortedLog + ?Sized>(log: &L, now: u64, window_ms: u64) -> usize {
-    let (mut lo, mut hi) = (0, log.len());
+    // Common case first: after expiry the oldest record is live for the
+    // longest window, and the whole log counts.
+    if log.is_empty() || log.at(0) + window_ms > now {
+        return 0;
+    }
+    let (mut lo, mut hi) = (1, log.len());
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
         if log.at(mid) + window_ms <= now {
@@ -75,6 +80,10 @@ pub fn evaluate<L: SortedLog + ?Sized>(log: &L, now: u64, request: &Request) -> 
     } else {
         Some(log.at(log.len() - 1))
     };
+    if let [limit] = request.limits() {
+        // One limit (the common case): it is the deciding limit.
+        return evaluate_one(log, now, limit, cost, newest);
+    }
 
     // Per limit: how many records are live, and, when violated, the wait.
     let mut allowed = true;
@@ -122,7 +131,9 @@ pub fn evaluate<L: SortedLog + ?Sized>(log: &L, now: u64, request: &Request) -> 
             limit: limit.max(),
             window_ms: limit.window_ms(),
             count: live,
-            remaining: limit.max() - live,
+            // More than `max` can be live after a clock stepped back or a key's
+            // max was lowered: remaining is then 0, never a panic.
+            remaining: limit.max().saturating_sub(live),
             retry_after_ms: wait,
             reset_after_ms: reset,
             degraded: false,
@@ -144,12 +155,55 @@ pub fn evaluate<L: SortedLog + ?Sized>(log: &L, now: u64, request: &Request) -> 
     }
 }
 
+/// [`evaluate`] for a request under a single limit.
+fn evaluate_one<L: SortedLog + ?Sized>(
+    log: &L,
+    now: u64,
+    limit: &Limit,
+    cost: u64,
+    newest: Option<u64>,
+) -> Decision {
+    let (max, window) = (limit.max(), limit.window_ms());
+    let start = first_live(log, now, window);
+    let live = (log.len() - start) as u64;
+    if live + cost > max {
+        let k = (live + cost - max) as usize;
+        let wait = log.at(start + k - 1) + window - now;
+        let reset = newest.map_or(0, |n| (n + window).saturating_sub(now));
+        return Decision {
+            allowed: false,
+            limit: max,
+            window_ms: window,
+            count: live,
+            remaining: max.saturating_sub(live),
+            retry_after_ms: wait,
+            reset_after_ms: reset,
+            degraded: false,
+        };
+    }
+    let newest_after = newest.map_or(now, |n| n.max(now));
+    Decision {
+        allowed: true,
+        limit: max,
+        window_ms: window,
+        count: live + cost,
+        remaining: max - live - cost,
+        retry_after_ms: 0,
+        reset_after_ms: newest_after + window - now,
+        degraded: false,
+    }
+}
+
 /// Drops the records that have expired for a window of `longest_window_ms`
 /// (`ts + window <= now`). Returns how many were dropped.
 pub fn expire(log: &mut VecDeque<u64>, now: u64, longest_window_ms: u64) -> usize {
-    let start = first_live(log, now, longest_window_ms);
-    log.drain(..start);
-    start
+    // Records expire oldest first, a few per call: popping is O(1) amortized.
+    let mut dropped = 0;
+    while log.front().is_some_and(|&ts| ts + longest_window_ms <= now) {
+        log.pop_front();
+        dropped += 1;
+    }
+    dropped
 }
 
 /// Appends `cost` records at `now`, keeping the log ascending even when `now`
@@ -275,6 +329,22 @@ mod tests {
         let mut log: VecDeque<u64> = [10_000].into_iter().collect();
         assert!(decide_and_record(&mut log, 9_000, &r).allowed);
         assert_eq!(log, VecDeque::from(vec![9_000, 10_000]));
+    }
+
+    #[test]
+    fn more_live_than_max_after_a_step_back_reports_zero_remaining() {
+        // 2 per 100 ms and 10 per second: records at 0 and 100 are all live
+        // for the short window again when the clock steps back to 50.
+        let r = req(&[(2, 100), (10, 1000)], 1);
+        let mut log = VecDeque::new();
+        decide_and_record(&mut log, 0, &r);
+        decide_and_record(&mut log, 0, &r);
+        decide_and_record(&mut log, 100, &r);
+        decide_and_record(&mut log, 100, &r);
+        let d = decide_and_record(&mut log, 50, &r);
+        assert!(!d.allowed);
+        assert_eq!((d.limit, d.count, d.remaining), (2, 4, 0));
+        assert_eq!(d.retry_after_ms, 100 + 100 - 50);
     }
 
     #[test]

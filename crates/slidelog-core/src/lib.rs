@@ -28,7 +28,7 @@ pub mod error;
 pub mod limit;
 pub mod store;
 
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock};
 pub use decision::Decision;
 pub use error::{InputError, StoreError};
 pub use limit::{Limit, MAX_COST, MAX_KEY_BYTES, MAX_LIMITS, MAX_MAX, MAX_WINDOW_MS, Request};

@@ -3,6 +3,8 @@
 //! checked here, once, so stores and transports never see an invalid value.
 
 use crate::error::InputError;
+use compact_str::CompactString;
+use smallvec::SmallVec;
 use std::time::Duration;
 
 /// Largest `max` of a limit.
@@ -65,8 +67,10 @@ impl Limit {
 /// Built only through [`Request::new`], so it always satisfies SPEC §1.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
-    key: String,
-    limits: Vec<Limit>,
+    // Inline storage: keys up to 24 bytes and up to two limits need no
+    // allocation, and a decision touches one cache line less.
+    key: CompactString,
+    limits: SmallVec<[Limit; 2]>,
     cost: u64,
     longest_window_ms: u64,
 }
@@ -79,8 +83,8 @@ impl Request {
         limits: impl Into<Vec<Limit>>,
         cost: u64,
     ) -> Result<Self, InputError> {
-        let key = key.into();
-        let limits = limits.into();
+        let key = CompactString::from(key.into());
+        let limits = SmallVec::from_vec(limits.into());
         validate_key(&key)?;
         if limits.is_empty() || limits.len() > MAX_LIMITS {
             return Err(InputError::LimitCount { got: limits.len() });
@@ -128,7 +132,7 @@ impl Request {
 
     /// The same request with another cost (validated again).
     pub fn with_cost(&self, cost: u64) -> Result<Self, InputError> {
-        Self::new(self.key.clone(), self.limits.clone(), cost)
+        Self::new(self.key.as_str(), self.limits.to_vec(), cost)
     }
 }
 

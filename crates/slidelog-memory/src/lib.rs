@@ -31,8 +31,8 @@ mod shard;
 
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
-use shard::Shard;
-use slidelog_core::{Clock, Decision, Mode, Now, Request, Store, StoreError, SystemClock};
+use shard::{KeyHasher, Shard};
+use slidelog_core::{Clock, Decision, Mode, MonotonicClock, Now, Request, Store, StoreError};
 use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -44,7 +44,7 @@ pub const DEFAULT_KEY_CAP: usize = 1_000_000;
 #[derive(Debug)]
 pub struct MemoryStore {
     shards: Box<[CachePadded<Mutex<Shard>>]>,
-    hasher: foldhash::fast::RandomState,
+    hasher: KeyHasher,
     keys: AtomicUsize,
     key_cap: usize,
     clock: Arc<dyn Clock>,
@@ -57,7 +57,7 @@ impl Default for MemoryStore {
 }
 
 impl MemoryStore {
-    /// A store on the system clock with the default key cap.
+    /// A store on the process clock ([`MonotonicClock`]) with the default key cap.
     pub fn new() -> Self {
         let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
         // Many more shards than cores so two busy keys rarely share a lock.
@@ -66,10 +66,10 @@ impl MemoryStore {
             shards: (0..shards)
                 .map(|_| CachePadded::new(Mutex::new(Shard::default())))
                 .collect(),
-            hasher: foldhash::fast::RandomState::default(),
+            hasher: KeyHasher::default(),
             keys: AtomicUsize::new(0),
             key_cap: DEFAULT_KEY_CAP,
-            clock: Arc::new(SystemClock),
+            clock: Arc::new(MonotonicClock::new()),
         }
     }
 
@@ -116,7 +116,7 @@ impl MemoryStore {
         self.shards
             .iter()
             .map(|s| {
-                let dropped = s.lock().sweep(now_ms);
+                let dropped = s.lock().sweep(now_ms, &self.hasher);
                 self.keys.fetch_sub(dropped, Ordering::Relaxed);
                 dropped
             })
@@ -134,7 +134,7 @@ impl MemoryStore {
         let hash = self.hasher.hash_one(request.key());
         let shard = &self.shards[self.shard_index(hash)];
         let mut guard = shard.lock();
-        let swept = guard.tick(now_ms);
+        let swept = guard.tick(now_ms, &self.hasher);
         if swept > 0 {
             self.keys.fetch_sub(swept, Ordering::Relaxed);
         }
@@ -147,7 +147,7 @@ impl MemoryStore {
         if !self.try_reserve_key() {
             // At the cap: reclaim expired logs, this shard first (we hold it),
             // then the others with our lock released so no two sweeps deadlock.
-            let dropped = guard.sweep(now_ms);
+            let dropped = guard.sweep(now_ms, &self.hasher);
             self.keys.fetch_sub(dropped, Ordering::Relaxed);
             if !self.try_reserve_key() {
                 drop(guard);
@@ -162,7 +162,7 @@ impl MemoryStore {
                 }
             }
         }
-        Ok(guard.insert_new(hash, request, now_ms))
+        Ok(guard.insert_new(hash, request, now_ms, &self.hasher))
     }
 
     /// Deletes a key's log synchronously. Returns whether it existed.

@@ -1,29 +1,34 @@
 //! One shard of the memory store: a hash table of logs found by a hash computed
 //! once per decision, and the sweeping of logs that have expired.
 
+use compact_str::CompactString;
 use hashbrown::HashTable;
 use slidelog_core::{Decision, Mode, Request, engine};
 use std::collections::VecDeque;
+use std::hash::BuildHasher;
 
 /// Sweep a shard after this many decisions at least (and never more often
 /// than once per decision per key held, so sweeping costs O(1) amortized).
 const MIN_OPS_BETWEEN_SWEEPS: usize = 1024;
 
+/// The hasher of the whole store; shards need it to grow their tables.
+pub(crate) type KeyHasher = foldhash::fast::RandomState;
+
+/// One key's log. 64 bytes: a table slot is one cache line or less.
 #[derive(Debug)]
 struct Entry {
-    hash: u64,
-    key: Box<str>,
+    /// Inline for keys up to 24 bytes: one cache miss less per decision.
+    key: CompactString,
     log: VecDeque<u64>,
-    /// The longest window of the last request on this key: records are kept
-    /// that long, and the log has expired once its newest record is that old.
-    keep_ms: u64,
+    /// When the newest record expires for the longest window of the last
+    /// request on this key (the log has expired then). Kept here so that a
+    /// sweep reads only the table, never the logs.
+    expires_at: u64,
 }
 
 impl Entry {
-    fn expired(&self, now_ms: u64) -> bool {
-        self.log
-            .back()
-            .is_none_or(|&newest| newest + self.keep_ms <= now_ms)
+    fn refresh_expiry(&mut self, longest_window_ms: u64) {
+        self.expires_at = self.log.back().map_or(0, |&n| n + longest_window_ms);
     }
 }
 
@@ -37,23 +42,24 @@ pub(crate) struct Shard {
 impl Shard {
     /// Counts a decision and sweeps when enough have passed. Returns how many
     /// keys were dropped.
-    pub(crate) fn tick(&mut self, now_ms: u64) -> usize {
+    pub(crate) fn tick(&mut self, now_ms: u64, hasher: &KeyHasher) -> usize {
         self.ops_since_sweep += 1;
         if self.ops_since_sweep >= self.table.len().max(MIN_OPS_BETWEEN_SWEEPS) {
-            self.sweep(now_ms)
+            self.sweep(now_ms, hasher)
         } else {
             0
         }
     }
 
     /// Drops the logs that have expired. Returns how many.
-    pub(crate) fn sweep(&mut self, now_ms: u64) -> usize {
+    pub(crate) fn sweep(&mut self, now_ms: u64, hasher: &KeyHasher) -> usize {
         self.ops_since_sweep = 0;
         let before = self.table.len();
-        self.table.retain(|e| !e.expired(now_ms));
+        self.table.retain(|e| e.expires_at > now_ms);
         let dropped = before - self.table.len();
         if dropped > 0 && self.table.capacity() > 4 * self.table.len().max(16) {
-            self.table.shrink_to_fit(|e| e.hash);
+            self.table
+                .shrink_to_fit(|e| hasher.hash_one(e.key.as_str()));
         }
         dropped
     }
@@ -66,41 +72,40 @@ impl Shard {
         mode: Mode,
         now_ms: u64,
     ) -> Option<Decision> {
-        let entry = self
-            .table
-            .find_mut(hash, |e| e.hash == hash && &*e.key == request.key())?;
+        let entry = self.table.find_mut(hash, |e| e.key == request.key())?;
         Some(match mode {
             Mode::Record => {
-                entry.keep_ms = request.longest_window_ms();
-                engine::decide_and_record(&mut entry.log, now_ms, request)
+                let decision = engine::decide_and_record(&mut entry.log, now_ms, request);
+                entry.refresh_expiry(request.longest_window_ms());
+                decision
             }
             Mode::Peek => engine::evaluate(&entry.log, now_ms, request),
         })
     }
 
     /// Creates the log of a new key and records the first decision on it.
-    pub(crate) fn insert_new(&mut self, hash: u64, request: &Request, now_ms: u64) -> Decision {
-        let mut log = VecDeque::with_capacity(request.cost() as usize);
-        let decision = engine::decide_and_record(&mut log, now_ms, request);
-        self.table.insert_unique(
-            hash,
-            Entry {
-                hash,
-                key: request.key().into(),
-                log,
-                keep_ms: request.longest_window_ms(),
-            },
-            |e| e.hash,
-        );
+    pub(crate) fn insert_new(
+        &mut self,
+        hash: u64,
+        request: &Request,
+        now_ms: u64,
+        hasher: &KeyHasher,
+    ) -> Decision {
+        let mut entry = Entry {
+            key: CompactString::from(request.key()),
+            log: VecDeque::with_capacity(request.cost() as usize),
+            expires_at: 0,
+        };
+        let decision = engine::decide_and_record(&mut entry.log, now_ms, request);
+        entry.refresh_expiry(request.longest_window_ms());
+        self.table
+            .insert_unique(hash, entry, |e| hasher.hash_one(e.key.as_str()));
         decision
     }
 
     /// Removes a key's log. Returns whether it existed.
     pub(crate) fn remove(&mut self, hash: u64, key: &str) -> bool {
-        match self
-            .table
-            .find_entry(hash, |e| e.hash == hash && &*e.key == key)
-        {
+        match self.table.find_entry(hash, |e| e.key == key) {
             Ok(occupied) => {
                 occupied.remove();
                 true

@@ -105,7 +105,9 @@ if not allowed then
   if record then
     redis.call('PEXPIRE', key, math.max(longest, newest + longest - now))
   end
-  return {0, maxes[d], windows[d], lives[d], maxes[d] - lives[d], worst_wait, reset, now}
+  -- More than max records can be live after a clock step back or a lowered
+  -- max: remaining is then 0 (as the engine's saturating subtraction).
+  return {0, maxes[d], windows[d], lives[d], math.max(0, maxes[d] - lives[d]), worst_wait, reset, now}
 end
 
 -- Step 7b: allowed. After appending, the newest record is the later of the

@@ -16,6 +16,7 @@ pub mod app;
 pub mod cli;
 pub mod envoy;
 pub mod http;
+pub mod inspect_task;
 pub mod metrics;
 pub mod policy;
 pub mod server;

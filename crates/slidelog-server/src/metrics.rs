@@ -196,6 +196,12 @@ impl Metrics {
         });
     }
 
+    /// Runs `f` with this server's recorder current, for figures recorded
+    /// by other crates (the `slidelog inspect` gauges of `--inspect-every`).
+    pub fn with_recorder<T>(&self, f: impl FnOnce() -> T) -> T {
+        metrics::with_local_recorder(&self.recorder, f)
+    }
+
     /// The Prometheus text exposition of everything recorded so far.
     pub fn render(&self) -> String {
         if let Some(memory) = &self.memory {

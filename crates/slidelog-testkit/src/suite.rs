@@ -252,6 +252,20 @@ pub async fn a_clock_that_steps_back_never_frees_capacity(store: &dyn Store) {
     assert_eq!((d.allowed, d.count), (true, 2));
 }
 
+/// SPEC §3 with two limits: after a step back more than `max` records can be
+/// live for the short window; the store reports 0 remaining, never a negative
+/// or wrapped count.
+pub async fn more_live_than_max_after_a_step_back(store: &dyn Store) {
+    let r = request(&key("overfull"), &[(2, 100), (10, 1_000)], 1);
+    for t in [1_000, 1_000, 1_100, 1_100] {
+        assert!(check_at(store, &r, t).await.allowed);
+    }
+    let d = check_at(store, &r, 1_050).await;
+    assert!(!d.allowed);
+    assert_eq!((d.limit, d.count, d.remaining), (2, 4, 0));
+    assert_eq!(d.retry_after_ms, 1_100 + 100 - 1_050);
+}
+
 /// SPEC §3: the store's own clock (`Now::Server`) decides without a given time.
 pub async fn store_time_decides_without_a_given_time(store: &dyn Store) {
     let r = request(&key("server"), &[(1, 60_000)], 1);
@@ -264,6 +278,23 @@ pub async fn store_time_decides_without_a_given_time(store: &dyn Store) {
     );
     let d = store.peek(&r).await.expect("peek");
     assert_eq!((d.allowed, d.count), (false, 1));
+}
+
+/// A log holding more than `max` (the key's max was lowered) rejects with
+/// `remaining` 0 and waits for enough records to expire; it never fails.
+pub async fn a_lowered_max_rejects_until_enough_expire(store: &dyn Store) {
+    let k = key("lowered");
+    let ten = request(&k, &[(10, 10_000)], 1);
+    for t in 0..6 {
+        assert!(check_at(store, &ten, t).await.allowed);
+    }
+    let three = request(&k, &[(3, 10_000)], 1);
+    let d = check_at(store, &three, 100).await;
+    assert!(!d.allowed);
+    assert_eq!((d.count, d.remaining, d.limit), (6, 0, 3));
+    // k = 6 + 1 - 3 = 4: the 4th oldest record (t = 3) must expire.
+    assert_eq!(d.retry_after_ms, 3 + 10_000 - 100);
+    assert!(check_at(store, &three, 10_003).await.allowed);
 }
 
 /// Keys are independent logs.
@@ -301,7 +332,9 @@ macro_rules! store_suite {
             rejected_requests_append_nothing,
             reset_deletes_the_log,
             a_clock_that_steps_back_never_frees_capacity,
+            more_live_than_max_after_a_step_back,
             store_time_decides_without_a_given_time,
+            a_lowered_max_rejects_until_enough_expire,
             keys_are_independent
         );
     };

@@ -5,6 +5,7 @@
 use super::{StoreArgs, parse_duration};
 use crate::app::{App, AppConfig};
 use crate::http::{self, DEFAULT_MAX_BODY_BYTES};
+use crate::inspect_task::{self, InspectSchedule};
 use crate::policy::FailurePolicy;
 use crate::server::{self, Stopped};
 use crate::shutdown::{self, Shutdown};
@@ -56,6 +57,17 @@ pub struct ServeArgs {
     /// Most keys the in-memory store holds (memory:// only).
     #[arg(long, default_value_t = slidelog_memory::DEFAULT_KEY_CAP)]
     pub memory_key_cap: usize,
+    /// Scan the Redis key space this often and export the slidelog_inspect_*
+    /// gauges on /metrics (e.g. 60s; at least 1s; Redis stores only).
+    #[arg(long, value_parser = parse_duration)]
+    pub inspect_every: Option<Duration>,
+    /// SCAN pattern of --inspect-every (default: the key prefix followed by *).
+    #[arg(long, requires = "inspect_every")]
+    pub inspect_pattern: Option<String>,
+    /// The limit's max that --inspect-every compares set sizes with (keys above
+    /// 2 x max are flagged; 1 to 10000000).
+    #[arg(long, requires = "inspect_every")]
+    pub inspect_max: Option<u64>,
     /// Log format on stderr (filter with RUST_LOG, default info).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -75,6 +87,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     init_logs(args.log_format);
     validate(&args)?;
     let envoy_config = crate::envoy::load_config(args.config.as_ref(), args.config_poll_interval)?;
+    let inspect_schedule = inspect_schedule(&args)?;
     let app = build_app(&args).await?;
     let limiter = crate::envoy::limiter(&app, envoy_config, args.envoy_response_headers);
     let listener = TcpListener::bind(&args.http)
@@ -109,6 +122,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         trigger.trigger();
     });
     spawn_upkeep(app.clone(), shutdown.clone());
+    if let Some(schedule) = inspect_schedule {
+        tracing::info!(every = ?schedule.every, pattern = %schedule.options.pattern, "key space inspection scheduled");
+        inspect_task::spawn(app.clone(), schedule, shutdown.clone());
+    }
 
     let router = http::router_with(
         app,
@@ -120,6 +137,33 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         Stopped::GraceExpired => tracing::warn!("stopped with requests cut off"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `--inspect-every` schedule, checked, when one is asked for.
+fn inspect_schedule(args: &ServeArgs) -> anyhow::Result<Option<InspectSchedule>> {
+    let Some(every) = args.inspect_every else {
+        return Ok(None);
+    };
+    if let Some(max) = args.inspect_max
+        && !(1..=10_000_000).contains(&max)
+    {
+        anyhow::bail!("--inspect-max must be 1 ..= 10000000, got {max}");
+    }
+    let schedule = InspectSchedule {
+        store_url: args.store.store.clone(),
+        options: slidelog_inspect::InspectOptions {
+            pattern: args
+                .inspect_pattern
+                .clone()
+                .unwrap_or_else(|| slidelog_inspect::prefix_pattern(&args.store.key_prefix)),
+            max: args.inspect_max,
+            max_source: args.inspect_max.map(|_| "--inspect-max".to_owned()),
+            ..slidelog_inspect::InspectOptions::default()
+        },
+        every,
+    };
+    schedule.validate().map_err(anyhow::Error::msg)?;
+    Ok(Some(schedule))
 }
 
 fn validate(args: &ServeArgs) -> anyhow::Result<()> {

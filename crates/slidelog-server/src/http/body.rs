@@ -206,19 +206,20 @@ pub fn parse<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError
 /// The known field a serde path or message points at ("body" otherwise):
 /// a fixed string, so it can label a metric.
 fn field_at_fault(path: &str, message: &str) -> &'static str {
+    if path.starts_with("limits") {
+        // "limits[0].max" is about a bound of one entry; "limits" or
+        // "limits[0]" is about the list or an entry's shape.
+        return match path.rsplit('.').next() {
+            Some("max") => "max",
+            Some("window_ms") => "window_ms",
+            _ => "limits",
+        };
+    }
+    // At the root, "missing field `key`" names the field in backticks.
     let named = if path == "." {
-        // "missing field `key`" / "unknown field `x`": the name in backticks.
         message.split('`').nth(1).unwrap_or("")
     } else {
-        // "limits[0].max" → "max"; "cost" → "cost".
-        path.rsplit(['.', '[']).next().unwrap_or("")
-    };
-    let named = if path.starts_with("limits")
-        && !named.chars().all(|c| c.is_ascii_alphabetic() || c == '_')
-    {
-        "limits"
-    } else {
-        named
+        path
     };
     match named {
         "key" => "key",
@@ -227,7 +228,6 @@ fn field_at_fault(path: &str, message: &str) -> &'static str {
         "cost" => "cost",
         "limits" => "limits",
         "now_ms" => "now_ms",
-        _ if path.starts_with("limits") => "limits",
         _ => "body",
     }
 }

@@ -1,0 +1,175 @@
+//! Property test: random traces of (advance or step back the clock, key,
+//! cost, check / peek / reset) give the same decisions on the memory store as
+//! on a naive model that keeps every admitted timestamp in a `Vec` forever and
+//! applies SPEC §1–§2 literally.
+
+use proptest::prelude::*;
+use slidelog_core::{Decision, Limit, Mode, Request};
+use slidelog_memory::MemoryStore;
+use std::collections::HashMap;
+
+/// SPEC §1–§2 written out directly, with no shared code with the engine.
+#[derive(Default)]
+struct NaiveModel {
+    logs: HashMap<String, Vec<i128>>,
+}
+
+impl NaiveModel {
+    fn decide(
+        &mut self,
+        key: &str,
+        limits: &[(u64, u64)],
+        cost: u64,
+        now: u64,
+        record: bool,
+    ) -> Decision {
+        let now = now as i128;
+        let cost_i = cost as i128;
+        let log = self.logs.entry(key.to_owned()).or_default();
+        if record {
+            // A check drops what has expired for its longest window, as
+            // ZREMRANGEBYSCORE does; a peek changes nothing.
+            let longest = limits.iter().map(|&(_, w)| w).max().unwrap() as i128;
+            log.retain(|&ts| ts > now - longest);
+        }
+        // Per limit: live records, oldest first.
+        let per_limit: Vec<(u64, u64, Vec<i128>)> = limits
+            .iter()
+            .map(|&(max, window)| {
+                let mut live: Vec<i128> = log
+                    .iter()
+                    .copied()
+                    .filter(|&ts| ts > now - window as i128)
+                    .collect();
+                live.sort_unstable();
+                (max, window, live)
+            })
+            .collect();
+        let allowed = per_limit
+            .iter()
+            .all(|(max, _, live)| live.len() as i128 + cost_i <= *max as i128);
+        let decision = if allowed {
+            // Smallest remaining after admission; ties: shorter window.
+            let (max, window, live) = per_limit
+                .iter()
+                .min_by_key(|(max, window, live)| {
+                    (*max as i128 - live.len() as i128 - cost_i, *window)
+                })
+                .unwrap();
+            let count = live.len() as u64 + cost;
+            let newest = live.iter().copied().chain([now]).max().unwrap();
+            Decision {
+                allowed: true,
+                limit: *max,
+                window_ms: *window,
+                count,
+                remaining: max - count,
+                retry_after_ms: 0,
+                reset_after_ms: (newest + *window as i128 - now) as u64,
+                degraded: false,
+            }
+        } else {
+            // Violated limit with the largest wait; ties: shorter window.
+            let (wait, window, max, live) = per_limit
+                .iter()
+                .filter(|(max, _, live)| live.len() as i128 + cost_i > *max as i128)
+                .map(|(max, window, live)| {
+                    let k = live.len() as i128 + cost_i - *max as i128;
+                    let wait = live[(k - 1) as usize] + *window as i128 - now;
+                    (wait, *window, *max, live)
+                })
+                .max_by_key(|(wait, window, _, _)| (*wait, std::cmp::Reverse(*window)))
+                .unwrap();
+            let newest = *live.last().unwrap();
+            Decision {
+                allowed: false,
+                limit: max,
+                window_ms: window,
+                count: live.len() as u64,
+                remaining: max.saturating_sub(live.len() as u64),
+                retry_after_ms: wait as u64,
+                reset_after_ms: (newest + window as i128 - now) as u64,
+                degraded: false,
+            }
+        };
+        if allowed && record {
+            log.extend(std::iter::repeat_n(now, cost as usize));
+        }
+        decision
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Move the clock by this many ms (negative: a clock stepping back).
+    Time(i64),
+    Check {
+        key: usize,
+        cost: u64,
+    },
+    Peek {
+        key: usize,
+        cost: u64,
+    },
+    Reset {
+        key: usize,
+    },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0i64..400).prop_map(Op::Time),
+        1 => (-300i64..0).prop_map(Op::Time),
+        10 => (0usize..3, 1u64..4).prop_map(|(key, cost)| Op::Check { key, cost }),
+        2 => (0usize..3, 1u64..4).prop_map(|(key, cost)| Op::Peek { key, cost }),
+        1 => (0usize..3).prop_map(|key| Op::Reset { key }),
+    ]
+}
+
+/// Each key keeps one set of limits for the whole trace (SPEC §1: a key is
+/// meant to be used with one set of limits).
+fn limit_sets() -> impl Strategy<Value = Vec<Vec<(u64, u64)>>> {
+    let one = prop_oneof![
+        (3u64..8, 100u64..1500).prop_map(|l| vec![l]),
+        (3u64..6, 50u64..400, 6u64..12, 500u64..3000)
+            .prop_map(|(m1, w1, m2, w2)| vec![(m1, w1), (m2, w2)]),
+    ];
+    proptest::collection::vec(one, 3)
+}
+
+proptest! {
+    // Failing cases are kept in proptest-regressions/model.txt (committed)
+    // and replayed first on every run.
+    #![proptest_config(ProptestConfig {
+        cases: 256,
+        failure_persistence: Some(Box::new(
+            proptest::test_runner::FileFailurePersistence::Direct("proptest-regressions/model.txt"),
+        )),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn memory_store_matches_the_naive_model(sets in limit_sets(), ops in proptest::collection::vec(op(), 1..200)) {
+        let store = MemoryStore::new();
+        let mut model = NaiveModel::default();
+        let mut now: u64 = 1_000_000;
+        for op in ops {
+            match op {
+                Op::Time(delta) => now = now.saturating_add_signed(delta),
+                Op::Check { key, cost } | Op::Peek { key, cost } => {
+                    let record = matches!(op, Op::Check { .. });
+                    let limits: Vec<Limit> = sets[key].iter().map(|&(m, w)| Limit::new(m, w).unwrap()).collect();
+                    let request = Request::new(format!("k{key}"), limits, cost).unwrap();
+                    let mode = if record { Mode::Record } else { Mode::Peek };
+                    let got = store.decide_at(&request, mode, now).unwrap();
+                    let want = model.decide(&format!("k{key}"), &sets[key], cost, now, record);
+                    prop_assert_eq!(got, want, "op {:?} at {}", op, now);
+                }
+                Op::Reset { key } => {
+                    store.reset_sync(&format!("k{key}"));
+                    model.logs.remove(&format!("k{key}"));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! Credentials and TLS: `redis://:pass@…` against `requirepass`, an ACL user
+//! `redis://user:pass@…`, wrong passwords (a non-transient error that never
+//! shows the password), and `rediss://` against redis-server's TLS port with
+//! a test CA made by the `openssl` command.
+
+mod common;
+
+use slidelog_core::{Limit, Request, Store};
+use slidelog_redis::{ConnectError, RedisOptions, RedisStore};
+use slidelog_testkit::{RedisServer, free_port, unique_prefix};
+use std::path::Path;
+use std::process::Command;
+
+fn request() -> Request {
+    Request::single("k", Limit::new(1, 60_000).unwrap()).unwrap()
+}
+
+fn options(test: &str) -> RedisOptions {
+    RedisOptions::default().with_prefix(unique_prefix(test))
+}
+
+#[tokio::test]
+async fn password_and_acl_user_in_the_url() {
+    let server = RedisServer::start_with_args(&["--requirepass", "s3cret-pw"]);
+    let port = server.port();
+    let store = RedisStore::connect(
+        &format!("redis://:s3cret-pw@127.0.0.1:{port}"),
+        options("auth"),
+    )
+    .await
+    .expect("requirepass");
+    assert!(store.check(&request()).await.unwrap().allowed);
+
+    let mut c = server.client();
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "alice", "on", ">alice-pw", "~*", "&*", "+@all"])
+        .query(&mut c)
+        .unwrap();
+    let alice = RedisStore::connect(
+        &format!("redis://alice:alice-pw@127.0.0.1:{port}/0"),
+        options("acl"),
+    )
+    .await
+    .expect("ACL user");
+    assert!(alice.check(&request()).await.unwrap().allowed);
+
+    for url in [
+        format!("redis://:wrong-pw@127.0.0.1:{port}"),
+        format!("redis://alice:wrong-pw@127.0.0.1:{port}"),
+        format!("redis://127.0.0.1:{port}"),
+    ] {
+        let e = match RedisStore::connect(&url, options("badauth")).await {
+            Err(e) => e,
+            // Without a password the connection opens; commands are refused.
+            Ok(store) => {
+                let e = store.check(&request()).await.unwrap_err();
+                assert!(!e.is_transient(), "{e}");
+                continue;
+            }
+        };
+        let text = e.to_string();
+        assert!(!text.contains("wrong-pw"), "{text}");
+        assert!(
+            matches!(
+                e,
+                ConnectError::Connect {
+                    transient: false,
+                    ..
+                }
+            ),
+            "{text}"
+        );
+    }
+}
+
+/// A CA and a server certificate for localhost / 127.0.0.1, made with openssl.
+fn make_certs(dir: &Path) {
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("the openssl command (apt-get install -y openssl)");
+        assert!(out.status.success(), "openssl {args:?}: {out:?}");
+    };
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n\
+         keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=slidelog test CA",
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=localhost",
+    ]);
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.crt",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+    ]);
+}
+
+#[tokio::test]
+async fn rediss_over_tls_with_a_private_ca() {
+    let certs = tempfile::tempdir().unwrap();
+    make_certs(certs.path());
+    let path = |f: &str| certs.path().join(f).to_string_lossy().into_owned();
+    let tls_port = free_port().to_string();
+    let server = RedisServer::start_with_args(&[
+        "--tls-port",
+        &tls_port,
+        "--tls-cert-file",
+        &path("server.crt"),
+        "--tls-key-file",
+        &path("server.key"),
+        "--tls-ca-cert-file",
+        &path("ca.crt"),
+        "--tls-auth-clients",
+        "no",
+        "--requirepass",
+        "tls-pw",
+    ]);
+    let ca = std::fs::read(certs.path().join("ca.crt")).unwrap();
+    let tls_options = RedisOptions {
+        tls_root_cert_pem: Some(ca),
+        ..options("tls")
+    };
+    for host in ["127.0.0.1", "localhost"] {
+        let url = format!("rediss://:tls-pw@{host}:{tls_port}");
+        let store = RedisStore::connect(&url, tls_options.clone())
+            .await
+            .expect("TLS");
+        store.ping().await.unwrap();
+        assert!(store.check(&request()).await.unwrap().allowed);
+        assert!(!store.check(&request()).await.unwrap().allowed);
+        store.reset("k").await.unwrap();
+    }
+    // Without trusting the CA the handshake fails, and says nothing of the password.
+    let url = format!("rediss://:tls-pw@127.0.0.1:{tls_port}");
+    let e = RedisStore::connect(&url, options("tls-untrusted"))
+        .await
+        .unwrap_err();
+    assert!(!e.to_string().contains("tls-pw"), "{e}");
+    drop(server);
+}

@@ -1,0 +1,217 @@
+//! Exactness across OS processes: 8 processes (this test binary run again as
+//! children) x 64 concurrent checks share one key on one Redis.
+//! - max 100 per 60 s: exactly 100 admitted in all, and 100 records left.
+//! - max 50 per 400 ms under ~1.5 s of sustained load: no interval of one
+//!   window holds more than 50 admissions (from the admission times the
+//!   script reports, which are the scores it wrote).
+
+mod common;
+
+use slidelog_core::{Limit, Mode, Now, Request};
+use slidelog_redis::{RedisOptions, RedisStore};
+use slidelog_testkit::{RedisServer, unique_prefix};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const PROCESSES: usize = 8;
+const TASKS: usize = 64;
+
+/// Starts the children, releases them together, and returns every admission
+/// time they report.
+fn run_children(
+    server: &RedisServer,
+    prefix: &str,
+    max: u64,
+    window_ms: u64,
+    run_ms: u64,
+) -> Vec<u64> {
+    let mut c = server.client();
+    let ready = format!("{prefix}ready");
+    let go = format!("{prefix}go");
+    let children: Vec<_> = (0..PROCESSES)
+        .map(|_| {
+            Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "child_process",
+                    "--exact",
+                    "--ignored",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env("SLIDELOG_CHILD_URL", server.url())
+                .env("SLIDELOG_CHILD_PREFIX", prefix)
+                .env("SLIDELOG_CHILD_MAX", max.to_string())
+                .env("SLIDELOG_CHILD_WINDOW_MS", window_ms.to_string())
+                .env("SLIDELOG_CHILD_RUN_MS", run_ms.to_string())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .expect("spawn child")
+        })
+        .collect();
+    // Wait until every child is connected, then release them at once.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let n: Option<usize> = redis::cmd("GET").arg(&ready).query(&mut c).unwrap();
+        if n == Some(PROCESSES) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "children not ready: {n:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _: () = redis::cmd("RPUSH")
+        .arg(&go)
+        .arg(vec!["go"; PROCESSES])
+        .query(&mut c)
+        .unwrap();
+    let mut times = Vec::new();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "child failed: {out:?}");
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        let mine: Vec<u64> = stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("ADMIT "))
+            .map(|t| t.trim().parse().unwrap())
+            .collect();
+        assert!(stdout.contains("CHILD DONE"), "{stdout}");
+        times.extend(mine);
+    }
+    times.sort_unstable();
+    times
+}
+
+#[test]
+fn exactly_max_admitted_across_processes() {
+    let server = RedisServer::start();
+    let prefix = unique_prefix("procs");
+    let times = run_children(&server, &prefix, 100, 60_000, 0);
+    let mut c = server.client();
+    let card: i64 = redis::cmd("ZCARD")
+        .arg(format!("{prefix}shared"))
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(
+        times.len(),
+        100,
+        "admitted across {PROCESSES} processes; zcard {card}"
+    );
+    let scores: Vec<(String, u64)> = redis::cmd("ZRANGE")
+        .arg(format!("{prefix}shared"))
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query(&mut c)
+        .unwrap();
+    let mut left: Vec<u64> = scores.iter().map(|(_, s)| *s).collect();
+    left.sort_unstable();
+    assert_eq!(left, times, "the scores left in Redis are the admissions");
+    // No window-long interval holds more than max records.
+    assert!(times.len() <= 100 || times[100] - times[0] >= 60_000);
+}
+
+#[test]
+fn no_window_holds_more_than_max_under_sustained_load_across_processes() {
+    let server = RedisServer::start();
+    let prefix = unique_prefix("procs-slide");
+    let (max, window) = (50usize, 400u64);
+    let times = run_children(&server, &prefix, max as u64, window, 1_500);
+    assert!(
+        times.len() > 2 * max,
+        "the load spanned several windows: {}",
+        times.len()
+    );
+    for i in 0..times.len().saturating_sub(max) {
+        // A record at ts is live until ts + window, so max + 1 admissions
+        // must span at least one window.
+        assert!(
+            times[i + max] - times[i] >= window,
+            "{} admissions within {} ms from {}",
+            max + 1,
+            times[i + max] - times[i],
+            times[i]
+        );
+    }
+    // The scores left in Redis are the newest admissions, and obey the same rule.
+    let mut c = server.client();
+    let left: Vec<(String, u64)> = redis::cmd("ZRANGE")
+        .arg(format!("{prefix}shared"))
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query(&mut c)
+        .unwrap();
+    assert!(left.len() <= max);
+}
+
+/// The child: connects, waits for the release, then runs 64 concurrent
+/// checks (once each, or in a loop for `RUN_MS`) and prints each admission
+/// time. Ignored, so it runs only when the parent starts it.
+#[test]
+#[ignore = "run by the tests above in child processes"]
+fn child_process() {
+    let Ok(url) = std::env::var("SLIDELOG_CHILD_URL") else {
+        return;
+    };
+    let env = |k: &str| std::env::var(k).unwrap();
+    let prefix = env("SLIDELOG_CHILD_PREFIX");
+    let max: u64 = env("SLIDELOG_CHILD_MAX").parse().unwrap();
+    let window: u64 = env("SLIDELOG_CHILD_WINDOW_MS").parse().unwrap();
+    let run_ms: u64 = env("SLIDELOG_CHILD_RUN_MS").parse().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let options = RedisOptions::default()
+            .with_prefix(prefix.clone())
+            .with_timeout(Duration::from_secs(5));
+        let store = Arc::new(RedisStore::connect(&url, options).await.unwrap());
+        let mut conn = store.connection();
+        let _: i64 = redis::cmd("INCR")
+            .arg(format!("{prefix}ready"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let _: Option<(String, String)> = redis::cmd("BLPOP")
+            .arg(format!("{prefix}go"))
+            .arg(30)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let r = Request::single("shared", Limit::new(max, window).unwrap()).unwrap();
+        let until = Instant::now() + Duration::from_millis(run_ms);
+        let tasks: Vec<_> = (0..TASKS)
+            .map(|_| {
+                let (store, r) = (store.clone(), r.clone());
+                tokio::spawn(async move {
+                    let mut admitted = Vec::new();
+                    loop {
+                        let o = store
+                            .decide_timed(&r, Mode::Record, Now::Server)
+                            .await
+                            .unwrap();
+                        if o.decision.allowed {
+                            admitted.push(o.now_ms);
+                        }
+                        if Instant::now() >= until {
+                            return admitted;
+                        }
+                        // Sustained, not saturating: leave room for the other processes.
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                })
+            })
+            .collect();
+        // A new line first: libtest has just printed "test child_process ... ".
+        let mut out = String::from("\n");
+        for t in tasks {
+            for ms in t.await.unwrap() {
+                out.push_str(&format!("ADMIT {ms}\n"));
+            }
+        }
+        println!("{out}CHILD DONE");
+    });
+}
