@@ -28,7 +28,7 @@ impl Drop for Service {
 fn serve(args: &[&str]) -> Service {
     let addr = format!("127.0.0.1:{}", free_port());
     let child = Command::new(env!("CARGO_BIN_EXE_slidelog"))
-        .args(["serve", "--http", &addr])
+        .args(["serve", "--http", &addr, "--grpc", "127.0.0.1:0"])
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -203,7 +203,7 @@ fn inspect_every_needs_a_redis_store_and_a_sane_interval() {
         ),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_slidelog"))
-            .args(["serve", "--http", "127.0.0.1:0"])
+            .args(["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
             .args(args)
             .output()
             .unwrap();
