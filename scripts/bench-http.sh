@@ -25,7 +25,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 
 # Starts `slidelog serve` with extra args; sets ADDR and SERVE_PID.
 start_serve() {
-  "$BIN" serve --http 127.0.0.1:0 "$@" 2>"$WORK/serve.log" &
+  "$BIN" serve --http 127.0.0.1:0 --grpc 127.0.0.1:0 "$@" 2>"$WORK/serve.log" &
   SERVE_PID=$!; PIDS+=("$SERVE_PID")
   for _ in $(seq 100); do
     ADDR=$(grep -o 'http_addr=[0-9.:]*' "$WORK/serve.log" | head -1 | cut -d= -f2 || true)

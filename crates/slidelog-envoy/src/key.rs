@@ -18,11 +18,8 @@
 //! (`envoy:#<hex>`). The hash is a fixed, published algorithm, so every
 //! instance and every version of slidelog computes the same key.
 
-use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use slidelog_core::MAX_KEY_BYTES;
-
-/// Bytes escaped in every part of a key.
-const ESCAPED: &AsciiSet = &CONTROLS.add(b'%').add(b':').add(b'=').add(b'#');
+use std::fmt::Write;
 
 /// The key of one descriptor in `domain` (entries in request order).
 pub fn descriptor_key<K: AsRef<str>, V: AsRef<str>>(domain: &str, entries: &[(K, V)]) -> String {
@@ -46,8 +43,17 @@ pub fn descriptor_key<K: AsRef<str>, V: AsRef<str>>(domain: &str, entries: &[(K,
     }
 }
 
+/// Percent-encodes `%`, `:`, `=`, `#` and ASCII control bytes; keeps the rest.
 fn escape(part: &str) -> String {
-    utf8_percent_encode(part, ESCAPED).to_string()
+    let mut out = String::with_capacity(part.len());
+    for c in part.chars() {
+        if matches!(c, '%' | ':' | '=' | '#') || c.is_ascii_control() {
+            let _ = write!(out, "%{:02X}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 #[cfg(test)]

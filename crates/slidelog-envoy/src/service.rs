@@ -159,9 +159,7 @@ impl RateLimiter {
             statuses,
             ..Default::default()
         };
-        if self.options.response_headers
-            && let Some((d, _)) = tightest
-        {
+        if let (true, Some((d, _))) = (self.options.response_headers, tightest) {
             response.response_headers_to_add = rate_limit_headers(&d);
         }
         Ok(response)

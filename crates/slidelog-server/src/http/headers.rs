@@ -21,7 +21,12 @@
 //! - A degraded (fail-open) answer carries the policy but no `RateLimit`
 //!   field: the store did not say what is left.
 
+//!
+//! The values are formatted by `slidelog::headers`, the same code the tower
+//! layer uses, so the service and the middleware answer alike.
+
 use axum::http::{HeaderMap, HeaderValue};
+use slidelog::headers::ratelimit_fields;
 use slidelog::{Decision, Limit};
 
 /// `RateLimit-Policy`.
@@ -29,72 +34,21 @@ pub const RATELIMIT_POLICY: &str = "ratelimit-policy";
 /// `RateLimit`.
 pub const RATELIMIT: &str = "ratelimit";
 
-/// Whole seconds, rounded up.
-pub fn ceil_secs(ms: u64) -> u64 {
-    ms.div_ceil(1000)
-}
-
-fn policy_name(limits: &[Limit], limit: &Limit) -> String {
-    if limits.len() == 1 {
-        "default".to_owned()
-    } else {
-        format!("{}per{}ms", limit.max(), limit.window_ms())
-    }
-}
-
-/// The `RateLimit-Policy` value for a request's limits.
-pub fn policy_value(limits: &[Limit]) -> String {
-    limits
-        .iter()
-        .map(|l| {
-            format!(
-                "\"{}\";q={};w={}",
-                policy_name(limits, l),
-                l.max(),
-                ceil_secs(l.window_ms()).max(1)
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// The `RateLimit` value for a decision on a request with `limits`.
-pub fn ratelimit_value(limits: &[Limit], decision: &Decision) -> String {
-    // The deciding limit is one of the request's; find it for its name.
-    let deciding = limits
-        .iter()
-        .find(|l| l.max() == decision.limit && l.window_ms() == decision.window_ms)
-        .unwrap_or(&limits[0]);
-    let t_ms = if decision.allowed {
-        decision.reset_after_ms
-    } else {
-        decision.retry_after_ms
-    };
-    format!(
-        "\"{}\";r={};t={}",
-        policy_name(limits, deciding),
-        decision.remaining,
-        ceil_secs(t_ms)
-    )
-}
-
 /// Adds `Retry-After` (on rejections) and the RateLimit fields.
 pub fn insert(headers: &mut HeaderMap, limits: &[Limit], decision: &Decision) {
-    // Every value below is ASCII digits, letters and punctuation: valid.
-    if let Ok(v) = HeaderValue::from_str(&policy_value(limits)) {
-        headers.insert(RATELIMIT_POLICY, v);
+    let fields = ratelimit_fields(decision, limits);
+    // Every value is ASCII digits, letters and punctuation: always valid.
+    let mut put = |name: &'static str, value: &str| {
+        if let Ok(v) = HeaderValue::from_str(value) {
+            headers.insert(name, v);
+        }
+    };
+    put(RATELIMIT_POLICY, &fields.policy);
+    if let Some(ratelimit) = &fields.ratelimit {
+        put(RATELIMIT, ratelimit);
     }
-    if decision.degraded {
-        return;
-    }
-    if let Ok(v) = HeaderValue::from_str(&ratelimit_value(limits, decision)) {
-        headers.insert(RATELIMIT, v);
-    }
-    if !decision.allowed {
-        headers.insert(
-            axum::http::header::RETRY_AFTER,
-            HeaderValue::from(ceil_secs(decision.retry_after_ms)),
-        );
+    if let Some(retry_after) = &fields.retry_after {
+        put("retry-after", retry_after);
     }
 }
 
@@ -102,43 +56,41 @@ pub fn insert(headers: &mut HeaderMap, limits: &[Limit], decision: &Decision) {
 mod tests {
     use super::*;
 
-    #[test]
-    fn values_follow_the_draft_syntax() {
-        let one = [Limit::new(100, 60_000).unwrap()];
-        assert_eq!(policy_value(&one), r#""default";q=100;w=60"#);
-        let two = [
-            Limit::new(10, 1_500).unwrap(),
-            Limit::new(1000, 3_600_000).unwrap(),
-        ];
-        assert_eq!(
-            policy_value(&two),
-            r#""10per1500ms";q=10;w=2, "1000per3600000ms";q=1000;w=3600"#
-        );
-        let d = Decision {
-            allowed: false,
+    fn decision(allowed: bool, degraded: bool) -> Decision {
+        Decision {
+            allowed,
             limit: 10,
             window_ms: 1_500,
             count: 10,
             remaining: 0,
             retry_after_ms: 1_001,
             reset_after_ms: 1_400,
-            degraded: false,
-        };
-        assert_eq!(ratelimit_value(&two, &d), r#""10per1500ms";r=0;t=2"#);
-        let mut headers = HeaderMap::new();
-        insert(&mut headers, &two, &d);
-        assert_eq!(headers["retry-after"], "2");
+            degraded,
+        }
     }
 
     #[test]
-    fn sub_second_windows_round_up_to_one_second() {
+    fn a_rejection_carries_retry_after_and_both_fields() {
+        let two = [
+            Limit::new(10, 1_500).unwrap(),
+            Limit::new(1000, 3_600_000).unwrap(),
+        ];
+        let mut headers = HeaderMap::new();
+        insert(&mut headers, &two, &decision(false, false));
+        assert_eq!(headers["retry-after"], "2");
+        assert_eq!(headers[RATELIMIT], r#""10per1500ms";r=0;t=2"#);
         assert_eq!(
-            policy_value(&[Limit::new(5, 1).unwrap()]),
-            r#""default";q=5;w=1"#
+            headers[RATELIMIT_POLICY],
+            r#""10per1500ms";q=10;w=2, "1000per3600000ms";q=1000;w=3600"#
         );
-        assert_eq!(ceil_secs(0), 0);
-        assert_eq!(ceil_secs(1), 1);
-        assert_eq!(ceil_secs(1000), 1);
-        assert_eq!(ceil_secs(1001), 2);
+    }
+
+    #[test]
+    fn a_degraded_answer_carries_the_policy_only() {
+        let one = [Limit::new(10, 1_500).unwrap()];
+        let mut headers = HeaderMap::new();
+        insert(&mut headers, &one, &decision(true, true));
+        assert_eq!(headers[RATELIMIT_POLICY], r#""default";q=10;w=2"#);
+        assert!(headers.get(RATELIMIT).is_none() && headers.get("retry-after").is_none());
     }
 }
