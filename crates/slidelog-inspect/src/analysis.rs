@@ -56,9 +56,8 @@ pub fn problems_of(
     if z.pttl_ms == -1 {
         found.push((ProblemKind::NoTtl, format!("PTTL -1, {} records", z.zcard)));
     }
-    if let Some(oldest) = z.oldest_score()
-        && oldest < t.seconds_below
-    {
+    // No let chains: the workspace's MSRV is 1.85.
+    if let Some(oldest) = z.oldest_score().filter(|s| *s < t.seconds_below) {
         found.push((
             ProblemKind::SecondsScores,
             format!(
@@ -68,9 +67,8 @@ pub fn problems_of(
             ),
         ));
     }
-    if let Some(newest) = z.newest_score()
-        && newest > now_ms as f64 + t.future_tolerance_ms as f64
-    {
+    let horizon = now_ms as f64 + t.future_tolerance_ms as f64;
+    if let Some(newest) = z.newest_score().filter(|s| *s > horizon) {
         found.push((
             ProblemKind::FutureScores,
             format!(
@@ -80,9 +78,7 @@ pub fn problems_of(
             ),
         ));
     }
-    if let Some(max) = max
-        && z.zcard > t.oversize_factor.saturating_mul(max)
-    {
+    if let Some(max) = max.filter(|m| z.zcard > t.oversize_factor.saturating_mul(*m)) {
         found.push((
             ProblemKind::Oversized,
             format!("ZCARD {} > {} x max {max}", z.zcard, t.oversize_factor),

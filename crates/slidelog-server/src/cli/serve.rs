@@ -145,9 +145,7 @@ fn inspect_schedule(args: &ServeArgs) -> anyhow::Result<Option<InspectSchedule>>
     let Some(every) = args.inspect_every else {
         return Ok(None);
     };
-    if let Some(max) = args.inspect_max
-        && !(1..=10_000_000).contains(&max)
-    {
+    if let Some(max) = args.inspect_max.filter(|m| !(1..=10_000_000).contains(m)) {
         anyhow::bail!("--inspect-max must be 1 ..= 10000000, got {max}");
     }
     // Without --inspect-max, the largest limit of --config (read once at
