@@ -4,7 +4,6 @@
 //! compared with the rule its descriptor matches; any other key falls back to
 //! the largest `requests_per_unit` of the config.
 
-use percent_encoding::percent_decode_str;
 use slidelog_envoy::RateLimitConfig;
 use slidelog_inspect::analysis::KeyLimits;
 use std::path::Path;
@@ -47,14 +46,26 @@ fn rule_max(config: &RateLimitConfig, key: &str) -> Option<u64> {
     rule.limit().map(|limit| limit.max())
 }
 
+/// Undoes `slidelog_envoy::key`'s escaping (`%XX` for `% : = #` and control
+/// bytes; everything else as is).
 fn decode(part: &str) -> Option<String> {
     if part.starts_with('#') {
         return None;
     }
-    percent_decode_str(part)
-        .decode_utf8()
-        .ok()
-        .map(|s| s.into_owned())
+    let bytes = part.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]
@@ -79,5 +90,7 @@ mod tests {
         assert_eq!(of("rate:sliding:user123"), None);
         assert_eq!(of("other:envoy:api:user=alice"), None);
         assert_eq!(of("rate:sliding:envoy:api:#0123"), None);
+        assert_eq!(decode("a%3Ab%25c%3D").as_deref(), Some("a:b%c="));
+        assert_eq!(decode("bad%4"), None);
     }
 }
