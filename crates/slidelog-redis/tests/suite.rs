@@ -11,7 +11,9 @@ async fn redis_store(time: TimeMode) -> (Arc<dyn Store>, RedisServer) {
     let server = RedisServer::start();
     let options = RedisOptions::default()
         .with_prefix(unique_prefix("suite"))
-        .with_time(time);
+        .with_time(time)
+        // Behaviour, not latency: generous for a busy CI machine.
+        .with_timeout(std::time::Duration::from_secs(5));
     let store = RedisStore::connect(&server.url(), options)
         .await
         .expect("connect");
