@@ -12,7 +12,9 @@
 //!
 //! - [`RedisStore`]: one Redis (`redis://`, `rediss://`), reconnecting by itself.
 //! - [`ScriptStore`]: the same store over any redis-rs async connection
-//!   (what Redis Cluster and Sentinel stores are built on).
+//!   (`ConnectionLike + Clone`): a Redis Cluster or Sentinel store is
+//!   `ScriptStore::with_connection(their_connection, &options, "redis-cluster")`,
+//!   reusing the script, its NOSCRIPT reload, the timeout and the error mapping.
 //! - [`UnsafePipelinedStore`]: the original's non-atomic pipelined variant,
 //!   **for comparison only**: it admits more than `max` under concurrency.
 //!
