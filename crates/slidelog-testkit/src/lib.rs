@@ -1,6 +1,9 @@
 //! Test helpers for slidelog: real `redis-server` processes started on free
 //! loopback ports and stopped when dropped, and the behavioural suite of
 //! SPEC §1–§2 that every store runs ([`store_suite!`]), so stores cannot drift.
+//! [`RedisCluster`] starts a local Redis Cluster (3 masters with 1 replica
+//! each) and [`SentinelGroup`] a Sentinel group (1 master, 1 replica, 3
+//! sentinels), with helpers to fail them over.
 //! Tests never use a Redis they did not start (a machine may run its own on
 //! 6379 for other uses).
 //!
@@ -9,10 +12,15 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod admin;
+pub mod cluster;
 mod redis_server;
+pub mod sentinel;
 pub mod suite;
 
+pub use cluster::RedisCluster;
 pub use redis_server::{RedisServer, free_port, redis_server_binary};
+pub use sentinel::SentinelGroup;
 
 /// A key prefix unique to one test, so tests share a server without FLUSHDB.
 pub fn unique_prefix(test: &str) -> String {

@@ -1,6 +1,7 @@
 //! Opening a store from its URL, the same in every subcommand and in the
-//! library: `memory://` (default), `redis://…`, `rediss://…`, and (later)
-//! `redis+cluster://…`, `redis+sentinel://…`.
+//! library: `memory://` (default), `redis://…`, `rediss://…`,
+//! `redis+cluster://…` / `rediss+cluster://…` (Redis Cluster) and
+//! `redis+sentinel://…/master-name` / `rediss+sentinel://…` (Sentinel).
 
 use slidelog_core::Store;
 use slidelog_memory::MemoryStore;
@@ -72,6 +73,10 @@ pub async fn open_store(url: &str, options: &StoreOptions) -> Result<Arc<dyn Sto
         )),
         #[cfg(feature = "redis")]
         "redis" | "rediss" => open_redis(url, options).await,
+        #[cfg(feature = "redis")]
+        "redis+cluster" | "rediss+cluster" | "redis+sentinel" | "rediss+sentinel" => {
+            open_redis_ha(url, scheme, options).await
+        }
         _ => Err(OpenError::UnknownScheme(mask_password(url))),
     }
 }
@@ -103,6 +108,42 @@ async fn open_redis(url: &str, options: &StoreOptions) -> Result<Arc<dyn Store>,
         RedisStore::connect(url, redis_options).await
     };
     store.map(|s| Arc::new(s) as Arc<dyn Store>).map_err(|e| {
+        let reason = match &e {
+            ConnectError::InvalidUrl { reason, .. } | ConnectError::Connect { reason, .. } => {
+                reason.clone()
+            }
+        };
+        OpenError::Open {
+            url: mask_password(url),
+            reason,
+        }
+    })
+}
+
+/// `redis+cluster://[user:pass@]host:port,host:port` (Redis Cluster) and
+/// `redis+sentinel://[user:pass@]host:port,host:port/master-name[/db]`
+/// (the master of a Sentinel group, followed across failovers); `rediss+…`
+/// for TLS.
+#[cfg(feature = "redis")]
+async fn open_redis_ha(
+    url: &str,
+    scheme: &str,
+    options: &StoreOptions,
+) -> Result<Arc<dyn Store>, OpenError> {
+    use slidelog_redis::{ClusterStore, ConnectError, SentinelStore};
+    let o = redis_options(options);
+    let cluster = scheme.ends_with("+cluster");
+    let store: Result<Arc<dyn Store>, ConnectError> = match (cluster, options.lazy_connect) {
+        (true, true) => ClusterStore::connect_cluster_lazy(url, o).map(|s| Arc::new(s) as _),
+        (true, false) => ClusterStore::connect_cluster(url, o)
+            .await
+            .map(|s| Arc::new(s) as _),
+        (false, true) => SentinelStore::connect_sentinel_lazy(url, o).map(|s| Arc::new(s) as _),
+        (false, false) => SentinelStore::connect_sentinel(url, o)
+            .await
+            .map(|s| Arc::new(s) as _),
+    };
+    store.map_err(|e| {
         let reason = match &e {
             ConnectError::InvalidUrl { reason, .. } | ConnectError::Connect { reason, .. } => {
                 reason.clone()

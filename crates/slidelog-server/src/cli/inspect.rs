@@ -1,12 +1,129 @@
-//! `slidelog inspect` (built in its own issue).
+//! `slidelog inspect --store URL [--pattern GLOB] [--max N | --config PATH]
+//! [--top N] [--json]`: scan the Redis key space of the sliding window logs,
+//! print the report (or its JSON, schema in `crates/slidelog-inspect/SCHEMA.md`)
+//! and exit 0 when clean, 1 when a problem was found, 2 on error.
 
+use super::parse_duration;
+use indicatif::{ProgressBar, ProgressStyle};
+use slidelog_inspect::render::{bytes, group};
+use slidelog_inspect::{InspectOptions, ScanProgress, Thresholds};
+use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Arguments of `slidelog inspect`.
 #[derive(Debug, clap::Args)]
-pub struct InspectArgs {}
+pub struct InspectArgs {
+    /// The Redis store: redis://[user:pass@]host:port[/db], rediss://…, or
+    /// redis+cluster://h:p,h:p (every master is scanned).
+    #[arg(long, env = "SLIDELOG_STORE")]
+    pub store: String,
+    /// Prefix of the limiter's keys; the default pattern is PREFIX*.
+    #[arg(long, default_value = "rate:sliding:")]
+    pub key_prefix: String,
+    /// SCAN MATCH pattern (default: the key prefix followed by *).
+    #[arg(long)]
+    pub pattern: Option<String>,
+    /// The configured limit: keys above 2 x max are flagged (1 to 10000000).
+    #[arg(long, conflicts_with = "config")]
+    pub max: Option<u64>,
+    /// The service's Envoy-style limits config (file or folder): the largest
+    /// requests_per_unit is used as max.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Keys per top list (0 to 10000).
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+    /// Keys listed per problem (0 to 100000).
+    #[arg(long, default_value_t = 20)]
+    pub list: usize,
+    /// SCAN COUNT hint: keys Redis looks at per SCAN call (1 to 100000).
+    #[arg(long, default_value_t = 1000)]
+    pub count: u32,
+    /// A set is flagged as too large for fast decisions above this ZCARD.
+    #[arg(long, default_value_t = 100_000)]
+    pub huge: u64,
+    /// Scores more than this ahead of the Redis clock are flagged (clock skew).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub future_tolerance: Duration,
+    /// Bound on connecting and on each Redis reply.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Print the report as JSON (stable schema, schema_version 1).
+    #[arg(long)]
+    pub json: bool,
+}
 
-/// Not built yet.
-pub async fn run(_args: InspectArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("slidelog inspect is not built yet")
+/// Runs the scan: exit 0 clean, 1 problems found, 2 error.
+pub async fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
+    let (max, max_source) = match (&args.max, &args.config) {
+        (Some(max), _) => (Some(*max), Some("--max".to_owned())),
+        (None, Some(path)) => (
+            Some(slidelog_inspect::config::max_from_config(path)?),
+            Some(format!("config:{}", path.display())),
+        ),
+        (None, None) => (None, None),
+    };
+    let options = InspectOptions {
+        pattern: args
+            .pattern
+            .clone()
+            .unwrap_or_else(|| slidelog_inspect::prefix_pattern(&args.key_prefix)),
+        count: args.count,
+        top: args.top,
+        list: args.list,
+        max,
+        max_source,
+        thresholds: Thresholds {
+            huge_zcard: args.huge,
+            future_tolerance_ms: args.future_tolerance.as_millis() as u64,
+            ..Thresholds::default()
+        },
+        timeout: args.timeout,
+        ..InspectOptions::default()
+    };
+    options.validate()?;
+
+    let progress = Arc::new(ScanProgress::new());
+    let bar = progress_bar(args.json);
+    let ticker = {
+        let (bar, progress) = (bar.clone(), progress.clone());
+        tokio::spawn(async move {
+            loop {
+                bar.set_position((progress.fraction() * 1000.0) as u64);
+                bar.set_message(format!(
+                    "{} keys, {} records, {}",
+                    group(progress.keys()),
+                    group(progress.records()),
+                    bytes(progress.memory_bytes() as f64)
+                ));
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let result = slidelog_inspect::inspect(&args.store, &options, Some(&progress)).await;
+    ticker.abort();
+    bar.finish_and_clear();
+    let report = result?;
+
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", slidelog_inspect::render::human(&report));
+    }
+    Ok(ExitCode::from(if report.has_problems() { 1 } else { 0 }))
+}
+
+/// A bar on stderr, per mille of the key space visited; hidden for --json and
+/// when stderr is not a terminal (pipes, CI logs).
+fn progress_bar(json: bool) -> ProgressBar {
+    if json || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let style = ProgressStyle::with_template("{spinner} [{bar:20}] {percent:>3}% {elapsed} {msg}")
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
+    ProgressBar::new(1000).with_style(style)
 }

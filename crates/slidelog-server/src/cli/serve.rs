@@ -1,12 +1,263 @@
-//! `slidelog serve` (built in its own issue).
+//! `slidelog serve`: the service. A thin layer over the library: read the
+//! flags, open the store, bind the listener, log where it listens, and serve
+//! until SIGTERM or SIGINT.
 
+use super::{StoreArgs, parse_duration};
+use crate::app::{App, AppConfig};
+use crate::http::{self, DEFAULT_MAX_BODY_BYTES};
+use crate::inspect_task::{self, InspectSchedule};
+use crate::policy::FailurePolicy;
+use crate::server::{self, Stopped};
+use crate::shutdown::{self, Shutdown};
+use anyhow::Context;
+use slidelog::{MemoryStore, mask_password, open_store};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
 
 /// Arguments of `slidelog serve`.
 #[derive(Debug, clap::Args)]
-pub struct ServeArgs {}
+pub struct ServeArgs {
+    /// Address of the HTTP JSON API (loopback by default: exposing it is a choice).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub http: String,
+    /// Address of the Envoy rate limit gRPC API.
+    #[arg(long, default_value = "127.0.0.1:8081")]
+    pub grpc: String,
+    /// Envoy rate limit config: a YAML file or a folder of them, in the
+    /// reference service's format (reloaded on SIGHUP and when a file changes).
+    #[arg(long)]
+    pub config: Option<std::path::PathBuf>,
+    /// How often the --config files are checked for changes.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub config_poll_interval: Duration,
+    /// Add x-ratelimit-limit/-remaining/-reset to Envoy responses
+    /// (response_headers_to_add), as the reference service's option.
+    #[arg(long)]
+    pub envoy_response_headers: bool,
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// What to answer when the store fails or times out: fail-open admits with
+    /// "degraded": true; fail-closed answers 503.
+    #[arg(long, value_enum, default_value_t = FailurePolicy::FailOpen)]
+    pub on_store_error: FailurePolicy,
+    /// Token that DELETE /v1/keys/{key} requires as `Authorization: Bearer <token>`.
+    #[arg(long, env = "SLIDELOG_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+    /// Accept `now_ms` in requests (a client that picks its time can empty its own log).
+    #[arg(long)]
+    pub trust_client_time: bool,
+    /// Largest request body in bytes; larger bodies get 413.
+    #[arg(long, default_value_t = DEFAULT_MAX_BODY_BYTES)]
+    pub max_body_bytes: usize,
+    /// Time in-flight requests get to finish after SIGTERM/SIGINT (e.g. 10s).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub shutdown_grace: Duration,
+    /// Most keys the in-memory store holds (memory:// only).
+    #[arg(long, default_value_t = slidelog_memory::DEFAULT_KEY_CAP)]
+    pub memory_key_cap: usize,
+    /// Scan the Redis key space this often and export the slidelog_inspect_*
+    /// gauges on /metrics (e.g. 60s; at least 1s; Redis stores only).
+    #[arg(long, value_parser = parse_duration)]
+    pub inspect_every: Option<Duration>,
+    /// SCAN pattern of --inspect-every (default: the key prefix followed by *).
+    #[arg(long, requires = "inspect_every")]
+    pub inspect_pattern: Option<String>,
+    /// The limit's max that --inspect-every compares set sizes with (keys above
+    /// 2 x max are flagged; 1 to 10000000).
+    #[arg(long, requires = "inspect_every")]
+    pub inspect_max: Option<u64>,
+    /// Log format on stderr (filter with RUST_LOG, default info).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
 
-/// Not built yet.
-pub async fn run(_args: ServeArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("slidelog serve is not built yet")
+/// How logs are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines with key=value fields.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Runs the service until SIGTERM or SIGINT.
+pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    init_logs(args.log_format);
+    validate(&args)?;
+    let envoy_config = crate::envoy::load_config(args.config.as_ref(), args.config_poll_interval)?;
+    let inspect_schedule = inspect_schedule(&args)?;
+    let app = build_app(&args).await?;
+    let limiter = crate::envoy::limiter(&app, envoy_config, args.envoy_response_headers);
+    let listener = TcpListener::bind(&args.http)
+        .await
+        .with_context(|| format!("cannot listen on --http {}", args.http))?;
+    let addr = listener.local_addr()?;
+    if !addr.ip().is_loopback() && args.admin_token.is_none() {
+        tracing::warn!(
+            http_addr = %addr,
+            "listening beyond loopback without --admin-token: anyone who reaches it can reset keys"
+        );
+    }
+    let (trigger, shutdown) = shutdown::channel();
+    let grpc_addr = crate::envoy::spawn_grpc(&args.grpc, limiter.clone(), shutdown.clone()).await?;
+    tracing::info!(
+        http_addr = %addr,
+        grpc_addr = %grpc_addr,
+        store = %mask_password(&args.store.store),
+        policy = %args.on_store_error,
+        trust_client_time = args.trust_client_time,
+        "slidelog listening"
+    );
+
+    let grace = args.shutdown_grace;
+    tokio::spawn(async move {
+        let signal = shutdown::os_signal().await;
+        tracing::info!(
+            signal,
+            grace = ?grace,
+            "shutting down: no new connections, finishing requests in flight"
+        );
+        trigger.trigger();
+    });
+    spawn_upkeep(app.clone(), shutdown.clone());
+    if let Some(schedule) = inspect_schedule {
+        tracing::info!(every = ?schedule.every, pattern = %schedule.options.pattern, "key space inspection scheduled");
+        inspect_task::spawn(app.clone(), schedule, shutdown.clone());
+    }
+
+    let router = http::router_with(
+        app,
+        args.max_body_bytes,
+        slidelog_envoy::json::router(limiter),
+    );
+    match server::serve_http(listener, router, shutdown, grace).await? {
+        Stopped::Drained => tracing::info!("stopped"),
+        Stopped::GraceExpired => tracing::warn!("stopped with requests cut off"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The `--inspect-every` schedule, checked, when one is asked for.
+fn inspect_schedule(args: &ServeArgs) -> anyhow::Result<Option<InspectSchedule>> {
+    let Some(every) = args.inspect_every else {
+        return Ok(None);
+    };
+    if let Some(max) = args.inspect_max
+        && !(1..=10_000_000).contains(&max)
+    {
+        anyhow::bail!("--inspect-max must be 1 ..= 10000000, got {max}");
+    }
+    let schedule = InspectSchedule {
+        store_url: args.store.store.clone(),
+        options: slidelog_inspect::InspectOptions {
+            pattern: args
+                .inspect_pattern
+                .clone()
+                .unwrap_or_else(|| slidelog_inspect::prefix_pattern(&args.store.key_prefix)),
+            max: args.inspect_max,
+            max_source: args.inspect_max.map(|_| "--inspect-max".to_owned()),
+            ..slidelog_inspect::InspectOptions::default()
+        },
+        every,
+    };
+    schedule.validate().map_err(anyhow::Error::msg)?;
+    Ok(Some(schedule))
+}
+
+fn validate(args: &ServeArgs) -> anyhow::Result<()> {
+    if args.admin_token.as_deref().is_some_and(str::is_empty) {
+        anyhow::bail!("--admin-token must not be empty (leave it unset for no token)");
+    }
+    if args.max_body_bytes < 64 {
+        anyhow::bail!(
+            "--max-body-bytes must be at least 64, got {}",
+            args.max_body_bytes
+        );
+    }
+    if args.memory_key_cap == 0 {
+        anyhow::bail!("--memory-key-cap must be at least 1, got 0");
+    }
+    if args.config_poll_interval.is_zero() {
+        anyhow::bail!("--config-poll-interval must be at least 1ms, got 0");
+    }
+    if args.store.store_timeout.is_zero() {
+        anyhow::bail!("--store-timeout must be at least 1ms, got 0");
+    }
+    Ok(())
+}
+
+/// Opens the store named by the flags and wraps it in the service state.
+pub async fn build_app(args: &ServeArgs) -> anyhow::Result<App> {
+    let config = AppConfig {
+        policy: args.on_store_error,
+        store_timeout: args.store.store_timeout,
+        admin_token: args.admin_token.clone(),
+        trust_client_time: args.trust_client_time,
+    };
+    if args.store.store.starts_with("memory://") {
+        // Built here rather than by URL so that its key count is exported
+        // and its expired logs are swept on a timer.
+        let store = Arc::new(MemoryStore::new().with_key_cap(args.memory_key_cap));
+        return Ok(App::with_memory_store(store, config));
+    }
+    let mut options = args.store.options();
+    options.memory_key_cap = args.memory_key_cap;
+    // Start even while Redis is down: /readyz says unready and the failure
+    // policy answers until it comes up, as it would during any later outage.
+    options.lazy_connect = true;
+    let store = open_store(&args.store.store, &options).await?;
+    let app = App::new(store, config);
+    if let Err(e) = app.ready().await {
+        tracing::warn!(
+            store = %mask_password(&args.store.store),
+            error = %e,
+            "store not reachable at start; serving with the {} policy until it is",
+            args.on_store_error
+        );
+    }
+    Ok(app)
+}
+
+/// Background chores until shutdown: fold histogram samples (bounded memory
+/// without scrapes) and sweep the memory store's expired logs.
+fn spawn_upkeep(app: App, shutdown: Shutdown) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let stop = shutdown.wait();
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                _ = &mut stop => return,
+                _ = tick.tick() => {
+                    app.metrics().run_upkeep();
+                    if let Some(memory) = app.memory_store() {
+                        let swept = tokio::task::spawn_blocking(move || memory.sweep())
+                            .await
+                            .unwrap_or(0);
+                        if swept > 0 {
+                            tracing::debug!(swept, "expired logs dropped");
+                        }
+                    }
+                }
+            }
+        }
+    });
+}
+
+fn init_logs(format: LogFormat) {
+    use std::io::IsTerminal;
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    // A second init (tests running several servers) keeps the first.
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
 }

@@ -1,0 +1,38 @@
+//! Envoy's rate limit service, served by slidelog with exact sliding windows.
+//!
+//! - [`proto`]: the `envoy.service.ratelimit.v3` messages and the tonic server
+//!   and client, compiled at build time from `proto/` (no system `protoc`).
+//! - [`config`]: the reference service's YAML (`domain`, `descriptors`, `key`,
+//!   `value`, `rate_limit`, `unlimited`, `shadow_mode`, …, plus slidelog's
+//!   `window`), from a file or a folder, and descriptor matching.
+//! - [`key`]: the stable store key of a descriptor.
+//! - [`service`]: [`RateLimiter`], which turns a `RateLimitRequest` into
+//!   decisions on an `Arc<dyn Store>`, and the gRPC service around it.
+//! - [`json`]: `POST /json`, the same request and response as JSON.
+//! - [`reload`]: the live config, reloaded on SIGHUP and when a file changes.
+//!
+//! ```
+//! use slidelog_envoy::config::RateLimitConfig;
+//!
+//! let config = RateLimitConfig::from_yaml_str(
+//!     "inline.yaml",
+//!     "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 10}\n",
+//! )?;
+//! let rule = config.find("api", &[("user", "alice")]).unwrap();
+//! assert_eq!(rule.limit().unwrap().max(), 10);
+//! assert!(config.find("api", &[("path", "/")]).is_none());
+//! # Ok::<(), slidelog_envoy::config::ConfigError>(())
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod json;
+pub mod key;
+pub mod proto;
+pub mod reload;
+pub mod service;
+
+pub use config::{ConfigError, RateLimitConfig, Rule};
+pub use reload::ConfigHandle;
+pub use service::{FailurePolicy, GrpcService, RateLimiter, ServiceError, ServiceOptions};

@@ -1,0 +1,407 @@
+//! [`RateLimiter`]: a `RateLimitRequest` in, one sliding-log decision per
+//! descriptor on the store, a `RateLimitResponse` out; and [`GrpcService`],
+//! the tonic `RateLimitService` around it.
+//!
+//! Per descriptor, as the reference service answers:
+//! - no rule (unknown domain, nothing matches): `OK`, no `current_limit`;
+//! - `unlimited`: `OK`, `limit_remaining` = `u32::MAX`;
+//! - a limit: the store decides on the descriptor's key
+//!   ([`crate::key::descriptor_key`]) with cost = the descriptor's
+//!   `hits_addend` when set, else the request's, 0 meaning 1. `OVER_LIMIT`
+//!   when rejected (a rejected request records nothing), `OK` in
+//!   `shadow_mode` even when rejected. `duration_until_reset` is the wait
+//!   until the same request would be admitted when rejected, and the time
+//!   until the log is empty when admitted.
+//!
+//! `overall_code` is `OVER_LIMIT` when any descriptor is. A rule whose `name`
+//! another matched rule `replaces` is not applied (reported `OK`).
+//! Descriptors are decided independently and concurrently.
+
+use crate::config::{RateLimitConfig, Rule, Unit};
+use crate::key::descriptor_key;
+use crate::proto::{
+    HeaderValue, RateLimitRequest, RateLimitResponse, RateLimitService,
+    rate_limit_response::{self, Code, DescriptorStatus, rate_limit::Unit as PbUnit},
+};
+use crate::reload::ConfigHandle;
+use slidelog_core::{Decision, Limit, Request, Store, StoreError};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// What to answer when the store fails (SPEC §6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FailurePolicy {
+    /// Admit (`OK`), count the degraded decision.
+    #[default]
+    Open,
+    /// Fail the call: gRPC `UNAVAILABLE`, HTTP 503.
+    Closed,
+}
+
+/// Options of the service.
+#[derive(Debug, Clone, Default)]
+pub struct ServiceOptions {
+    /// Store failure policy.
+    pub failure_policy: FailurePolicy,
+    /// Add `x-ratelimit-limit`, `x-ratelimit-remaining`, `x-ratelimit-reset`
+    /// to `response_headers_to_add`, from the most restrictive descriptor
+    /// (as the reference service's `LIMIT_RESPONSE_HEADERS_ENABLED`).
+    pub response_headers: bool,
+}
+
+/// Why a request got no decision.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// The request breaks a rule of the protocol or a bound of SPEC §1.
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// The store failed and the policy is fail-closed.
+    #[error("{0}")]
+    Unavailable(#[from] StoreError),
+}
+
+impl From<ServiceError> for tonic::Status {
+    fn from(e: ServiceError) -> Self {
+        match e {
+            ServiceError::InvalidArgument(m) => tonic::Status::invalid_argument(m),
+            ServiceError::Unavailable(e) => tonic::Status::unavailable(e.to_string()),
+        }
+    }
+}
+
+/// Decides Envoy rate limit requests against a store and the live config.
+#[derive(Debug, Clone)]
+pub struct RateLimiter {
+    store: Arc<dyn Store>,
+    config: Arc<ConfigHandle>,
+    options: ServiceOptions,
+}
+
+/// The plan for one descriptor before the store is asked.
+enum Plan {
+    NotLimited,
+    Unlimited,
+    Decide { rule: Arc<Rule>, request: Request },
+}
+
+impl RateLimiter {
+    /// A limiter over `store` with the rules of `config`.
+    pub fn new(store: Arc<dyn Store>, config: Arc<ConfigHandle>, options: ServiceOptions) -> Self {
+        Self {
+            store,
+            config,
+            options,
+        }
+    }
+
+    /// The live config.
+    pub fn config(&self) -> &Arc<ConfigHandle> {
+        &self.config
+    }
+
+    /// Decides every descriptor of `req` and builds Envoy's response.
+    pub async fn should_rate_limit(
+        &self,
+        req: &RateLimitRequest,
+    ) -> Result<RateLimitResponse, ServiceError> {
+        if req.domain.is_empty() {
+            return Err(ServiceError::InvalidArgument(
+                "domain must not be empty".into(),
+            ));
+        }
+        if req.descriptors.is_empty() {
+            return Err(ServiceError::InvalidArgument(
+                "descriptors must not be empty".into(),
+            ));
+        }
+        let config = self.config.get();
+        let plans = self.plan(&config, req)?;
+        let decisions = futures::future::join_all(plans.iter().map(|p| async move {
+            match p {
+                Plan::Decide { request, .. } => Some(self.store.check(request).await),
+                _ => None,
+            }
+        }))
+        .await;
+
+        let mut statuses = Vec::with_capacity(plans.len());
+        // The most restrictive limited descriptor, for the optional headers.
+        let mut tightest: Option<(Decision, Unit)> = None;
+        for (plan, decision) in plans.iter().zip(decisions) {
+            let status = match (plan, decision) {
+                (Plan::NotLimited, _) => DescriptorStatus {
+                    code: Code::Ok as i32,
+                    ..Default::default()
+                },
+                (Plan::Unlimited, _) => DescriptorStatus {
+                    code: Code::Ok as i32,
+                    limit_remaining: u32::MAX,
+                    ..Default::default()
+                },
+                (Plan::Decide { rule, request }, Some(result)) => {
+                    let decision = match result {
+                        Ok(d) => d,
+                        Err(e) => self.on_store_error(e, request)?,
+                    };
+                    record_metrics(&req.domain, rule, &decision);
+                    if tightest.is_none_or(|(t, _)| decision.remaining < t.remaining) {
+                        tightest = Some((decision, rule.unit()));
+                    }
+                    status_for(rule, &decision)
+                }
+                (Plan::Decide { .. }, None) => unreachable!("every planned decision is made"),
+            };
+            statuses.push(status);
+        }
+        let over = statuses.iter().any(|s| s.code == Code::OverLimit as i32);
+        let mut response = RateLimitResponse {
+            overall_code: if over { Code::OverLimit } else { Code::Ok } as i32,
+            statuses,
+            ..Default::default()
+        };
+        if self.options.response_headers
+            && let Some((d, _)) = tightest
+        {
+            response.response_headers_to_add = rate_limit_headers(&d);
+        }
+        Ok(response)
+    }
+
+    fn plan(
+        &self,
+        config: &RateLimitConfig,
+        req: &RateLimitRequest,
+    ) -> Result<Vec<Plan>, ServiceError> {
+        let request_cost = u64::from(req.hits_addend.max(1));
+        let mut matched: Vec<Option<Arc<Rule>>> = Vec::with_capacity(req.descriptors.len());
+        for d in &req.descriptors {
+            let entries: Vec<(&str, &str)> = d
+                .entries
+                .iter()
+                .map(|e| (e.key.as_str(), e.value.as_str()))
+                .collect();
+            let rule = match &d.limit {
+                // A limit sent by the client applies when the domain is
+                // configured, as in the reference service.
+                Some(o) if config.has_domain(&req.domain) => {
+                    Some(Arc::new(override_rule(o, &req.domain, &entries)?))
+                }
+                _ => config.find(&req.domain, &entries).cloned(),
+            };
+            matched.push(rule);
+        }
+        let replaced: HashSet<&str> = matched
+            .iter()
+            .flatten()
+            .flat_map(|r| r.replaces().iter().map(String::as_str))
+            .collect();
+        let mut plans = Vec::with_capacity(matched.len());
+        for (d, rule) in req.descriptors.iter().zip(&matched) {
+            let Some(rule) = rule else {
+                plans.push(Plan::NotLimited);
+                continue;
+            };
+            if rule.name().is_some_and(|n| replaced.contains(n)) {
+                plans.push(Plan::NotLimited);
+                continue;
+            }
+            let Some(limit) = rule.limit() else {
+                plans.push(Plan::Unlimited);
+                continue;
+            };
+            let cost = match d.hits_addend {
+                Some(n) if n > 0 => n,
+                _ => request_cost,
+            };
+            let entries: Vec<(&str, &str)> = d
+                .entries
+                .iter()
+                .map(|e| (e.key.as_str(), e.value.as_str()))
+                .collect();
+            let key = descriptor_key(&req.domain, &entries);
+            let request = Request::new(key, vec![limit], cost).map_err(|e| {
+                ServiceError::InvalidArgument(format!(
+                    "descriptor {}: hits_addend {e}",
+                    rule.path()
+                ))
+            })?;
+            plans.push(Plan::Decide {
+                rule: Arc::clone(rule),
+                request,
+            });
+        }
+        Ok(plans)
+    }
+
+    fn on_store_error(&self, e: StoreError, request: &Request) -> Result<Decision, ServiceError> {
+        metrics::counter!("slidelog_envoy_store_errors_total").increment(1);
+        match self.options.failure_policy {
+            FailurePolicy::Closed => Err(ServiceError::Unavailable(e)),
+            FailurePolicy::Open => {
+                tracing::warn!(error = %e, "store failed; fail-open admits");
+                metrics::counter!("slidelog_envoy_degraded_total").increment(1);
+                Ok(Decision::degraded_allow(&request.limits()[0]))
+            }
+        }
+    }
+}
+
+fn override_rule(
+    o: &crate::proto::rate_limit_descriptor::RateLimitOverride,
+    domain: &str,
+    entries: &[(&str, &str)],
+) -> Result<Rule, ServiceError> {
+    use crate::proto::RateLimitUnit as U;
+    let unit = match U::try_from(o.unit).unwrap_or(U::Unknown) {
+        U::Second => Unit::Second,
+        U::Minute => Unit::Minute,
+        U::Hour => Unit::Hour,
+        U::Day => Unit::Day,
+        U::Month => Unit::Month,
+        U::Year => Unit::Year,
+        U::Unknown => {
+            return Err(ServiceError::InvalidArgument(
+                "descriptor limit override: unit must be SECOND, MINUTE, HOUR, DAY, MONTH or YEAR"
+                    .into(),
+            ));
+        }
+    };
+    let limit = Limit::new(u64::from(o.requests_per_unit), unit.millis()).map_err(|e| {
+        ServiceError::InvalidArgument(format!(
+            "descriptor limit override: {}",
+            e.to_string().replacen("max", "requests_per_unit", 1)
+        ))
+    })?;
+    let path = std::iter::once(domain.to_owned())
+        .chain(entries.iter().map(|(k, v)| format!("{k}_{v}")))
+        .collect::<Vec<_>>()
+        .join(".");
+    Ok(Rule::from_override(limit, unit, path))
+}
+
+fn pb_unit(unit: Unit) -> PbUnit {
+    match unit {
+        Unit::Second => PbUnit::Second,
+        Unit::Minute => PbUnit::Minute,
+        Unit::Hour => PbUnit::Hour,
+        Unit::Day => PbUnit::Day,
+        Unit::Week => PbUnit::Week,
+        Unit::Month => PbUnit::Month,
+        Unit::Year => PbUnit::Year,
+    }
+}
+
+fn status_for(rule: &Rule, d: &Decision) -> DescriptorStatus {
+    let wait_ms = if d.allowed {
+        d.reset_after_ms
+    } else {
+        d.retry_after_ms
+    };
+    let code = if d.allowed || rule.shadow_mode() {
+        Code::Ok
+    } else {
+        Code::OverLimit
+    };
+    DescriptorStatus {
+        code: code as i32,
+        current_limit: Some(rate_limit_response::RateLimit {
+            name: rule.name().unwrap_or_default().to_owned(),
+            requests_per_unit: u32::try_from(rule.requests_per_unit()).unwrap_or(u32::MAX),
+            unit: pb_unit(rule.unit()) as i32,
+        }),
+        limit_remaining: u32::try_from(d.remaining).unwrap_or(u32::MAX),
+        duration_until_reset: Some(prost_types::Duration {
+            seconds: (wait_ms / 1000) as i64,
+            nanos: ((wait_ms % 1000) * 1_000_000) as i32,
+        }),
+        quota: None,
+    }
+}
+
+/// `x-ratelimit-*` as the reference service sends them: the limit with its
+/// window in seconds, the remaining count, and seconds until reset.
+fn rate_limit_headers(d: &Decision) -> Vec<HeaderValue> {
+    let window_s = d.window_ms.div_ceil(1000);
+    let wait_ms = if d.allowed {
+        d.reset_after_ms
+    } else {
+        d.retry_after_ms
+    };
+    let header = |key: &str, value: String| HeaderValue {
+        key: key.to_owned(),
+        value,
+        raw_value: Vec::new(),
+    };
+    vec![
+        header(
+            "x-ratelimit-limit",
+            format!("{}, {};w={}", d.limit, d.limit, window_s),
+        ),
+        header("x-ratelimit-remaining", d.remaining.to_string()),
+        header("x-ratelimit-reset", wait_ms.div_ceil(1000).to_string()),
+    ]
+}
+
+fn record_metrics(domain: &str, rule: &Rule, d: &Decision) {
+    let result = match (d.allowed, d.degraded, rule.shadow_mode()) {
+        (true, true, _) => "degraded",
+        (true, false, _) => "ok",
+        (false, _, true) => "shadow_over_limit",
+        (false, _, false) => "over_limit",
+    };
+    metrics::counter!(
+        "slidelog_envoy_decisions_total",
+        "domain" => domain.to_owned(),
+        "rule" => rule.path().to_owned(),
+        "result" => result,
+    )
+    .increment(1);
+}
+
+/// The tonic `RateLimitService`.
+#[derive(Debug, Clone)]
+pub struct GrpcService {
+    limiter: Arc<RateLimiter>,
+}
+
+impl GrpcService {
+    /// The service over `limiter`.
+    pub fn new(limiter: Arc<RateLimiter>) -> Self {
+        Self { limiter }
+    }
+
+    /// The tonic server wrapper, ready for `tonic::transport::Server::add_service`.
+    pub fn into_server(self) -> crate::proto::RateLimitServiceServer<Self> {
+        crate::proto::RateLimitServiceServer::new(self)
+    }
+}
+
+#[tonic::async_trait]
+impl RateLimitService for GrpcService {
+    async fn should_rate_limit(
+        &self,
+        request: tonic::Request<RateLimitRequest>,
+    ) -> Result<tonic::Response<RateLimitResponse>, tonic::Status> {
+        let response = self
+            .limiter
+            .should_rate_limit(request.get_ref())
+            .await
+            .map_err(tonic::Status::from)?;
+        Ok(tonic::Response::new(response))
+    }
+}
+
+/// Serves `RateLimitService` on `listener` until `shutdown` completes.
+pub async fn serve_grpc(
+    listener: tokio::net::TcpListener,
+    limiter: Arc<RateLimiter>,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), tonic::transport::Error> {
+    tonic::transport::Server::builder()
+        .add_service(GrpcService::new(limiter).into_server())
+        .serve_with_incoming_shutdown(
+            tonic::transport::server::TcpIncoming::from(listener),
+            shutdown,
+        )
+        .await
+}

@@ -1,0 +1,84 @@
+//! Shared helpers of the Envoy tests: requests, a config, and servers on
+//! port 0 (gRPC with tonic, HTTP with axum) that stop when the test ends.
+#![allow(dead_code)]
+
+use slidelog_envoy::proto::{RateLimitDescriptor, RateLimitRequest, rate_limit_descriptor::Entry};
+use slidelog_envoy::{ConfigHandle, RateLimitConfig, RateLimiter, ServiceOptions};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// The config most tests use.
+pub const CONFIG: &str = r#"
+domain: api
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: path
+    value: /login
+    rate_limit: {unit: hour, requests_per_unit: 2, name: login}
+    descriptors:
+      - key: user
+        rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: shadow
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: client
+    value: internal
+    rate_limit: {unlimited: true}
+  - key: burst
+    rate_limit: {requests_per_unit: 2, window: 90s}
+  - key: tenant
+    rate_limit: {unit: minute, requests_per_unit: 100, replaces: [{name: login}]}
+"#;
+
+pub fn limiter(store: Arc<dyn slidelog_core::Store>, options: ServiceOptions) -> Arc<RateLimiter> {
+    let config = RateLimitConfig::from_yaml_str("test.yaml", CONFIG).unwrap();
+    Arc::new(RateLimiter::new(
+        store,
+        ConfigHandle::fixed(config),
+        options,
+    ))
+}
+
+pub fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
+    RateLimitDescriptor {
+        entries: entries
+            .iter()
+            .map(|(k, v)| Entry {
+                key: (*k).into(),
+                value: (*v).into(),
+            })
+            .collect(),
+        limit: None,
+        hits_addend: None,
+    }
+}
+
+pub fn request(domain: &str, descriptors: Vec<RateLimitDescriptor>) -> RateLimitRequest {
+    RateLimitRequest {
+        domain: domain.into(),
+        descriptors,
+        hits_addend: 0,
+    }
+}
+
+/// Starts the gRPC service on 127.0.0.1:0; the server stops when the runtime does.
+pub async fn start_grpc(limiter: Arc<RateLimiter>) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(slidelog_envoy::service::serve_grpc(
+        listener,
+        limiter,
+        std::future::pending(),
+    ));
+    addr
+}
+
+/// Starts `POST /json` on 127.0.0.1:0.
+pub async fn start_http(limiter: Arc<RateLimiter>) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = slidelog_envoy::json::router(limiter);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}

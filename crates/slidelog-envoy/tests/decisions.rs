@@ -1,0 +1,198 @@
+//! Decisions per descriptor, the same suite over the memory store and a real
+//! `redis-server`: limits, value-less keys (one log per value), nesting,
+//! shadow mode, unlimited, `replaces`, cost (`hits_addend`), overrides,
+//! unknown domains, and the Redis key of a descriptor.
+
+mod common;
+
+use common::{descriptor, limiter, request};
+use slidelog_core::Store;
+use slidelog_envoy::proto::rate_limit_response::{Code, rate_limit::Unit};
+use slidelog_envoy::proto::{
+    RateLimitResponse, RateLimitUnit, rate_limit_descriptor::RateLimitOverride,
+};
+use slidelog_envoy::{RateLimiter, ServiceError, ServiceOptions};
+use slidelog_redis::{RedisOptions, RedisStore};
+use slidelog_testkit::{RedisServer, unique_prefix};
+use std::sync::Arc;
+
+const OK: i32 = Code::Ok as i32;
+const OVER: i32 = Code::OverLimit as i32;
+
+async fn ask(l: &RateLimiter, entries: &[&[(&str, &str)]]) -> RateLimitResponse {
+    let descriptors = entries.iter().map(|e| descriptor(e)).collect();
+    l.should_rate_limit(&request("api", descriptors))
+        .await
+        .unwrap()
+}
+
+fn codes(r: &RateLimitResponse) -> Vec<i32> {
+    r.statuses.iter().map(|s| s.code).collect()
+}
+
+async fn suite(store: Arc<dyn Store>) {
+    let l = limiter(store, ServiceOptions::default());
+
+    // 3 per minute for each user: each distinct value has its own log.
+    for remaining in [2, 1, 0] {
+        let r = ask(&l, &[&[("user", "alice")]]).await;
+        assert_eq!(r.overall_code, OK);
+        let s = &r.statuses[0];
+        assert_eq!(s.limit_remaining, remaining);
+        let cl = s.current_limit.as_ref().unwrap();
+        assert_eq!((cl.requests_per_unit, cl.unit), (3, Unit::Minute as i32));
+        let reset = s.duration_until_reset.unwrap();
+        assert!((59..=60).contains(&reset.seconds), "{reset:?}");
+    }
+    let r = ask(&l, &[&[("user", "alice")]]).await;
+    assert_eq!(r.overall_code, OVER);
+    assert_eq!(r.statuses[0].limit_remaining, 0);
+    let wait = r.statuses[0].duration_until_reset.unwrap();
+    assert!((55..=60).contains(&wait.seconds), "retry wait {wait:?}");
+    assert_eq!(ask(&l, &[&[("user", "bob")]]).await.overall_code, OK);
+
+    // Several descriptors: decided independently, one status each, in order.
+    let r = ask(
+        &l,
+        &[
+            &[("user", "alice")],
+            &[("user", "carol")],
+            &[("nothing", "x")],
+        ],
+    )
+    .await;
+    assert_eq!(codes(&r), vec![OVER, OK, OK]);
+    assert_eq!(r.overall_code, OVER);
+    assert!(r.statuses[2].current_limit.is_none());
+
+    // Nested: (path=/login, user=dave) has its own 1 per hour.
+    let nested: &[(&str, &str)] = &[("path", "/login"), ("user", "dave")];
+    assert_eq!(ask(&l, &[nested]).await.overall_code, OK);
+    assert_eq!(ask(&l, &[nested]).await.overall_code, OVER);
+    assert_eq!(
+        ask(&l, &[&[("path", "/login"), ("user", "erin")]])
+            .await
+            .overall_code,
+        OK
+    );
+
+    // Shadow mode: over the limit is recorded but answered OK.
+    for _ in 0..3 {
+        let r = ask(&l, &[&[("shadow", "s")]]).await;
+        assert_eq!(r.overall_code, OK);
+    }
+
+    // Unlimited: always OK.
+    for _ in 0..5 {
+        let r = ask(&l, &[&[("client", "internal")]]).await;
+        assert_eq!(r.overall_code, OK);
+        assert_eq!(r.statuses[0].limit_remaining, u32::MAX);
+    }
+
+    // slidelog's window: 2 per 90 s, reported as a minute.
+    let r = ask(&l, &[&[("burst", "b")]]).await;
+    let s = &r.statuses[0];
+    assert_eq!(s.current_limit.as_ref().unwrap().unit, Unit::Minute as i32);
+    assert!((89..=90).contains(&s.duration_until_reset.unwrap().seconds));
+
+    // `replaces`: the tenant rule replaces the rule named "login".
+    let r = ask(&l, &[&[("path", "/login")], &[("tenant", "t1")]]).await;
+    assert!(
+        r.statuses[0].current_limit.is_none(),
+        "replaced rule is not applied"
+    );
+    assert!(r.statuses[1].current_limit.is_some());
+
+    // Cost: request hits_addend, per-descriptor hits_addend wins, 0 means 1.
+    let mut req = request("api", vec![descriptor(&[("user", "frank")])]);
+    req.hits_addend = 2;
+    let r = l.should_rate_limit(&req).await.unwrap();
+    assert_eq!(r.statuses[0].limit_remaining, 1);
+    req.hits_addend = 0;
+    req.descriptors[0].hits_addend = Some(0);
+    let r = l.should_rate_limit(&req).await.unwrap();
+    assert_eq!(r.statuses[0].limit_remaining, 0);
+    req.descriptors[0].hits_addend = Some(2);
+    let r = l.should_rate_limit(&req).await.unwrap();
+    assert_eq!(r.overall_code, OVER, "2 more than the 0 remaining");
+    req.descriptors[0].hits_addend = Some(4);
+    let err = l.should_rate_limit(&req).await.unwrap_err();
+    assert!(
+        matches!(err, ServiceError::InvalidArgument(ref m) if m.contains("cost") && m.contains('3')),
+        "{err}"
+    );
+
+    // A limit override from the client applies in a configured domain.
+    let mut d = descriptor(&[("anything", "x")]);
+    d.limit = Some(RateLimitOverride {
+        requests_per_unit: 1,
+        unit: RateLimitUnit::Second as i32,
+    });
+    let req = request("api", vec![d]);
+    assert_eq!(l.should_rate_limit(&req).await.unwrap().overall_code, OK);
+    assert_eq!(l.should_rate_limit(&req).await.unwrap().overall_code, OVER);
+
+    // Unknown domain: not limited. Empty domain or descriptors: an error.
+    let r = l
+        .should_rate_limit(&request("nope", vec![descriptor(&[("user", "alice")])]))
+        .await
+        .unwrap();
+    assert_eq!(codes(&r), vec![OK]);
+    assert!(
+        l.should_rate_limit(&request("", vec![descriptor(&[("user", "a")])]))
+            .await
+            .is_err()
+    );
+    assert!(l.should_rate_limit(&request("api", vec![])).await.is_err());
+}
+
+#[tokio::test]
+async fn decisions_on_the_memory_store() {
+    suite(Arc::new(slidelog_memory::MemoryStore::new())).await;
+}
+
+#[tokio::test]
+async fn decisions_on_redis_and_the_key_layout() {
+    let server = RedisServer::start();
+    let prefix = unique_prefix("envoy");
+    let store = RedisStore::connect(&server.url(), RedisOptions::default().with_prefix(&prefix))
+        .await
+        .unwrap();
+    suite(Arc::new(store)).await;
+
+    // One sorted set per descriptor, named by the documented key.
+    let mut c = server.client();
+    let key = format!("{prefix}envoy:api:user=alice");
+    let n: u64 = redis::cmd("ZCARD").arg(&key).query(&mut c).unwrap();
+    assert_eq!(n, 3);
+    let ttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut c).unwrap();
+    assert!(ttl > 50_000 && ttl <= 60_000, "{ttl}");
+    let nested = format!("{prefix}envoy:api:path=/login:user=dave");
+    let n: u64 = redis::cmd("ZCARD").arg(&nested).query(&mut c).unwrap();
+    assert_eq!(n, 1);
+}
+
+#[tokio::test]
+async fn response_headers_report_the_tightest_descriptor() {
+    let l = limiter(
+        Arc::new(slidelog_memory::MemoryStore::new()),
+        ServiceOptions {
+            response_headers: true,
+            ..Default::default()
+        },
+    );
+    let r = ask(&l, &[&[("tenant", "t")], &[("user", "u")]]).await;
+    let h: Vec<(&str, &str)> = r
+        .response_headers_to_add
+        .iter()
+        .map(|h| (h.key.as_str(), h.value.as_str()))
+        .collect();
+    assert_eq!(
+        h,
+        vec![
+            ("x-ratelimit-limit", "3, 3;w=60"),
+            ("x-ratelimit-remaining", "2"),
+            ("x-ratelimit-reset", "60"),
+        ]
+    );
+}

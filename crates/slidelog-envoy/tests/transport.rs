@@ -1,0 +1,154 @@
+//! The service over its transports: gRPC `ShouldRateLimit` from a tonic
+//! client, `POST /json` from an HTTP client, and the store failure policy
+//! (fail-open answers OK, fail-closed answers gRPC UNAVAILABLE / HTTP 503).
+
+mod common;
+
+use common::{descriptor, limiter, request, start_grpc, start_http};
+use slidelog_envoy::proto::RateLimitServiceClient;
+use slidelog_envoy::proto::rate_limit_response::Code;
+use slidelog_envoy::{FailurePolicy, ServiceOptions};
+use slidelog_redis::{RedisOptions, RedisStore};
+use slidelog_testkit::{RedisServer, unique_prefix};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[tokio::test]
+async fn grpc_should_rate_limit_from_a_tonic_client() {
+    let l = limiter(
+        Arc::new(slidelog_memory::MemoryStore::new()),
+        ServiceOptions::default(),
+    );
+    let addr = start_grpc(l).await;
+    let mut client = RateLimitServiceClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap();
+    let req = request("api", vec![descriptor(&[("user", "grpc")])]);
+    let mut codes = Vec::new();
+    for _ in 0..4 {
+        let r = client
+            .should_rate_limit(req.clone())
+            .await
+            .unwrap()
+            .into_inner();
+        codes.push(r.overall_code);
+    }
+    let (ok, over) = (Code::Ok as i32, Code::OverLimit as i32);
+    assert_eq!(codes, vec![ok, ok, ok, over]);
+
+    let err = client
+        .should_rate_limit(request("", vec![descriptor(&[("user", "x")])]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(err.message().contains("domain"), "{}", err.message());
+}
+
+#[tokio::test]
+async fn post_json_answers_the_json_form() {
+    let l = limiter(
+        Arc::new(slidelog_memory::MemoryStore::new()),
+        ServiceOptions::default(),
+    );
+    let addr = start_http(l).await;
+    let http = reqwest::Client::new();
+    let url = format!("http://{addr}/json");
+    let body = serde_json::json!({
+        "domain": "api",
+        "descriptors": [{"entries": [{"key": "user", "value": "json"}]}, {"entries": [{"key": "x", "value": "y"}]}]
+    });
+    let r = http.post(&url).json(&body).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["overallCode"], "OK");
+    assert_eq!(v["statuses"][0]["code"], "OK");
+    assert_eq!(v["statuses"][0]["currentLimit"]["requestsPerUnit"], 3);
+    assert_eq!(v["statuses"][0]["currentLimit"]["unit"], "MINUTE");
+    assert_eq!(v["statuses"][0]["limitRemaining"], 2);
+    assert_eq!(v["statuses"][0]["durationUntilReset"], "60s");
+    assert_eq!(v["statuses"][1], serde_json::json!({"code": "OK"}));
+
+    let body = serde_json::json!({
+        "domain": "api", "hits_addend": 3,
+        "descriptors": [{"entries": [{"key": "user", "value": "json"}]}]
+    });
+    let r = http.post(&url).json(&body).send().await.unwrap();
+    assert_eq!(r.status(), 429);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["overallCode"], "OVER_LIMIT");
+    assert_eq!(v["statuses"][0]["code"], "OVER_LIMIT");
+
+    let r = http.post(&url).body("{not json").send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert!(v["error"].as_str().unwrap().contains("JSON"), "{v}");
+    let r = http
+        .post(&url)
+        .json(&serde_json::json!({"domain": "api"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+}
+
+#[tokio::test]
+async fn store_failure_follows_the_policy_and_recovers() {
+    let mut server = RedisServer::start();
+    let prefix = unique_prefix("envoy-fail");
+    let options = RedisOptions::default().with_prefix(&prefix);
+    let store: Arc<dyn slidelog_core::Store> =
+        Arc::new(RedisStore::connect(&server.url(), options).await.unwrap());
+    let open = start_grpc(limiter(store.clone(), ServiceOptions::default())).await;
+    let closed = start_grpc(limiter(
+        store,
+        ServiceOptions {
+            failure_policy: FailurePolicy::Closed,
+            ..Default::default()
+        },
+    ))
+    .await;
+    let mut open = RateLimitServiceClient::connect(format!("http://{open}"))
+        .await
+        .unwrap();
+    let mut closed = RateLimitServiceClient::connect(format!("http://{closed}"))
+        .await
+        .unwrap();
+    let req = request("api", vec![descriptor(&[("user", "f")])]);
+    assert_eq!(
+        closed
+            .should_rate_limit(req.clone())
+            .await
+            .unwrap()
+            .into_inner()
+            .overall_code,
+        Code::Ok as i32
+    );
+
+    server.kill();
+    let started = std::time::Instant::now();
+    let r = open
+        .should_rate_limit(req.clone())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.overall_code, Code::Ok as i32, "fail-open admits");
+    let err = closed.should_rate_limit(req.clone()).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "a dead store never hangs a caller"
+    );
+
+    server.restart();
+    let mut recovered = false;
+    for _ in 0..100 {
+        if let Ok(r) = closed.should_rate_limit(req.clone()).await {
+            // The restarted server kept no data (no persistence): a fresh log.
+            assert_eq!(r.into_inner().statuses[0].limit_remaining, 2, "exact again");
+            recovered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(recovered, "decisions resume after the store returns");
+}

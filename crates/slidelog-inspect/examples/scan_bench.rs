@@ -1,0 +1,71 @@
+//! Measures `inspect` on a fresh redis-server seeded with N keys (default
+//! 100,000; key i holds 1..=12 ULID-like records): seeding time, scan time,
+//! keys per second, and the exactness of the totals. Used for BENCHMARKS.md:
+//!
+//! ```sh
+//! cargo run --release -p slidelog-inspect --example scan_bench -- 100000 [COUNT]
+//! ```
+
+use slidelog_inspect::{InspectOptions, inspect};
+use slidelog_testkit::RedisServer;
+use std::time::Instant;
+
+const SEED: &str = r"
+local prefix, from, to, now = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+for i = from, to do
+    local key = prefix .. 'user' .. i
+    local n = (i * 7919) % 12 + 1
+    local args = {}
+    for r = 0, n - 1 do
+        args[#args + 1] = now - r
+        args[#args + 1] = string.format('01JDQ3W7ZK%08d%08d', i, r)
+    end
+    redis.call('ZADD', key, unpack(args))
+    redis.call('PEXPIRE', key, 3600000)
+end
+return 0
+";
+
+#[tokio::main]
+async fn main() {
+    let mut args = std::env::args().skip(1);
+    let keys: u64 = args.next().map_or(100_000, |a| a.parse().expect("N keys"));
+    let count: u32 = args.next().map_or(1_000, |a| a.parse().expect("COUNT"));
+    let server = RedisServer::start();
+    let mut conn = server.client();
+    let now = 1_764_400_000_000u64;
+    let started = Instant::now();
+    let script = redis::Script::new(SEED);
+    for from in (0..keys).step_by(20_000) {
+        let to = (from + 19_999).min(keys - 1);
+        let _: i64 = script
+            .arg("rate:sliding:")
+            .arg(from)
+            .arg(to)
+            .arg(now)
+            .invoke(&mut conn)
+            .expect("seed");
+    }
+    println!("seeded {keys} keys in {:.2?}", started.elapsed());
+
+    let options = InspectOptions {
+        count,
+        ..InspectOptions::default()
+    };
+    let started = Instant::now();
+    let report = inspect(&server.url(), &options, None)
+        .await
+        .expect("inspect");
+    let took = started.elapsed();
+    let expected: u64 = (0..keys).map(|i| (i * 7919) % 12 + 1).sum();
+    assert_eq!(report.summary.keys, keys);
+    assert_eq!(report.summary.records, expected);
+    println!(
+        "scanned {} keys ({} records, {} bytes) with COUNT {count} in {:.2?}: {:.0} keys/s",
+        report.summary.keys,
+        report.summary.records,
+        report.summary.memory_bytes,
+        took,
+        keys as f64 / took.as_secs_f64()
+    );
+}

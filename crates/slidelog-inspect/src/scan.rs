@@ -1,0 +1,328 @@
+//! Scanning one node: SCAN MATCH COUNT (never KEYS), and for each batch one
+//! pipeline of cheap reads per key (ZCARD, MEMORY USAGE, PTTL, the first
+//! records and the newest record; TYPE only for keys that are not sorted sets). Every command is O(1) or
+//! O(log N + small), so Redis never blocks on a large set; MEMORY USAGE keeps
+//! its default sampling for the same reason.
+
+use crate::error::InspectError;
+use crate::facts::{KeyFacts, KeyKind, ZSetFacts};
+use crate::progress::{ScanProgress, cursor_fraction};
+use redis::Value;
+use redis::aio::MultiplexedConnection;
+use std::collections::HashSet;
+use std::hash::{BuildHasher, RandomState};
+use std::time::Duration;
+
+/// Commands sent per key in a batch pipeline.
+const COMMANDS_PER_KEY: usize = 5;
+
+/// Opens a connection to one node, bounded by `timeout` for connecting and
+/// for every reply.
+pub async fn connect(
+    url: &str,
+    node: &str,
+    timeout: Duration,
+) -> Result<MultiplexedConnection, InspectError> {
+    if url.starts_with("rediss://") {
+        // TLS needs a process-wide crypto provider; one may already be set.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+    let err = |what, source| InspectError::Redis {
+        node: node.to_owned(),
+        what,
+        source,
+    };
+    let client = redis::Client::open(url).map_err(|e| err("open", e))?;
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(timeout))
+        .set_response_timeout(Some(timeout));
+    client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .map_err(|e| err("connect", e))
+}
+
+/// The node's clock (Redis TIME) in Unix ms.
+pub async fn server_time_ms(
+    conn: &mut MultiplexedConnection,
+    node: &str,
+) -> Result<u64, InspectError> {
+    let (secs, micros): (u64, u64) =
+        redis::cmd("TIME")
+            .query_async(conn)
+            .await
+            .map_err(|source| InspectError::Redis {
+                node: node.to_owned(),
+                what: "TIME",
+                source,
+            })?;
+    Ok(secs * 1000 + micros / 1000)
+}
+
+/// What to scan and how.
+#[derive(Debug, Clone)]
+pub struct ScanSpec<'a> {
+    /// SCAN MATCH pattern.
+    pub pattern: &'a str,
+    /// SCAN COUNT hint.
+    pub count: u32,
+    /// Members read from the low end of each set for the uniqueness check.
+    pub sample: usize,
+}
+
+/// Scans one node, handing every batch of keys to `sink`. SCAN may return a
+/// key more than once (while Redis rehashes); each key is handed over once,
+/// tracked by a 64-bit hash of its name (8 bytes per key). The next SCAN page
+/// is asked for while the current batch is read, on the same multiplexed
+/// connection.
+pub async fn scan_node(
+    conn: &mut MultiplexedConnection,
+    node: &str,
+    node_index: usize,
+    spec: &ScanSpec<'_>,
+    progress: Option<&ScanProgress>,
+    mut sink: impl FnMut(Vec<KeyFacts>),
+) -> Result<(), InspectError> {
+    let hasher = RandomState::new();
+    let mut seen: HashSet<u64> = HashSet::new();
+    let mut page = scan_page(conn.clone(), node, spec, 0).await?;
+    loop {
+        let (next, keys) = page;
+        let fresh: Vec<Vec<u8>> = keys
+            .into_iter()
+            .filter(|k| seen.insert(hasher.hash_one(k)))
+            .collect();
+        let read = async {
+            if fresh.is_empty() {
+                Ok(Vec::new())
+            } else {
+                read_batch(conn.clone(), node, &fresh, spec.sample).await
+            }
+        };
+        let facts = if next == 0 {
+            page = (0, Vec::new());
+            read.await?
+        } else {
+            let (next_page, facts) = tokio::join!(scan_page(conn.clone(), node, spec, next), read);
+            page = next_page?;
+            facts?
+        };
+        if let Some(p) = progress {
+            let (mut records, mut memory) = (0, 0);
+            for f in &facts {
+                if let KeyKind::ZSet(z) = &f.kind {
+                    records += z.zcard;
+                    memory += z.memory_bytes.unwrap_or(0);
+                }
+            }
+            p.add(facts.len() as u64, records, memory);
+            p.set_fraction(node_index, cursor_fraction(next));
+        }
+        if !facts.is_empty() {
+            sink(facts);
+        }
+        if next == 0 {
+            return Ok(());
+        }
+    }
+}
+
+/// One SCAN call: the next cursor and the keys of this page.
+async fn scan_page(
+    mut conn: MultiplexedConnection,
+    node: &str,
+    spec: &ScanSpec<'_>,
+    cursor: u64,
+) -> Result<(u64, Vec<Vec<u8>>), InspectError> {
+    redis::cmd("SCAN")
+        .arg(cursor)
+        .arg("MATCH")
+        .arg(spec.pattern)
+        .arg("COUNT")
+        .arg(spec.count)
+        .query_async(&mut conn)
+        .await
+        .map_err(|source| InspectError::Redis {
+            node: node.to_owned(),
+            what: "SCAN",
+            source,
+        })
+}
+
+/// Reads the figures of a batch of keys in one pipeline: ZCARD, MEMORY USAGE,
+/// PTTL and the two ZRANGEs per key. Keys of another type answer WRONGTYPE;
+/// only those get a TYPE, in a second, small pipeline.
+async fn read_batch(
+    mut conn: MultiplexedConnection,
+    node: &str,
+    keys: &[Vec<u8>],
+    sample: usize,
+) -> Result<Vec<KeyFacts>, InspectError> {
+    let mut pipe = redis::pipe();
+    // Keep per-command errors (WRONGTYPE) instead of failing the batch.
+    pipe.ignore_errors();
+    for key in keys {
+        pipe.cmd("ZCARD").arg(key);
+        pipe.cmd("MEMORY").arg("USAGE").arg(key);
+        pipe.cmd("PTTL").arg(key);
+        pipe.cmd("ZRANGE")
+            .arg(key)
+            .arg(0)
+            .arg(sample.saturating_sub(1))
+            .arg("WITHSCORES");
+        pipe.cmd("ZRANGE")
+            .arg(key)
+            .arg(-1)
+            .arg(-1)
+            .arg("WITHSCORES");
+    }
+    let replies = query(&mut conn, node, &pipe, keys.len() * COMMANDS_PER_KEY).await?;
+    let mut facts: Vec<KeyFacts> = keys
+        .iter()
+        .zip(replies.chunks(COMMANDS_PER_KEY))
+        .map(|(key, r)| KeyFacts {
+            key: key.clone(),
+            kind: parse_zset(r),
+        })
+        .collect();
+
+    // Not sorted sets: ask their type.
+    let others: Vec<usize> = (0..facts.len())
+        .filter(|i| matches!(replies[i * COMMANDS_PER_KEY], Value::ServerError(_)))
+        .collect();
+    if !others.is_empty() {
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for &i in &others {
+            pipe.cmd("TYPE").arg(&keys[i]);
+        }
+        let types = query(&mut conn, node, &pipe, others.len()).await?;
+        for (&i, t) in others.iter().zip(&types) {
+            facts[i].kind = match t {
+                Value::SimpleString(s) if s == "none" => KeyKind::Vanished,
+                // Became a sorted set in between: counted as vanished
+                // rather than read half.
+                Value::SimpleString(s) if s == "zset" => KeyKind::Vanished,
+                Value::SimpleString(s) => KeyKind::Other(s.clone()),
+                Value::BulkString(b) => KeyKind::Other(String::from_utf8_lossy(b).into_owned()),
+                other => {
+                    return Err(InspectError::UnexpectedReply {
+                        node: node.to_owned(),
+                        what: "TYPE",
+                        reply: format!("{other:?}"),
+                    });
+                }
+            };
+        }
+    }
+    Ok(facts)
+}
+
+/// Sends `pipe` and checks that it got `expected` replies.
+async fn query(
+    conn: &mut MultiplexedConnection,
+    node: &str,
+    pipe: &redis::Pipeline,
+    expected: usize,
+) -> Result<Vec<Value>, InspectError> {
+    let replies: Vec<Value> =
+        pipe.query_async(conn)
+            .await
+            .map_err(|source| InspectError::Redis {
+                node: node.to_owned(),
+                what: "pipelined reads",
+                source,
+            })?;
+    if replies.len() != expected {
+        return Err(InspectError::UnexpectedReply {
+            node: node.to_owned(),
+            what: "pipelined reads",
+            reply: format!("{} replies for {expected} commands", replies.len()),
+        });
+    }
+    Ok(replies)
+}
+
+/// Turns the five replies of one key into its facts. A missing key answers
+/// ZCARD 0 and PTTL -2: it expired or was deleted after SCAN saw it.
+fn parse_zset(r: &[Value]) -> KeyKind {
+    match (&r[0], &r[2]) {
+        (Value::Int(0), _) | (_, Value::Int(-2)) => KeyKind::Vanished,
+        (Value::Int(zcard), Value::Int(pttl)) => KeyKind::ZSet(ZSetFacts {
+            zcard: *zcard as u64,
+            memory_bytes: match &r[1] {
+                Value::Int(m) => Some(*m as u64),
+                _ => None,
+            },
+            pttl_ms: *pttl,
+            first: pairs(&r[3]),
+            newest: pairs(&r[4]).into_iter().next(),
+        }),
+        // WRONGTYPE: resolved by the TYPE follow-up.
+        _ => KeyKind::Vanished,
+    }
+}
+
+/// `(member, score)` pairs of a ZRANGE WITHSCORES reply: a flat array in RESP2,
+/// an array of pairs in RESP3.
+fn pairs(v: &Value) -> Vec<(Vec<u8>, f64)> {
+    let Value::Array(items) = v else {
+        return Vec::new();
+    };
+    let nested = items
+        .iter()
+        .all(|i| matches!(i, Value::Array(a) if a.len() == 2));
+    let flat: Vec<&Value> = if nested && !items.is_empty() {
+        items
+            .iter()
+            .flat_map(|i| match i {
+                Value::Array(a) => a.iter().collect::<Vec<_>>(),
+                _ => Vec::new(),
+            })
+            .collect()
+    } else {
+        items.iter().collect()
+    };
+    flat.chunks(2)
+        .filter_map(|c| match c {
+            [m, s] => Some((bytes(m)?, score(s)?)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn bytes(v: &Value) -> Option<Vec<u8>> {
+    match v {
+        Value::BulkString(b) => Some(b.clone()),
+        Value::SimpleString(s) => Some(s.as_bytes().to_vec()),
+        _ => None,
+    }
+}
+
+fn score(v: &Value) -> Option<f64> {
+    match v {
+        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        Value::SimpleString(s) => s.parse().ok(),
+        Value::Double(d) => Some(*d),
+        Value::Int(i) => Some(*i as f64),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn withscores_replies_in_resp2_and_resp3() {
+        let b = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let resp2 = Value::Array(vec![b("m1"), b("1.5"), b("m2"), b("inf")]);
+        assert_eq!(
+            pairs(&resp2),
+            [(b"m1".to_vec(), 1.5), (b"m2".to_vec(), f64::INFINITY)]
+        );
+        let resp3 = Value::Array(vec![Value::Array(vec![b("m1"), Value::Double(2.0)])]);
+        assert_eq!(pairs(&resp3), [(b"m1".to_vec(), 2.0)]);
+        assert!(pairs(&Value::Array(vec![])).is_empty());
+    }
+}

@@ -1,0 +1,304 @@
+//! Redis Cluster: `redis+cluster://[user:pass@]host:port,host:port[,…]`
+//! (`rediss+cluster://` for TLS).
+//!
+//! A decision touches one key, so it goes to the one master that owns the
+//! key's slot and Redis never answers CROSSSLOT. The redis-rs async cluster
+//! client routes it there, follows MOVED and ASK, and refreshes the slot map
+//! after a failover or resharding.
+//!
+//! The script reaches a master that has never seen it (a new node, a
+//! replica promoted by a failover, a `SCRIPT FLUSH`) through
+//! [`ClusterConnection`]: `EVALSHA` that answers NOSCRIPT is sent again as
+//! `EVAL` with the same key and arguments, to the same key's master, which
+//! also caches the script there. redis-rs would instead send `SCRIPT LOAD`
+//! to *every* master, which fails while any master is down — exactly when a
+//! failover is under way.
+//!
+//! After a failover the demoted master still accepts the script on the
+//! connection redis-rs opened to it, because redis-rs puts every node
+//! connection in `READONLY` mode and Redis does not count a script without
+//! flags as a write: the script fails with READONLY instead of being
+//! redirected with MOVED, and redis-rs would never refresh its slot map.
+//! [`ClusterConnection`] answers READONLY by sending `READWRITE` to that
+//! node and retrying once (safe: a replica refuses the script's first write,
+//! so nothing was recorded); the retry gets MOVED, which redis-rs follows
+//! and learns the new master from.
+//!
+//! Getting a cluster connection can hang (an upstream issue), so it is
+//! bounded by the connect timeout; each call by the per-call timeout of
+//! [`ScriptStore`].
+
+use crate::multi_url::MultiHostUrl;
+use crate::options::RedisOptions;
+use crate::store::ScriptStore;
+use crate::{ConnectError, mask_password};
+use redis::aio::ConnectionLike;
+use redis::cluster::{ClusterClient, ClusterConfig};
+use redis::cluster_async::ClusterConnection as RawClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::{Cmd, ErrorKind, Pipeline, RedisFuture, ServerErrorKind, TlsCertificates, Value};
+use std::time::Duration;
+
+/// The store on a Redis Cluster.
+pub type ClusterStore = ScriptStore<ClusterConnection>;
+
+/// A redis-rs async cluster connection that answers NOSCRIPT by running the
+/// script with `EVAL` on the key's own master (see the module docs).
+#[derive(Clone)]
+pub struct ClusterConnection {
+    inner: RawClusterConnection,
+}
+
+impl ClusterConnection {
+    /// Wraps a redis-rs cluster connection.
+    pub fn new(inner: RawClusterConnection) -> Self {
+        Self { inner }
+    }
+}
+
+/// `EVAL <source> <the rest of the EVALSHA arguments>` when `cmd` is an
+/// `EVALSHA` of the decision script; `None` otherwise.
+fn as_eval(cmd: &Cmd) -> Option<Cmd> {
+    let mut args = cmd.args_iter().map(|a| match a {
+        redis::Arg::Simple(bytes) => bytes,
+        _ => &[][..],
+    });
+    if !args.next()?.eq_ignore_ascii_case(b"EVALSHA") {
+        return None;
+    }
+    let sha = args.next()?;
+    if sha != crate::script::SCRIPT.get_hash().as_bytes() {
+        return None;
+    }
+    let mut eval = redis::cmd("EVAL");
+    eval.arg(crate::script::SOURCE);
+    for a in args {
+        eval.arg(a);
+    }
+    Some(eval)
+}
+
+/// The slot of the first key of an `EVAL`/`EVALSHA` (`numkeys` ≥ 1).
+fn script_key_slot(cmd: &Cmd) -> Option<u16> {
+    let mut args = cmd.args_iter().map(|a| match a {
+        redis::Arg::Simple(bytes) => bytes,
+        _ => &[][..],
+    });
+    let name = args.next()?;
+    if !name.eq_ignore_ascii_case(b"EVALSHA") && !name.eq_ignore_ascii_case(b"EVAL") {
+        return None;
+    }
+    let _script = args.next()?;
+    let numkeys: u64 = std::str::from_utf8(args.next()?).ok()?.parse().ok()?;
+    if numkeys == 0 {
+        return None;
+    }
+    Some(key_slot(args.next()?))
+}
+
+/// Redis Cluster's hash slot of `key`: CRC16 (XMODEM) of the key, or of its
+/// `{hash tag}` when it has a non-empty one, modulo 16384.
+pub fn key_slot(key: &[u8]) -> u16 {
+    let hashed = match key.iter().position(|&b| b == b'{') {
+        Some(open) => match key[open + 1..].iter().position(|&b| b == b'}') {
+            Some(len) if len > 0 => &key[open + 1..open + 1 + len],
+            _ => key,
+        },
+        None => key,
+    };
+    let mut crc: u16 = 0;
+    for &byte in hashed {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
+fn is_readonly(value: &redis::RedisResult<Value>) -> bool {
+    match value {
+        Ok(Value::ServerError(e)) => {
+            e.kind() == Some(ServerErrorKind::ReadOnly) || e.code() == "READONLY"
+        }
+        Err(e) => e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly),
+        Ok(_) => false,
+    }
+}
+
+fn is_noscript(value: &redis::RedisResult<Value>) -> bool {
+    match value {
+        Ok(Value::ServerError(e)) => {
+            e.kind() == Some(ServerErrorKind::NoScript) || e.code() == "NOSCRIPT"
+        }
+        Err(e) => e.kind() == ErrorKind::Server(ServerErrorKind::NoScript),
+        Ok(_) => false,
+    }
+}
+
+impl ConnectionLike for ClusterConnection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            let mut result = self.inner.req_packed_command(cmd).await;
+            if is_readonly(&result)
+                && let Some(slot) = script_key_slot(cmd)
+            {
+                // A demoted master ran the script on a READONLY connection:
+                // make that connection READWRITE so it answers MOVED.
+                let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
+                    Route::new(slot, SlotAddr::Master),
+                ));
+                self.inner
+                    .route_command(redis::cmd("READWRITE"), route)
+                    .await?;
+                result = self.inner.req_packed_command(cmd).await;
+            }
+            if is_noscript(&result)
+                && let Some(eval) = as_eval(cmd)
+            {
+                return self.inner.req_packed_command(&eval).await;
+            }
+            result
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        self.inner.req_packed_commands(cmd, offset, count)
+    }
+
+    fn get_db(&self) -> i64 {
+        0
+    }
+}
+
+impl ClusterStore {
+    /// Connects to the cluster whose seed nodes `url` lists, within
+    /// `options.connect_timeout` (it never hangs), and checks it answers.
+    pub async fn connect_cluster(url: &str, options: RedisOptions) -> Result<Self, ConnectError> {
+        let client = cluster_client(url, &options)?;
+        let connect = async {
+            let mut conn = client.get_async_connection().await?;
+            redis::cmd("PING").query_async::<String>(&mut conn).await?;
+            redis::RedisResult::Ok(conn)
+        };
+        let conn = match tokio::time::timeout(options.connect_timeout, connect).await {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(e)) => {
+                return Err(ConnectError::Connect {
+                    url: mask_password(url),
+                    transient: crate::errors::is_transient(&e),
+                    reason: e.to_string(),
+                });
+            }
+            Err(_) => {
+                return Err(ConnectError::Connect {
+                    url: mask_password(url),
+                    reason: format!("no cluster connection within {:?}", options.connect_timeout),
+                    transient: true,
+                });
+            }
+        };
+        Ok(ScriptStore::with_connection(
+            ClusterConnection::new(conn),
+            &options,
+            "redis-cluster",
+        ))
+    }
+
+    /// A store that connects to the cluster in the background and never
+    /// fails for a cluster that is down: until it answers, decisions return
+    /// transient errors. Must be called inside a Tokio runtime.
+    pub fn connect_cluster_lazy(url: &str, options: RedisOptions) -> Result<Self, ConnectError> {
+        let client = cluster_client(url, &options)?;
+        let config = ClusterConfig::new()
+            .set_connection_timeout(options.connect_timeout)
+            .set_response_timeout(response_timeout(&options));
+        let conn = client.get_pending_async_connection_with_config(config);
+        Ok(ScriptStore::with_connection(
+            ClusterConnection::new(conn),
+            &options,
+            "redis-cluster",
+        ))
+    }
+}
+
+/// The store bounds each call; this only frees a request that nobody waits
+/// on any more.
+fn response_timeout(options: &RedisOptions) -> Duration {
+    options.timeout.max(Duration::from_secs(1))
+}
+
+/// The redis-rs cluster client for `url`: seeds, credentials, TLS.
+fn cluster_client(url: &str, options: &RedisOptions) -> Result<ClusterClient, ConnectError> {
+    let invalid = |reason: String| ConnectError::InvalidUrl {
+        url: mask_password(url),
+        reason,
+    };
+    let parsed = MultiHostUrl::parse(url, "redis+cluster", "rediss+cluster").map_err(invalid)?;
+    if !parsed.path.is_empty() {
+        return Err(invalid(
+            "Redis Cluster has only db 0: nothing may follow the hosts".into(),
+        ));
+    }
+    let mut builder = ClusterClient::builder(parsed.node_urls())
+        .connection_timeout(options.connect_timeout)
+        .response_timeout(response_timeout(options));
+    if parsed.tls {
+        crate::install_crypto_provider();
+        if let Some(pem) = &options.tls_root_cert_pem {
+            builder = builder.certs(TlsCertificates {
+                client_tls: None,
+                root_cert: Some(pem.clone()),
+            });
+        }
+    }
+    builder.build().map_err(|e| invalid(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_slots_match_redis_cluster() {
+        // Values from CLUSTER KEYSLOT.
+        assert_eq!(key_slot(b"foo"), 12182);
+        assert_eq!(key_slot(b"123456789"), 12739);
+        assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
+        assert_eq!(key_slot(b"foo{}{bar}"), key_slot(b"foo{}{bar}"));
+        let mut evalsha = redis::cmd("EVALSHA");
+        evalsha.arg("abc").arg(1).arg("foo").arg(5);
+        assert_eq!(script_key_slot(&evalsha), Some(12182));
+    }
+
+    #[test]
+    fn only_the_decision_scripts_evalsha_becomes_eval() {
+        let sha = crate::script::SCRIPT.get_hash();
+        let mut evalsha = redis::cmd("EVALSHA");
+        evalsha.arg(sha).arg(1).arg("k").arg(5);
+        let eval = as_eval(&evalsha).expect("rewritten");
+        let args: Vec<Vec<u8>> = eval
+            .args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(b) => b.to_vec(),
+                _ => vec![],
+            })
+            .collect();
+        assert_eq!(args[0], b"EVAL");
+        assert_eq!(args[1], crate::script::SOURCE.as_bytes());
+        assert_eq!(&args[2..], &[b"1".to_vec(), b"k".to_vec(), b"5".to_vec()]);
+        let mut other = redis::cmd("EVALSHA");
+        other.arg("0000").arg(0);
+        assert!(as_eval(&other).is_none());
+        assert!(as_eval(redis::cmd("GET").arg("k")).is_none());
+    }
+}

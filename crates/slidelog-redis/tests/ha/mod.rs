@@ -1,0 +1,243 @@
+//! Helpers shared by the cluster and sentinel tests (`mod ha;`): a differential run
+//! against the in-memory store, and a load generator that records every
+//! call's outcome and latency while a failover happens.
+#![allow(dead_code)]
+
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use slidelog_core::{Limit, Mode, Now, Request, Store};
+use slidelog_memory::MemoryStore;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Runs `steps` random decisions (explicit time, random keys among `keys`,
+/// costs, peeks and resets) on `store` and on a fresh memory store, and
+/// asserts they decide identically. Returns the keys used.
+pub async fn differential(store: &dyn Store, keys: &[String], steps: usize, seed: u64) {
+    let memory = MemoryStore::new();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let limits = vec![
+        Limit::new(5, 1_000).unwrap(),
+        Limit::new(12, 10_000).unwrap(),
+    ];
+    let mut now = 1_700_000_000_000u64;
+    for step in 0..steps {
+        now += rng.random_range(0..250);
+        let key = &keys[rng.random_range(0..keys.len())];
+        if rng.random_range(0..50) == 0 {
+            let a = store.reset(key).await.expect("reset");
+            let b = memory.reset(key).await.unwrap();
+            assert_eq!(a, b, "step {step}: reset of {key}");
+            continue;
+        }
+        let cost = rng.random_range(1..=3);
+        let request = Request::new(key.clone(), limits.clone(), cost).unwrap();
+        let mode = if rng.random_range(0..5) == 0 {
+            Mode::Peek
+        } else {
+            Mode::Record
+        };
+        let got = store
+            .decide(&request, mode, Now::At(now))
+            .await
+            .unwrap_or_else(|e| panic!("step {step}: {key}: {e}"));
+        let want = memory.decide(&request, mode, Now::At(now)).await.unwrap();
+        assert_eq!(
+            got, want,
+            "step {step}: {key} cost {cost} {mode:?} at {now}"
+        );
+    }
+}
+
+/// What one call of the load saw.
+#[derive(Debug, Clone, Copy)]
+pub struct Call {
+    /// When it started, since the load started.
+    pub at: Duration,
+    /// How long it took.
+    pub took: Duration,
+    /// `Some(allowed)` or `None` for an error.
+    pub allowed: Option<bool>,
+}
+
+/// Load on `keys` with a limit that never fills (so every admission is
+/// one record), from `tasks` concurrent tasks, until `stop` is set.
+pub struct Load {
+    /// Every call, per task.
+    pub calls: Vec<Call>,
+    /// Admissions the client saw, per key.
+    pub admitted: HashMap<String, u64>,
+    /// Calls that failed, per key (their outcome is unknown).
+    pub errors: u64,
+    /// The first error's message.
+    pub first_error: Option<String>,
+}
+
+/// The limit the load uses: it never rejects within a test.
+pub fn load_limit() -> Limit {
+    Limit::new(10_000_000, 600_000).unwrap()
+}
+
+/// Starts the load; returns the stop flag and the handle to join.
+pub fn start_load(
+    store: Arc<dyn Store>,
+    keys: Vec<String>,
+    tasks: usize,
+) -> (Arc<AtomicBool>, tokio::task::JoinHandle<Load>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let handle = tokio::spawn(async move {
+        let started = Instant::now();
+        let keys = Arc::new(keys);
+        let mut joins = Vec::new();
+        for t in 0..tasks {
+            let store = store.clone();
+            let keys = keys.clone();
+            let stop = flag.clone();
+            joins.push(tokio::spawn(async move {
+                let mut calls = Vec::new();
+                let mut admitted: HashMap<String, u64> = HashMap::new();
+                let mut errors = 0;
+                let mut first_error = None;
+                let mut i = t;
+                while !stop.load(Ordering::Relaxed) {
+                    let key = &keys[i % keys.len()];
+                    i += tasks;
+                    let request = Request::single(key.clone(), load_limit()).unwrap();
+                    let at = started.elapsed();
+                    let t0 = Instant::now();
+                    let result = store.check(&request).await;
+                    let took = t0.elapsed();
+                    let allowed = match result {
+                        Ok(d) => {
+                            if d.allowed {
+                                *admitted.entry(key.clone()).or_default() += 1;
+                            }
+                            Some(d.allowed)
+                        }
+                        Err(e) => {
+                            errors += 1;
+                            first_error.get_or_insert_with(|| e.to_string());
+                            // Do not spin on a store that fails fast.
+                            tokio::time::sleep(Duration::from_millis(5)).await;
+                            None
+                        }
+                    };
+                    calls.push(Call { at, took, allowed });
+                }
+                (calls, admitted, errors, first_error)
+            }));
+        }
+        let mut load = Load {
+            calls: Vec::new(),
+            admitted: HashMap::new(),
+            errors: 0,
+            first_error: None,
+        };
+        for j in joins {
+            let (calls, admitted, errors, first_error) = j.await.unwrap();
+            load.calls.extend(calls);
+            for (k, n) in admitted {
+                *load.admitted.entry(k).or_default() += n;
+            }
+            load.errors += errors;
+            if load.first_error.is_none() {
+                load.first_error = first_error;
+            }
+        }
+        load.calls.sort_by_key(|c| c.at);
+        load
+    });
+    (stop, handle)
+}
+
+impl Load {
+    /// From the first failed call's start to the last failed call's end:
+    /// the window in which callers saw errors.
+    pub fn error_window(&self) -> Duration {
+        let failed: Vec<&Call> = self.calls.iter().filter(|c| c.allowed.is_none()).collect();
+        match (failed.first(), failed.last()) {
+            (Some(a), Some(b)) => (b.at + b.took).saturating_sub(a.at),
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// The slowest call.
+    pub fn max_latency(&self) -> Duration {
+        self.calls.iter().map(|c| c.took).max().unwrap_or_default()
+    }
+
+    /// Calls that succeeded.
+    pub fn ok_calls(&self) -> usize {
+        self.calls.iter().filter(|c| c.allowed.is_some()).count()
+    }
+
+    /// Admissions whose record is gone, given each key's record count now:
+    /// each one lets a later request in beyond the limit (an extra
+    /// admission). Calls that failed may have recorded too, which only
+    /// hides losses, never invents them.
+    pub fn lost_records(&self, records_now: &HashMap<String, u64>) -> u64 {
+        self.admitted
+            .iter()
+            .map(|(k, n)| n.saturating_sub(records_now.get(k).copied().unwrap_or(0)))
+            .sum()
+    }
+
+    /// A one-line summary for the test log.
+    pub fn summary(&self, records_now: &HashMap<String, u64>) -> String {
+        format!(
+            "calls {} ok {} errors {} error window {:?} max latency {:?} lost records {} (first error: {:?})",
+            self.calls.len(),
+            self.ok_calls(),
+            self.errors,
+            self.error_window(),
+            self.max_latency(),
+            self.lost_records(records_now),
+            self.first_error
+        )
+    }
+}
+
+/// Record counts per key, asked of the store with a peek (a log's live
+/// count is its record count while the window has not passed).
+pub async fn record_counts(store: &dyn Store, keys: &[String]) -> HashMap<String, u64> {
+    let mut out = HashMap::new();
+    for key in keys {
+        let request = Request::single(key.clone(), load_limit()).unwrap();
+        let mut tries = 0;
+        let d = loop {
+            match store.peek(&request).await {
+                Ok(d) => break d,
+                Err(e) if tries < 50 => {
+                    tries += 1;
+                    let _ = e;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("peek {key}: {e}"),
+            }
+        };
+        out.insert(key.clone(), d.count);
+    }
+    out
+}
+
+/// Retries `f` until it succeeds or `limit` passes (for the store to
+/// settle after a failover in tests that are not about the error window).
+pub async fn eventually<T, E: std::fmt::Display, F, Fut>(limit: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        match f().await {
+            Ok(v) => return v,
+            Err(e) if Instant::now() < deadline => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("still failing after {limit:?}: {e}"),
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! The Sentinel store on a local group (1 master, 1 replica, 3 sentinels):
+//! it decides as the memory store does, and it follows a failover under
+//! load — forced with `SENTINEL FAILOVER`, and after the master is killed —
+//! with errors only during a bounded window, no call beyond the timeout
+//! (plus a margin for a loaded machine), exact decisions afterwards, and the
+//! number of lost admitted records measured.
+
+mod ha;
+
+use slidelog_core::{Request, Store};
+use slidelog_redis::{RedisOptions, SentinelStore};
+use slidelog_testkit::{SentinelGroup, unique_prefix};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+const TIMEOUT: Duration = Duration::from_millis(250);
+const MARGIN: Duration = Duration::from_millis(750);
+
+async fn store(group: &SentinelGroup, prefix: &str) -> Arc<SentinelStore> {
+    let options = RedisOptions::default()
+        .with_prefix(prefix)
+        .with_timeout(TIMEOUT);
+    Arc::new(
+        SentinelStore::connect_sentinel(&group.url(), options)
+            .await
+            .expect("connect through the sentinels"),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decides_as_the_memory_store_does() {
+    let group = tokio::task::spawn_blocking(SentinelGroup::start)
+        .await
+        .unwrap();
+    let prefix = unique_prefix("sentinel-diff");
+    let options = RedisOptions::default()
+        .with_prefix(&prefix)
+        .with_timeout(Duration::from_secs(2));
+    let store = SentinelStore::connect_sentinel(&group.url(), options.clone())
+        .await
+        .expect("connect");
+    assert_eq!(store.kind(), "redis-sentinel");
+    let keys: Vec<String> = (0..20).map(|i| format!("u{i}")).collect();
+    ha::differential(&store, &keys, 800, 3).await;
+    // The records are on the master the sentinels name.
+    let mut c = group.server(group.master_port()).client();
+    let n: u64 = redis::cmd("ZCARD")
+        .arg(format!("{prefix}u0"))
+        .query(&mut c)
+        .unwrap();
+    assert!(n > 0);
+    // A wrong master name is a clear error, not a hang.
+    let bad = group.url().replace("/mymaster", "/nosuchmaster");
+    let started = std::time::Instant::now();
+    let err = SentinelStore::connect_sentinel(&bad, options.clone())
+        .await
+        .unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(err.to_string().contains("nosuchmaster"), "{err}");
+    let err = SentinelStore::connect_sentinel("redis+sentinel://127.0.0.1:1", options)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("master name"), "{err}");
+}
+
+async fn failover_under_load(
+    test: &str,
+    fail: impl FnOnce(SentinelGroup) -> (SentinelGroup, u16) + Send + 'static,
+    max_error_window: Duration,
+) {
+    let group = tokio::task::spawn_blocking(SentinelGroup::start)
+        .await
+        .unwrap();
+    let old_master = group.master_port();
+    let prefix = unique_prefix(test);
+    let store = store(&group, &prefix).await;
+    let keys: Vec<String> = (0..60).map(|i| format!("load{i}")).collect();
+    let (stop, load) = ha::start_load(store.clone(), keys.clone(), 8);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let started = std::time::Instant::now();
+    let (group, new_master) = tokio::task::spawn_blocking(move || fail(group))
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    assert_ne!(new_master, old_master);
+    ha::eventually(Duration::from_secs(20), || async {
+        store
+            .check(&Request::single("probe", ha::load_limit()).unwrap())
+            .await
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::Relaxed);
+    let load = load.await.unwrap();
+    let counts = ha::record_counts(store.as_ref(), &keys).await;
+    eprintln!(
+        "{test}: failover took {took:?}; switches {}; {}",
+        store.connection().switches(),
+        load.summary(&counts)
+    );
+    assert_eq!(
+        store.connection().master_addr(),
+        Some(format!("127.0.0.1:{new_master}")),
+        "the store follows the new master"
+    );
+    assert!(load.ok_calls() > 200, "the load ran: {}", load.ok_calls());
+    assert!(
+        load.max_latency() <= TIMEOUT + MARGIN,
+        "a call took {:?} with a {TIMEOUT:?} timeout",
+        load.max_latency()
+    );
+    assert!(
+        load.error_window() <= max_error_window,
+        "errors for {:?} (bound {max_error_window:?})",
+        load.error_window()
+    );
+    let end = load.calls.last().unwrap().at;
+    assert!(
+        load.calls
+            .iter()
+            .filter(|c| c.at + Duration::from_millis(1_500) > end)
+            .all(|c| c.allowed.is_some()),
+        "errors at the end of the load"
+    );
+    let fresh: Vec<String> = (0..20).map(|i| format!("after{i}")).collect();
+    ha::differential(store.as_ref(), &fresh, 400, 5).await;
+    drop(group);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forced_failover_under_load() {
+    failover_under_load(
+        "sentinel-forced",
+        |group| {
+            let new = group.failover();
+            (group, new)
+        },
+        // The switch is seen by the poll (250 ms) or by READONLY.
+        Duration::from_secs(5),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_master_under_load() {
+    failover_under_load(
+        "sentinel-killed",
+        |mut group| {
+            let old = group.kill_master();
+            let new = group.wait_master_change(old);
+            (group, new)
+        },
+        // down-after (1 s) + election and promotion (~1-2 s) + the poll;
+        // measured ~2.5 s; generous for a loaded machine.
+        Duration::from_secs(15),
+    )
+    .await;
+}

@@ -1,2 +1,0 @@
-//! Build script (replaced when the Envoy protos are compiled).
-fn main() {}

@@ -1,0 +1,194 @@
+//! The handlers of the HTTP API (SPEC §5): check, peek, reset, health,
+//! readiness and metrics.
+
+use super::body::{DecisionBody, JsonBody, MAX_NOW_MS};
+use super::error::ApiError;
+use super::headers;
+use crate::app::App;
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use slidelog::{Mode, Now};
+
+/// `POST /v1/check`: decide and record.
+pub async fn check(
+    State(app): State<App>,
+    body: Result<JsonBody<DecisionBody>, ApiError>,
+) -> Response {
+    decide(app, body, Mode::Record).await
+}
+
+/// `POST /v1/peek`: decide, record nothing.
+pub async fn peek(
+    State(app): State<App>,
+    body: Result<JsonBody<DecisionBody>, ApiError>,
+) -> Response {
+    decide(app, body, Mode::Peek).await
+}
+
+async fn decide(app: App, body: Result<JsonBody<DecisionBody>, ApiError>, mode: Mode) -> Response {
+    match decide_inner(&app, body, mode).await {
+        Ok(response) => response,
+        Err(error) => {
+            if let Some(field) = error.field {
+                app.metrics().bad_request(field);
+            }
+            error.into_response()
+        }
+    }
+}
+
+async fn decide_inner(
+    app: &App,
+    body: Result<JsonBody<DecisionBody>, ApiError>,
+    mode: Mode,
+) -> Result<Response, ApiError> {
+    let JsonBody(body) = body?;
+    let now = match body.now_ms {
+        None => Now::Server,
+        Some(_) if !app.config().trust_client_time => {
+            return Err(ApiError::bad_request(
+                "now_ms",
+                "now_ms is refused: this server decides on its own clock \
+                 (start it with --trust-client-time to accept client time)",
+            ));
+        }
+        Some(ms) if ms > MAX_NOW_MS => {
+            return Err(ApiError::bad_request(
+                "now_ms",
+                format!("now_ms must be between 0 and {MAX_NOW_MS} (Unix ms), got {ms}"),
+            ));
+        }
+        Some(ms) => Now::At(ms),
+    };
+    let request = body.to_request()?;
+    let decision = app
+        .decide(&request, mode, now)
+        .await
+        .map_err(|refused| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, refused.to_string()))?;
+    let status = if decision.allowed {
+        StatusCode::OK
+    } else {
+        StatusCode::TOO_MANY_REQUESTS
+    };
+    let mut response = (status, Json(decision)).into_response();
+    headers::insert(response.headers_mut(), request.limits(), &decision);
+    Ok(response)
+}
+
+/// `DELETE /v1/keys/{key}`: delete the key's log. Needs the admin token
+/// when one is configured.
+pub async fn reset(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Path(key): Path<String>,
+) -> Result<Response, ApiError> {
+    if let Some(token) = &app.config().admin_token {
+        authorize(&headers, token)?;
+    }
+    slidelog_core::limit::validate_key(&key).map_err(|e| {
+        app.metrics().bad_request("key");
+        ApiError::bad_request("key", e.to_string())
+    })?;
+    let existed = app.reset(&key).await.map_err(|e| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("reset failed: {e}"),
+        )
+    })?;
+    tracing::info!(key_bytes = key.len(), existed, "key reset");
+    Ok(Json(serde_json::json!({ "key": key, "deleted": existed })).into_response())
+}
+
+/// Checks `Authorization: Bearer <token>` in constant time.
+fn authorize(headers: &HeaderMap, token: &str) -> Result<(), ApiError> {
+    let unauthorized = || {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "this endpoint needs the admin token: send `Authorization: Bearer <token>`",
+        )
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            let (scheme, rest) = v.split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+        })
+        .ok_or_else(unauthorized)?;
+    if constant_time_eq(given.as_bytes(), token.as_bytes()) {
+        Ok(())
+    } else {
+        Err(unauthorized())
+    }
+}
+
+/// Compares without an early exit, so timing does not reveal how many
+/// leading bytes of a guess were right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = a.len() ^ b.len();
+    for i in 0..a.len().max(b.len()) {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0);
+        diff |= usize::from(x ^ y);
+    }
+    diff == 0
+}
+
+/// `GET /healthz`: the process answers.
+pub async fn healthz() -> Json<serde_json::Value> {
+    Json(serde_json::json!({ "status": "ok" }))
+}
+
+/// `GET /readyz`: the store answers a ping within its timeout; 503 otherwise.
+pub async fn readyz(State(app): State<App>) -> Result<Json<serde_json::Value>, ApiError> {
+    match app.ready().await {
+        Ok(()) => Ok(Json(
+            serde_json::json!({ "status": "ready", "store": app.store_kind() }),
+        )),
+        Err(e) => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "not ready: the {} store does not answer: {e}",
+                app.store_kind()
+            ),
+        )),
+    }
+}
+
+/// `GET /metrics`: Prometheus text format.
+pub async fn metrics(State(app): State<App>) -> Response {
+    let mut response = app.metrics().render().into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_compare_exactly() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secret2"));
+        assert!(!constant_time_eq(b"", b"x"));
+    }
+
+    #[test]
+    fn bearer_scheme_is_case_insensitive() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("bearer tok"),
+        );
+        assert!(authorize(&h, "tok").is_ok());
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic tok"));
+        assert!(authorize(&h, "tok").is_err());
+        assert!(authorize(&HeaderMap::new(), "tok").is_err());
+    }
+}

@@ -1,0 +1,306 @@
+//! The JSON body of `POST /v1/check` and `POST /v1/peek`, and the extractor
+//! that reads it: every failure becomes a 4xx `{"error": "…"}` naming the
+//! field and its bound, and nothing reaches the store before the whole body
+//! has been validated.
+//!
+//! Unknown fields are refused (`deny_unknown_fields`): a misspelt field such as
+//! `"cots": 5` or `"window": 60000` would otherwise be dropped silently and
+//! the request decided under a cost or limit the caller did not mean, which
+//! is exactly the kind of silent mistake a rate limiter must not make.
+
+use super::error::ApiError;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{FromRequest, Request as HttpRequest};
+use axum::http::{StatusCode, header};
+use slidelog::{InputError, Limit, Request};
+
+/// Largest `now_ms` accepted: 2^53 - 1, the largest integer that a double
+/// (a Redis sorted-set score) holds exactly.
+pub const MAX_NOW_MS: u64 = (1 << 53) - 1;
+
+/// The request body of a check or a peek.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionBody {
+    /// The identity decided on, 1 to 512 bytes.
+    pub key: String,
+    /// Units per window (1 to 10,000,000); with `window_ms`, in place of `limits`.
+    #[serde(default)]
+    pub max: Option<u64>,
+    /// Window in ms (1 to 366 days); with `max`.
+    #[serde(default)]
+    pub window_ms: Option<u64>,
+    /// Units this request consumes, 1 to the smallest `max`; default 1.
+    #[serde(default)]
+    pub cost: Option<u64>,
+    /// 1 to 16 limits that all apply, in place of `max`/`window_ms`.
+    #[serde(default)]
+    pub limits: Option<Vec<LimitBody>>,
+    /// The caller's time in Unix ms; only with `--trust-client-time`.
+    #[serde(default)]
+    pub now_ms: Option<u64>,
+}
+
+/// One entry of `limits`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitBody {
+    /// Units per window.
+    pub max: u64,
+    /// Window in ms.
+    pub window_ms: u64,
+}
+
+impl DecisionBody {
+    /// The validated request (every bound of SPEC §1), naming the field at fault.
+    pub fn to_request(&self) -> Result<Request, ApiError> {
+        let limits = match (&self.limits, self.max, self.window_ms) {
+            (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
+                return Err(ApiError::bad_request(
+                    "limits",
+                    "give either max and window_ms, or limits, not both",
+                ));
+            }
+            (Some(limits), None, None) => limits
+                .iter()
+                .enumerate()
+                .map(|(i, l)| {
+                    Limit::new(l.max, l.window_ms).map_err(|e| {
+                        ApiError::bad_request(input_field(&e), format!("limits[{i}].{e}"))
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+            (None, Some(max), Some(window_ms)) => {
+                vec![Limit::new(max, window_ms).map_err(input_error)?]
+            }
+            (None, Some(_), None) => {
+                return Err(ApiError::bad_request(
+                    "window_ms",
+                    "missing field `window_ms` (1 to 31622400000 ms) to go with `max`",
+                ));
+            }
+            (None, None, Some(_)) => {
+                return Err(ApiError::bad_request(
+                    "max",
+                    "missing field `max` (1 to 10000000) to go with `window_ms`",
+                ));
+            }
+            (None, None, None) => {
+                return Err(ApiError::bad_request(
+                    "max",
+                    "missing limit: give `max` (1 to 10000000) and `window_ms` (1 to 31622400000), \
+                     or `limits` (1 to 16 of {max, window_ms})",
+                ));
+            }
+        };
+        Request::new(self.key.clone(), limits, self.cost.unwrap_or(1)).map_err(input_error)
+    }
+}
+
+fn input_field(error: &InputError) -> &'static str {
+    error.field()
+}
+
+fn input_error(error: InputError) -> ApiError {
+    ApiError::bad_request(error.field(), error.to_string())
+}
+
+/// A JSON body read within the router's body limit, with every rejection
+/// turned into an [`ApiError`] that says what to fix.
+#[derive(Debug, Clone)]
+pub struct JsonBody<T>(pub T);
+
+impl<T, S> FromRequest<S> for JsonBody<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: HttpRequest, state: &S) -> Result<Self, Self::Rejection> {
+        if let Some(content_type) = req.headers().get(header::CONTENT_TYPE) {
+            let is_json = content_type.to_str().is_ok_and(|ct| {
+                let essence = ct
+                    .split(';')
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .to_ascii_lowercase();
+                essence == "application/json" || essence.ends_with("+json")
+            });
+            if !is_json {
+                return Err(ApiError {
+                    status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    message: "the body must be JSON: send `Content-Type: application/json` \
+                              (or no Content-Type)"
+                        .into(),
+                    field: Some("body"),
+                });
+            }
+        }
+        let bytes = Bytes::from_request(req, state)
+            .await
+            .map_err(body_rejection)?;
+        parse(&bytes).map(JsonBody)
+    }
+}
+
+fn body_rejection(rejection: BytesRejection) -> ApiError {
+    let status = rejection.status();
+    let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
+        "request body is too large: see --max-body-bytes for the limit".to_owned()
+    } else {
+        format!("cannot read the request body: {}", rejection.body_text())
+    };
+    ApiError {
+        status,
+        message,
+        field: Some("body"),
+    }
+}
+
+/// Parses JSON, naming the field at fault (its path) and its bound.
+pub fn parse<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    // serde would read a struct from an array too (`[…]` by position): the
+    // API takes objects only, and says so rather than "expected a string".
+    if let Some(first) = bytes.iter().find(|b| !b.is_ascii_whitespace())
+        && *first != b'{'
+    {
+        return Err(ApiError::bad_request(
+            "body",
+            "request body must be a JSON object such as \
+             {\"key\": \"user123\", \"max\": 100, \"window_ms\": 60000}",
+        ));
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        use serde_json::error::Category;
+        match inner.classify() {
+            Category::Syntax | Category::Eof | Category::Io => {
+                ApiError::bad_request("body", format!("request body is not valid JSON: {inner}"))
+            }
+            Category::Data => {
+                let field = field_at_fault(&path, &inner.to_string());
+                let mut message = if path == "." {
+                    inner.to_string()
+                } else {
+                    format!("{path}: {inner}")
+                };
+                if let Some(hint) = bound_hint(field) {
+                    message.push_str(&format!(" ({field} must be {hint})"));
+                }
+                ApiError::bad_request(field, message)
+            }
+        }
+    })?;
+    // Trailing bytes after the value are an error too.
+    de.end().map_err(|e| {
+        ApiError::bad_request("body", format!("request body is not valid JSON: {e}"))
+    })?;
+    Ok(value)
+}
+
+/// The known field a serde path or message points at ("body" otherwise):
+/// a fixed string, so it can label a metric.
+fn field_at_fault(path: &str, message: &str) -> &'static str {
+    if path.starts_with("limits") {
+        // "limits[0].max" is about a bound of one entry; "limits" or
+        // "limits[0]" is about the list or an entry's shape.
+        return match path.rsplit('.').next() {
+            Some("max") => "max",
+            Some("window_ms") => "window_ms",
+            _ => "limits",
+        };
+    }
+    // At the root, "missing field `key`" names the field in backticks.
+    let named = if path == "." {
+        message.split('`').nth(1).unwrap_or("")
+    } else {
+        path
+    };
+    match named {
+        "key" => "key",
+        "max" => "max",
+        "window_ms" => "window_ms",
+        "cost" => "cost",
+        "limits" => "limits",
+        "now_ms" => "now_ms",
+        _ => "body",
+    }
+}
+
+fn bound_hint(field: &str) -> Option<&'static str> {
+    Some(match field {
+        "key" => "a string of 1 to 512 bytes",
+        "max" => "an integer from 1 to 10000000",
+        "window_ms" => "an integer from 1 to 31622400000",
+        "cost" => "an integer from 1 to the smallest max",
+        "limits" => "an array of 1 to 16 objects {\"max\": …, \"window_ms\": …}",
+        "now_ms" => "an integer from 0 to 9007199254740991 (Unix ms)",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(json: &str) -> ApiError {
+        parse::<DecisionBody>(json.as_bytes())
+            .and_then(|b| b.to_request().map(|_| b))
+            .unwrap_err()
+    }
+
+    #[test]
+    fn field_errors_name_field_and_bound() {
+        let e = err(r#"{"key":"k","max":"ten","window_ms":1000}"#);
+        assert_eq!(e.field, Some("max"));
+        assert!(
+            e.message.contains("max") && e.message.contains("10000000"),
+            "{e:?}"
+        );
+
+        let e = err(r#"{"key":"k","max":10,"window_ms":1000,"cots":2}"#);
+        assert_eq!(e.field, Some("body"));
+        assert!(e.message.contains("unknown field `cots`"), "{e:?}");
+
+        let e = err(r#"{"max":10,"window_ms":1000}"#);
+        assert_eq!(e.field, Some("key"));
+        assert!(
+            e.message.contains("missing field `key`") && e.message.contains("512"),
+            "{e:?}"
+        );
+
+        let e = err(r#"{"key":"k","limits":[{"max":1,"window_ms":-5}]}"#);
+        assert_eq!(e.field, Some("window_ms"));
+        assert!(e.message.contains("limits[0].window_ms"), "{e:?}");
+
+        let e = err(r#"{"key":"k","limits":[{"max":0,"window_ms":5}]}"#);
+        assert_eq!(e.field, Some("max"));
+        assert!(
+            e.message
+                .contains("limits[0].max must be between 1 and 10000000"),
+            "{e:?}"
+        );
+
+        let e = err(r#"{"key":"k","max":10}"#);
+        assert_eq!(e.field, Some("window_ms"));
+
+        let e = err(r#"{"key":"k","max":1,"window_ms":1} x"#);
+        assert_eq!(e.field, Some("body"));
+        assert!(e.message.contains("not valid JSON"), "{e:?}");
+    }
+
+    #[test]
+    fn a_valid_body_becomes_a_request() {
+        let body: DecisionBody =
+            parse(br#"{"key":"k","limits":[{"max":10,"window_ms":1000},{"max":100,"window_ms":60000}],"cost":3}"#)
+                .unwrap();
+        let request = body.to_request().unwrap();
+        assert_eq!(request.limits().len(), 2);
+        assert_eq!(request.cost(), 3);
+    }
+}

@@ -1,0 +1,82 @@
+//! Every error the HTTP API answers is `{"error": "…"}` with a 4xx/5xx status,
+//! including axum's own rejections (unknown route, wrong method, body too large).
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+/// An error answer: a status and a message for humans.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// What went wrong; for bad input it names the field and the bound.
+    pub message: String,
+    /// The request field at fault, for the bad-request metric.
+    pub field: Option<&'static str>,
+}
+
+impl ApiError {
+    /// A 400 about `field`.
+    pub fn bad_request(field: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::BAD_REQUEST,
+            message: message.into(),
+            field: Some(field),
+        }
+    }
+
+    /// Any status, no field.
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+            field: None,
+        }
+    }
+}
+
+#[derive(serde::Serialize)]
+struct Body<'a> {
+    error: &'a str,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (
+            self.status,
+            Json(Body {
+                error: &self.message,
+            }),
+        )
+            .into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            // A hint for well-behaved clients: try again in a second.
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
+    }
+}
+
+/// The answer for a path that no route serves.
+pub async fn not_found() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "no such endpoint: see SPEC §5 for the HTTP API",
+    )
+}
+
+/// The answer for a known path with the wrong method.
+pub async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method not allowed on this endpoint",
+    )
+}

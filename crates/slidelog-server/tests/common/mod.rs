@@ -1,0 +1,74 @@
+//! Shared helpers of the HTTP tests: start the real service in-process on a
+//! free loopback port (port 0) and stop it through its shutdown signal.
+#![allow(dead_code)]
+
+use slidelog::MemoryStore;
+use slidelog_server::app::{App, AppConfig};
+use slidelog_server::http;
+use slidelog_server::server::{Stopped, serve_http};
+use slidelog_server::shutdown::{self, ShutdownTrigger};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+/// A service running in this process.
+pub struct TestServer {
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    /// Its state (for metrics and store access).
+    pub app: App,
+    trigger: ShutdownTrigger,
+    task: JoinHandle<std::io::Result<Stopped>>,
+}
+
+impl TestServer {
+    /// `base` + `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// Triggers shutdown and waits for the server to stop.
+    pub async fn stop(self) -> Stopped {
+        self.trigger.trigger();
+        self.task.await.expect("server task").expect("server io")
+    }
+}
+
+/// Starts the service over `app` with the default body cap.
+pub async fn start(app: App) -> TestServer {
+    start_with_body_cap(app, http::DEFAULT_MAX_BODY_BYTES).await
+}
+
+/// Starts the service over `app` with bodies capped at `max_body_bytes`.
+pub async fn start_with_body_cap(app: App, max_body_bytes: usize) -> TestServer {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind port 0");
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (trigger, shutdown) = shutdown::channel();
+    let router = http::router(app.clone(), max_body_bytes);
+    let task = tokio::spawn(serve_http(
+        listener,
+        router,
+        shutdown,
+        Duration::from_secs(5),
+    ));
+    TestServer {
+        base,
+        app,
+        trigger,
+        task,
+    }
+}
+
+/// Starts the service over a fresh in-memory store.
+pub async fn start_memory(config: AppConfig) -> TestServer {
+    start(App::with_memory_store(Arc::new(MemoryStore::new()), config)).await
+}
+
+/// An HTTP client with a timeout, so that no test can hang on a request.
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("reqwest client")
+}

@@ -1,0 +1,134 @@
+//! The built `slidelog serve` with `--config`: Envoy's `ShouldRateLimit` over
+//! gRPC on `--grpc` and `POST /json` on `--http`, sharing one log per
+//! descriptor; a config error at start exits 2 naming the file and the line.
+
+use slidelog_envoy::proto::{
+    RateLimitDescriptor, RateLimitRequest, RateLimitServiceClient, rate_limit_descriptor::Entry,
+    rate_limit_response::Code,
+};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const CONFIG: &str = "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n";
+
+struct Service(Child);
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts the binary; returns it with its HTTP and gRPC addresses from the log.
+fn spawn(config: &std::path::Path) -> (Service, String, String) {
+    let child = Command::new(env!("CARGO_BIN_EXE_slidelog"))
+        .args(["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
+        .arg("--config")
+        .arg(config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start slidelog serve");
+    // Owned by the guard at once, so a failed start still kills and reaps it.
+    let mut service = Service(child);
+    let stderr = service.0.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let line = rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("no listening line within 30 s");
+        let field = |name: &str| {
+            line.split(&format!("{name}="))
+                .nth(1)
+                .map(|rest| rest.split_whitespace().next().unwrap().to_owned())
+        };
+        if let (Some(http), Some(grpc)) = (field("http_addr"), field("grpc_addr")) {
+            return (service, http, grpc);
+        }
+    }
+}
+
+#[tokio::test]
+async fn grpc_and_json_share_the_descriptor_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("limits.yaml");
+    std::fs::write(&path, CONFIG).unwrap();
+    let (_service, http, grpc) = spawn(&path);
+
+    let mut client = RateLimitServiceClient::connect(format!("http://{grpc}"))
+        .await
+        .unwrap();
+    let req = RateLimitRequest {
+        domain: "api".into(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![Entry {
+                key: "user".into(),
+                value: "bin".into(),
+            }],
+            ..Default::default()
+        }],
+        hits_addend: 0,
+    };
+    let r = client
+        .should_rate_limit(req.clone())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.overall_code, Code::Ok as i32);
+    assert_eq!(r.statuses[0].limit_remaining, 1);
+
+    let body = serde_json::json!({
+        "domain": "api",
+        "descriptors": [{"entries": [{"key": "user", "value": "bin"}]}]
+    });
+    let http_client = reqwest::Client::new();
+    let r = http_client
+        .post(format!("http://{http}/json"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = http_client
+        .post(format!("http://{http}/json"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 429);
+    let r = client.should_rate_limit(req).await.unwrap().into_inner();
+    assert_eq!(r.overall_code, Code::OverLimit as i32);
+}
+
+#[test]
+fn a_config_error_at_start_exits_2_naming_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("broken.yaml");
+    std::fs::write(
+        &path,
+        "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: fortnight, requests_per_unit: 2}\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_slidelog"))
+        .args(["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
+        .arg("--config")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("broken.yaml:4") && stderr.contains("fortnight"),
+        "{stderr}"
+    );
+}

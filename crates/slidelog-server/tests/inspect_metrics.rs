@@ -1,0 +1,214 @@
+//! `slidelog serve --inspect-every` exports the key-space gauges on
+//! `/metrics`, and every metric name that the shipped Grafana dashboard and
+//! Prometheus alert rules use is one that a running service really exports
+//! (scraped from the built binary: a Redis-backed service through a store
+//! outage, and a memory-backed one).
+
+use slidelog_inspect::names;
+use slidelog_testkit::{RedisServer, free_port, unique_prefix};
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `slidelog serve` child, killed on drop.
+struct Service {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(args: &[&str]) -> Service {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let child = Command::new(env!("CARGO_BIN_EXE_slidelog"))
+        .args(["serve", "--http", &addr, "--grpc", "127.0.0.1:0"])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start slidelog serve");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(&addr).is_err() {
+        assert!(Instant::now() < deadline, "serve did not listen on {addr}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Service { child, addr }
+}
+
+/// One HTTP/1.1 request; returns (status, body).
+fn request(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        tcp,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    tcp.read_to_string(&mut answer).unwrap();
+    let status = answer.split(' ').nth(1).unwrap().parse().unwrap();
+    let body = answer.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
+    (status, body)
+}
+
+/// Scrapes /metrics until `want` appears in it (generous: scans run every 1 s).
+fn scrape_until(addr: &str, want: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, text) = request(addr, "GET", "/metrics", "");
+        assert_eq!(status, 200);
+        if text.contains(want) {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{want} never appeared in\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The metric names of a Prometheus text exposition.
+fn exported(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .map(|series| names::base_name(series).to_owned())
+        .collect()
+}
+
+fn deploy(path: &str) -> String {
+    std::fs::read_to_string(format!(
+        "{}/../../deploy/{path}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
+}
+
+#[test]
+fn serve_exports_inspect_gauges_and_every_name_the_deploy_files_use() {
+    let mut redis = RedisServer::start();
+    let prefix = unique_prefix("serve_inspect");
+    // A key written without the script: no TTL, 12 records > 2 x 5.
+    let mut conn = redis.client();
+    let mut zadd = redis::cmd("ZADD");
+    zadd.arg(format!("{prefix}legacy"));
+    for i in 0..12u64 {
+        zadd.arg(1_764_400_000_000u64 + i)
+            .arg(format!("01JDQ3W7ZK{i:04}ABCDEFGHJKMN"));
+    }
+    zadd.exec(&mut conn).unwrap();
+
+    let service = serve(&[
+        "--store",
+        &redis.url(),
+        "--store-timeout",
+        "500ms",
+        "--key-prefix",
+        &prefix,
+        "--inspect-every",
+        "1s",
+        "--inspect-max",
+        "5",
+    ]);
+    let addr = service.addr.clone();
+    let body = r#"{"key":"u1","max":1,"window_ms":60000}"#;
+    assert_eq!(request(&addr, "POST", "/v1/check", body).0, 200);
+    assert_eq!(request(&addr, "POST", "/v1/check", body).0, 429);
+    let bad = r#"{"key":"","max":1,"window_ms":60000}"#;
+    assert_eq!(request(&addr, "POST", "/v1/check", bad).0, 400);
+
+    // The scan sees both keys: the legacy one and the one the service wrote.
+    let text = scrape_until(&addr, "slidelog_inspect_keys 2");
+    assert!(
+        text.contains(r#"slidelog_inspect_problem_keys{kind="no_ttl"} 1"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"slidelog_inspect_problem_keys{kind="oversized"} 1"#),
+        "{text}"
+    );
+    assert!(text.contains("slidelog_inspect_max_zcard 12"), "{text}");
+    assert!(text.contains("slidelog_inspect_limit_max 5"), "{text}");
+    assert!(text.contains("slidelog_inspect_records 13"), "{text}");
+
+    // A store outage: the decision is degraded, the next scan fails.
+    redis.kill();
+    let (status, answer) = request(
+        &addr,
+        "POST",
+        "/v1/check",
+        r#"{"key":"u2","max":1,"window_ms":60000}"#,
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.contains(r#""degraded":true"#), "{answer}");
+    let text = scrape_until(&addr, "slidelog_inspect_scan_errors_total 1");
+    let mut names_seen = exported(&text);
+
+    // The in-memory store's own gauges come from a memory-backed service.
+    let memory = serve(&["--store", "memory://"]);
+    names_seen.extend(exported(&scrape_until(
+        &memory.addr,
+        "slidelog_memory_keys",
+    )));
+
+    // Every name in slidelog_inspect::names is really exported ...
+    let missing: Vec<_> = names::all()
+        .into_iter()
+        .filter(|n| !names_seen.contains(*n))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "not exported: {missing:?}\n{names_seen:?}"
+    );
+    // ... and so is every name the dashboard and the alerts use.
+    for file in ["grafana/slidelog.json", "prometheus/alerts.yml"] {
+        for name in names::mentioned(&deploy(file)) {
+            let base = names::base_name(&name);
+            assert!(
+                names_seen.contains(base),
+                "{file} uses {name}, not exported"
+            );
+        }
+    }
+}
+
+#[test]
+fn inspect_every_needs_a_redis_store_and_a_sane_interval() {
+    for (args, message) in [
+        (&["--inspect-every", "60s"][..], "needs a Redis store"),
+        (
+            &["--store", "redis://127.0.0.1:1", "--inspect-every", "10ms"][..],
+            "at least 1s",
+        ),
+        (
+            &[
+                "--store",
+                "redis://127.0.0.1:1",
+                "--inspect-every",
+                "5s",
+                "--inspect-max",
+                "0",
+            ][..],
+            "--inspect-max must be 1 ..= 10000000",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_slidelog"))
+            .args(["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
+}

@@ -1,0 +1,43 @@
+//! A tower `Layer`/`Service` that rate limits HTTP and gRPC services
+//! (feature `tower`; `axum` and `tonic` add their integrations).
+//!
+//! Three parts: a [`KeyExtractor`] says who a request counts against
+//! ([`PeerIp`], [`Header`], [`Route`], [`Constant`], any closure, or a pair),
+//! [`RouteLimits`] says which limits apply, and [`RateLimitLayer`] decides
+//! on a [`Limiter`](crate::Limiter) and answers 429 with `Retry-After` and the
+//! IETF RateLimit fields when the limit is reached.
+//!
+//! With axum (per API key, 10 requests per second, login 5 per minute):
+//!
+//! ```
+//! use axum::{Router, routing::{get, post}};
+//! use slidelog::middleware::{Header, MissingKey, RateLimitLayer, RouteLimits};
+//! use slidelog::{Limit, Limiter};
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let limiter = Limiter::from_url("memory://").await?;
+//! let routes = RouteLimits::new([Limit::new(10, 1_000)?])?
+//!     .route("/login", [Limit::new(5, 60_000)?])?
+//!     .unlimited("/healthz");
+//! let layer = RateLimitLayer::new(limiter, Header::named("x-api-key")?, routes)
+//!     .on_missing_key(MissingKey::Reject);
+//! let app: Router = Router::new()
+//!     .route("/", get(|| async { "hello" }))
+//!     .route("/login", post(|| async { "welcome" }))
+//!     .route("/healthz", get(|| async { "ok" }))
+//!     .layer(layer);
+//! # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
+//! ```
+//!
+//! With tonic, per client address: `Server::builder().layer(RateLimitLayer::new(
+//! limiter, PeerIp::new(), routes))` (see the `tonic_per_client` example).
+
+mod extract;
+mod response;
+mod routes;
+mod service;
+
+pub use extract::{Constant, Header, KeyExtractor, PeerIp, Route};
+pub use response::{RATELIMIT, RATELIMIT_POLICY, RejectionBody};
+pub use routes::RouteLimits;
+pub use service::{MissingKey, RateLimitLayer, RateLimitService, ResponseFuture};

@@ -1,0 +1,135 @@
+//! The library facade on the memory store: check, peek and reset through a
+//! `Limiter`, input errors named by field, the store-error policy with a store
+//! that really fails (a memory store at its key cap), client time on a manual
+//! clock, and explicit times for replay.
+
+use slidelog::{
+    FailurePolicy, InputError, Limit, Limiter, LimiterError, ManualClock, MemoryStore, Mode, Now,
+    Request, StoreError,
+};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn limit(max: u64, window_ms: u64) -> Limit {
+    Limit::new(max, window_ms).expect("valid limit")
+}
+
+#[tokio::test]
+async fn check_peek_and_reset_keep_the_rule() {
+    let limiter = Limiter::from_url("memory://").await.unwrap();
+    let limits = [limit(3, 60_000)];
+    let d = limiter.check("k", &limits, 2).await.unwrap();
+    assert_eq!((d.allowed, d.count, d.remaining), (true, 2, 1));
+    // A peek of cost 2 is refused but records nothing; one of cost 1 fits.
+    let p = limiter.peek("k", &limits, 2).await.unwrap();
+    assert!(!p.allowed && p.retry_after_ms > 0);
+    assert!(limiter.peek("k", &limits, 1).await.unwrap().allowed);
+    assert!(limiter.check("k", &limits, 1).await.unwrap().allowed);
+    assert!(!limiter.check("k", &limits, 1).await.unwrap().allowed);
+    assert!(limiter.reset("k").await.unwrap());
+    assert!(!limiter.reset("k").await.unwrap());
+    assert_eq!(limiter.check("k", &limits, 3).await.unwrap().remaining, 0);
+}
+
+#[tokio::test]
+async fn clones_share_one_store() {
+    let a = Limiter::memory();
+    let b = a.clone();
+    let limits = [limit(1, 60_000)];
+    assert!(a.check("shared", &limits, 1).await.unwrap().allowed);
+    assert!(!b.check("shared", &limits, 1).await.unwrap().allowed);
+}
+
+#[tokio::test]
+async fn bad_input_is_an_error_naming_the_field_never_a_clamp() {
+    let limiter = Limiter::memory();
+    let limits = [limit(5, 1_000)];
+    let err = limiter.check("", &limits, 1).await.unwrap_err();
+    assert!(matches!(err, LimiterError::Input(InputError::EmptyKey)));
+    let err = limiter.check("k", &limits, 6).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cost must be between 1 and 5 (the smallest max of the limits), got 6"
+    );
+    let err = limiter.check("k", &[], 1).await.unwrap_err();
+    assert!(err.to_string().contains("limits"), "{err}");
+    let err = limiter.reset(&"k".repeat(513)).await.unwrap_err();
+    assert!(err.to_string().contains("512"), "{err}");
+    // Input errors are never answered by the fail-open policy.
+    assert_eq!(limiter.failure_policy(), FailurePolicy::FailOpen);
+}
+
+#[tokio::test]
+async fn fail_open_answers_a_degraded_allow_and_fail_closed_the_error() {
+    let limits = [limit(10, 1_000), limit(2, 60_000)];
+    for policy in [FailurePolicy::FailOpen, FailurePolicy::FailClosed] {
+        let store = Arc::new(MemoryStore::new().with_key_cap(1));
+        let limiter = Limiter::builder().failure_policy(policy).build(store);
+        assert!(!limiter.check("one", &limits, 1).await.unwrap().degraded);
+        let second = limiter.check("two", &limits, 1).await;
+        match policy {
+            FailurePolicy::FailOpen => {
+                let d = second.unwrap();
+                assert!(d.allowed && d.degraded);
+                // The tightest limit is reported, with nothing counted.
+                assert_eq!((d.limit, d.window_ms, d.count), (2, 60_000, 0));
+            }
+            FailurePolicy::FailClosed => {
+                assert_eq!(
+                    second.unwrap_err().to_string(),
+                    StoreError::Full { cap: 1 }.to_string()
+                );
+            }
+        }
+        // Reset has no policy: its errors are returned (here it succeeds).
+        assert!(limiter.reset("one").await.unwrap());
+        // With room again, decisions are exact with no restart.
+        let d = limiter.check("two", &limits, 1).await.unwrap();
+        assert!(d.allowed && !d.degraded);
+    }
+}
+
+#[tokio::test]
+async fn client_time_follows_the_given_clock() {
+    let clock = ManualClock::new(1_000_000);
+    let limiter = Limiter::builder()
+        .clock(Arc::new(clock.clone()))
+        .build(Arc::new(MemoryStore::new()));
+    let limits = [limit(1, 1_000)];
+    assert!(limiter.check("k", &limits, 1).await.unwrap().allowed);
+    clock.advance(Duration::from_millis(400));
+    let d = limiter.check("k", &limits, 1).await.unwrap();
+    assert_eq!((d.allowed, d.retry_after_ms), (false, 600));
+    clock.advance(Duration::from_millis(600));
+    assert!(limiter.check("k", &limits, 1).await.unwrap().allowed);
+}
+
+#[tokio::test]
+async fn explicit_times_replay_a_trace() {
+    let limiter = Limiter::memory();
+    let request = Request::new("trace", vec![limit(2, 100)], 1).unwrap();
+    let allowed: Vec<bool> = {
+        let mut out = Vec::new();
+        for t in [0, 10, 20, 100, 110, 111] {
+            let d = limiter
+                .decide_at(&request, Mode::Record, Now::At(10_000 + t))
+                .await
+                .unwrap();
+            out.push(d.allowed);
+        }
+        out
+    };
+    // 0 and 10 admitted; 20 rejected; at 100 the record of 0 has expired
+    // (ts <= now - window), at 110 the one of 10; 111 is over again.
+    assert_eq!(allowed, [true, true, false, true, true, false]);
+}
+
+#[tokio::test]
+async fn an_unknown_store_url_is_an_error_naming_the_schemes() {
+    let err = Limiter::from_url("postgres://x").await.unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("memory://") && msg.contains("redis://"),
+        "{msg}"
+    );
+}
