@@ -12,7 +12,8 @@
 //!
 //! - [`RedisStore`]: one Redis (`redis://`, `rediss://`), reconnecting by itself.
 //! - [`ScriptStore`]: the same store over any redis-rs async connection
-//!   (what Redis Cluster and Sentinel stores are built on).
+//!   (`ConnectionLike + Clone`), reusing the script, its NOSCRIPT reload,
+//!   the timeout and the error mapping.
 //! - [`ClusterStore`]: Redis Cluster (`redis+cluster://host:port,host:port`).
 //! - [`SentinelStore`]: the master of a Sentinel group, following failovers
 //!   (`redis+sentinel://host:port,host:port/master-name`).

@@ -18,6 +18,10 @@ use std::time::Duration;
 /// Each call is bounded by the per-call timeout ([`StoreError::Timeout`]);
 /// Redis errors become [`StoreError::Unavailable`] (transient) or
 /// [`StoreError::Backend`]. Cloning is cheap and clones share the connection.
+///
+/// A timeout says nothing about the outcome: a check that timed out may still
+/// run in Redis and record its units (they count against later requests, so
+/// the limit is never exceeded; a caller may only see fewer admissions).
 #[derive(Clone)]
 pub struct ScriptStore<C> {
     conn: C,

@@ -7,7 +7,7 @@ mod common;
 
 use slidelog_core::{Limit, Request, Store};
 use slidelog_redis::{ConnectError, RedisOptions, RedisStore};
-use slidelog_testkit::{RedisServer, free_port, unique_prefix};
+use slidelog_testkit::{RedisServer, free_port};
 use std::path::Path;
 use std::process::Command;
 
@@ -16,7 +16,7 @@ fn request() -> Request {
 }
 
 fn options(test: &str) -> RedisOptions {
-    RedisOptions::default().with_prefix(unique_prefix(test))
+    common::options(test)
 }
 
 #[tokio::test]

@@ -5,9 +5,16 @@ use redis::Commands;
 use slidelog_core::{Limit, Mode, Now, Request, Store, StoreError};
 use slidelog_redis::{RedisOptions, RedisStore};
 use slidelog_testkit::{RedisServer, unique_prefix};
+use std::time::Duration;
 
 async fn store(server: &RedisServer, prefix: &str) -> RedisStore {
-    RedisStore::connect(&server.url(), RedisOptions::default().with_prefix(prefix))
+    // The default per-call timeout is 100 ms; these tests check behaviour on
+    // a busy CI machine, so they allow more.
+    assert_eq!(RedisOptions::default().timeout, Duration::from_millis(100));
+    let options = RedisOptions::default()
+        .with_prefix(prefix)
+        .with_timeout(Duration::from_secs(5));
+    RedisStore::connect(&server.url(), options)
         .await
         .expect("connect")
 }

@@ -41,7 +41,9 @@ async fn both_scripts_share_keys_counts_and_boundaries() {
     let prefix = unique_prefix("orig");
     let store = common::store_with(
         &server,
-        slidelog_redis::RedisOptions::default().with_prefix(prefix.clone()),
+        slidelog_redis::RedisOptions::default()
+            .with_prefix(prefix.clone())
+            .with_timeout(common::PATIENT),
     )
     .await;
     let mut conn = store.connection();
@@ -110,7 +112,9 @@ async fn random_interleavings_agree_with_the_reference_rule() {
     let prefix = unique_prefix("orig-rand");
     let store = common::store_with(
         &server,
-        slidelog_redis::RedisOptions::default().with_prefix(prefix.clone()),
+        slidelog_redis::RedisOptions::default()
+            .with_prefix(prefix.clone())
+            .with_timeout(common::PATIENT),
     )
     .await;
     let mut conn = store.connection();

@@ -12,6 +12,8 @@ fn check(store: &str, prefix: &str, extra: &[&str]) -> Output {
             "check", "user123", "--max", "2", "--window", "60s", "--json",
         ])
         .args(["--store", store, "--key-prefix", prefix])
+        // Behaviour, not latency: generous for a busy CI machine.
+        .args(["--store-timeout", "5s"])
         .args(extra)
         .output()
         .expect("run slidelog")

@@ -137,6 +137,32 @@ impl RedisServer {
         }
     }
 
+    /// The process id of the running server.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Freezes the server (SIGSTOP): connections stay open and nothing
+    /// answers, like a hung or partitioned Redis. [`resume`](Self::resume)
+    /// undoes it; dropping the server kills it either way.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a [`pause`](Self::pause)d server run again (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, which: &str) {
+        let pid = self.pid().expect("redis-server is running");
+        let status = Command::new("kill")
+            .args([which, &pid.to_string()])
+            .status()
+            .expect("the kill command");
+        assert!(status.success(), "kill {which} {pid} failed");
+    }
+
     /// True while the child process runs.
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
