@@ -26,6 +26,7 @@ pub mod decision;
 pub mod engine;
 pub mod error;
 pub mod limit;
+pub mod redact;
 pub mod store;
 
 pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock};

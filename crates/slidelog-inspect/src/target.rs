@@ -209,23 +209,7 @@ fn host_of(addr: &str) -> String {
     addr.rsplit_once(':').map_or(addr, |(h, _)| h).to_owned()
 }
 
-/// `url` with the password (if any) replaced by `***`.
-pub fn mask_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let (authority, path) = match rest.find(['/', '?']) {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _)) => format!("{scheme}://{user}:***@{host}{path}"),
-            None => format!("{scheme}://***@{host}{path}"),
-        },
-        None => url.to_owned(),
-    }
-}
+pub use slidelog_core::redact::mask_password;
 
 #[cfg(test)]
 mod tests {

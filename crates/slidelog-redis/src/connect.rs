@@ -129,20 +129,7 @@ pub fn install_crypto_provider() {
     });
 }
 
-/// `url` with the password replaced by `***`, for logs and errors.
-pub fn mask_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _)) => format!("{scheme}://{user}:***@{host}{path}"),
-            None => format!("{scheme}://***@{host}{path}"),
-        },
-        None => url.to_owned(),
-    }
-}
+pub use slidelog_core::redact::mask_password;
 
 #[cfg(test)]
 mod tests {

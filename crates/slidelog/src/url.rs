@@ -156,27 +156,7 @@ async fn open_redis_ha(
     })
 }
 
-/// `url` with the password (if any) replaced by `***`, for logs and errors.
-pub fn mask_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let (authority, path) = match rest.find('/') {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
-            if userinfo.contains(':') {
-                format!("{scheme}://{user}:***@{host}{path}")
-            } else {
-                format!("{scheme}://***@{host}{path}")
-            }
-        }
-        None => url.to_owned(),
-    }
-}
+pub use slidelog_core::redact::mask_password;
 
 #[cfg(test)]
 mod tests {
