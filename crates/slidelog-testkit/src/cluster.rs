@@ -375,6 +375,23 @@ fn create_cluster(nodes: &[RedisServer], masters: usize) {
 /// working dir (with `nodes.conf`) in a temp dir of ours, which outlives a
 /// kill so a restarted node rejoins as itself.
 fn start_node(password: Option<&str>, extra: Vec<String>) -> (RedisServer, tempfile::TempDir) {
+    // The bus port, like the client port, was free a moment ago and can be
+    // taken by a parallel test: every attempt gets fresh ports and a fresh
+    // nodes.conf.
+    let mut last_error = String::new();
+    for _ in 0..10 {
+        match try_start_node(password, &extra) {
+            Ok(node) => return node,
+            Err(e) => last_error = e,
+        }
+    }
+    panic!("could not start a cluster node: {last_error}");
+}
+
+fn try_start_node(
+    password: Option<&str>,
+    extra: &[String],
+) -> Result<(RedisServer, tempfile::TempDir), String> {
     let conf_dir = tempfile::tempdir().expect("temp dir for nodes.conf");
     let dir = conf_dir.path().to_str().expect("utf-8 temp path");
     let conf = format!("{dir}/nodes.conf");
@@ -403,7 +420,8 @@ fn start_node(password: Option<&str>, extra: Vec<String>) -> (RedisServer, tempf
         args.extend(["--requirepass", pw, "--masterauth", pw]);
     }
     args.extend(extra.iter().map(String::as_str));
-    (RedisServer::start_with_args(&args), conf_dir)
+    let server = RedisServer::try_start_with_args(&args, 1)?;
+    Ok((server, conf_dir))
 }
 
 /// `CLUSTER NODES` of the node on `port`, parsed; `None` when it does not

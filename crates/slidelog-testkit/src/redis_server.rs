@@ -49,11 +49,20 @@ impl RedisServer {
 
     /// Starts a server with extra arguments, e.g. `["--requirepass", "pw"]`.
     pub fn start_with_args(args: &[&str]) -> Self {
+        Self::try_start_with_args(args, 10)
+            .unwrap_or_else(|e| panic!("could not start redis-server: {e}"))
+    }
+
+    /// Like [`start_with_args`](Self::start_with_args), `attempts` times on
+    /// fresh ports, returning the last error instead of panicking (for
+    /// callers that must change other arguments between attempts, such as a
+    /// cluster node's bus port).
+    pub fn try_start_with_args(args: &[&str], attempts: usize) -> Result<Self, String> {
         let extra_args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         // A port that was free a moment ago can be taken by a parallel test:
         // try a few.
         let mut last_error = String::new();
-        for _ in 0..10 {
+        for _ in 0..attempts {
             let mut server = Self {
                 port: free_port(),
                 extra_args: extra_args.clone(),
@@ -63,11 +72,11 @@ impl RedisServer {
                 child: None,
             };
             match server.spawn() {
-                Ok(()) => return server,
+                Ok(()) => return Ok(server),
                 Err(e) => last_error = e,
             }
         }
-        panic!("could not start redis-server: {last_error}");
+        Err(last_error)
     }
 
     /// The port it listens on.
@@ -177,19 +186,26 @@ impl RedisServer {
             .arg("--dir")
             .arg(self.dir.path())
             .args(&self.extra_args)
+            // Redis logs (and says why it stops) on stdout: into a file of
+            // ours, so a failed start can tell why without a pipe that a
+            // long-running server could fill.
+            .arg("--logfile")
+            .arg(self.log_path())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
+            .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("{INSTALL_HINT} ({e})"))?;
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Ok(Some(status)) = child.try_wait() {
-                let mut err = String::new();
-                if let Some(mut stderr) = child.stderr.take() {
-                    use std::io::Read;
-                    let _ = stderr.read_to_string(&mut err);
-                }
-                return Err(format!("redis-server exited with {status}: {err}"));
+                let log = std::fs::read_to_string(self.log_path()).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(5).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                return Err(format!(
+                    "redis-server on port {} exited with {status}: {}",
+                    self.port,
+                    tail.join(" | ")
+                ));
             }
             if self.ping() {
                 self.child = Some(child);
@@ -200,6 +216,11 @@ impl RedisServer {
         let _ = child.kill();
         let _ = child.wait();
         Err("redis-server did not answer PING within 10 s".into())
+    }
+
+    /// The server's log file (in its own directory).
+    pub fn log_path(&self) -> std::path::PathBuf {
+        self.dir.path().join("redis.log")
     }
 
     fn ping(&self) -> bool {
