@@ -110,7 +110,7 @@ fn random_keys(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 let (store, requests, order) = (store.clone(), requests.clone(), order.clone());
                 run_threads(threads, iters, move |t, i| {
-                    let k = order[(i as usize * 2 + t) % KEYS];
+                    let k = order[(i as usize * threads + t) % KEYS];
                     black_box(slidelog_check(&store, &requests[k]));
                 })
             })
@@ -121,7 +121,7 @@ fn random_keys(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 let (limiter, keys, order) = (limiter.clone(), keys.clone(), order.clone());
                 run_threads(threads, iters, move |t, i| {
-                    let k = order[(i as usize * 2 + t) % KEYS];
+                    let k = order[(i as usize * threads + t) % KEYS];
                     black_box(limiter.check_key(&keys[k]).is_ok());
                 })
             })
