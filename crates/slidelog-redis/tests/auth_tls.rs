@@ -8,8 +8,6 @@ mod common;
 use slidelog_core::{Limit, Request, Store};
 use slidelog_redis::{ConnectError, RedisOptions, RedisStore};
 use slidelog_testkit::{RedisServer, free_port};
-use std::path::Path;
-use std::process::Command;
 
 fn request() -> Request {
     Request::single("k", Limit::new(1, 60_000).unwrap()).unwrap()
@@ -73,72 +71,10 @@ async fn password_and_acl_user_in_the_url() {
     }
 }
 
-/// A CA and a server certificate for localhost / 127.0.0.1, made with openssl.
-fn make_certs(dir: &Path) {
-    let run = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("the openssl command (apt-get install -y openssl)");
-        assert!(out.status.success(), "openssl {args:?}: {out:?}");
-    };
-    std::fs::write(
-        dir.join("ext.cnf"),
-        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n\
-         keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
-    )
-    .unwrap();
-    run(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.crt",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=slidelog test CA",
-    ]);
-    run(&[
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "server.key",
-        "-out",
-        "server.csr",
-        "-subj",
-        "/CN=localhost",
-    ]);
-    run(&[
-        "x509",
-        "-req",
-        "-in",
-        "server.csr",
-        "-CA",
-        "ca.crt",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "server.crt",
-        "-days",
-        "2",
-        "-extfile",
-        "ext.cnf",
-    ]);
-}
-
 #[tokio::test]
 async fn rediss_over_tls_with_a_private_ca() {
     let certs = tempfile::tempdir().unwrap();
-    make_certs(certs.path());
+    slidelog_testkit::tls::make_test_certs(certs.path());
     let path = |f: &str| certs.path().join(f).to_string_lossy().into_owned();
     let tls_port = free_port().to_string();
     let server = RedisServer::start_with_args(&[

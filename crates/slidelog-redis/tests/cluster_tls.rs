@@ -5,77 +5,13 @@
 use slidelog_core::{Limit, Request, Store};
 use slidelog_redis::{ClusterStore, RedisOptions};
 use slidelog_testkit::{RedisCluster, free_port, unique_prefix};
-use std::path::Path;
-use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
-
-/// A CA and a server certificate for localhost / 127.0.0.1, made with openssl.
-fn make_certs(dir: &Path) {
-    let run = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("the openssl command (apt-get install -y openssl)");
-        assert!(out.status.success(), "openssl {args:?}: {out:?}");
-    };
-    std::fs::write(
-        dir.join("ext.cnf"),
-        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n\
-         keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\n",
-    )
-    .unwrap();
-    run(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.crt",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=slidelog test CA",
-    ]);
-    run(&[
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "server.key",
-        "-out",
-        "server.csr",
-        "-subj",
-        "/CN=localhost",
-    ]);
-    run(&[
-        "x509",
-        "-req",
-        "-in",
-        "server.csr",
-        "-CA",
-        "ca.crt",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "server.crt",
-        "-days",
-        "2",
-        "-extfile",
-        "ext.cnf",
-    ]);
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rediss_cluster_decides_over_tls() {
     let certs = tempfile::tempdir().unwrap();
-    make_certs(certs.path());
+    slidelog_testkit::tls::make_test_certs(certs.path());
     let path = |f: &str| certs.path().join(f).to_string_lossy().into_owned();
     let (crt, key, ca) = (path("server.crt"), path("server.key"), path("ca.crt"));
     let tls_ports = Mutex::new(Vec::new());

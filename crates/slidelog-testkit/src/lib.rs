@@ -17,6 +17,7 @@ pub mod cluster;
 mod redis_server;
 pub mod sentinel;
 pub mod suite;
+pub mod tls;
 
 pub use cluster::RedisCluster;
 pub use redis_server::{RedisServer, free_port, redis_server_binary};
