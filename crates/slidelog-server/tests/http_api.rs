@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{client, start_memory};
+use common::{client, post_json, start_memory};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use slidelog_server::app::AppConfig;
@@ -74,12 +74,7 @@ async fn decisions_carry_status_body_retry_after_and_ratelimit_fields() {
     let t0 = 1_700_000_000_000u64;
     let body = |now: u64| json!({"key": "hdr", "max": 2, "window_ms": 60_000, "now_ms": now});
 
-    let r = http
-        .post(server.url("/v1/check"))
-        .json(&body(t0))
-        .send()
-        .await
-        .unwrap();
+    let r = post_json(&http, server.url("/v1/check"), &body(t0)).await;
     assert_eq!(r.status(), StatusCode::OK);
     assert_eq!(r.headers()["ratelimit-policy"], r#""default";q=2;w=60"#);
     assert_eq!(r.headers()["ratelimit"], r#""default";r=1;t=60"#);
@@ -97,22 +92,12 @@ async fn decisions_carry_status_body_retry_after_and_ratelimit_fields() {
                "retry_after_ms": 0, "reset_after_ms": 60000})
     );
 
-    let r = http
-        .post(server.url("/v1/check"))
-        .json(&body(t0 + 1_000))
-        .send()
-        .await
-        .unwrap();
+    let r = post_json(&http, server.url("/v1/check"), &body(t0 + 1_000)).await;
     assert_eq!(r.status(), StatusCode::OK);
     assert_eq!(r.headers()["ratelimit"], r#""default";r=0;t=60"#);
 
     // Rejected 1.5 s after the first: the first record expires in 58.5 s.
-    let r = http
-        .post(server.url("/v1/check"))
-        .json(&body(t0 + 1_500))
-        .send()
-        .await
-        .unwrap();
+    let r = post_json(&http, server.url("/v1/check"), &body(t0 + 1_500)).await;
     assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(r.headers()["retry-after"], "59");
     assert_eq!(r.headers()["ratelimit"], r#""default";r=0;t=59"#);
@@ -126,20 +111,10 @@ async fn decisions_carry_status_body_retry_after_and_ratelimit_fields() {
     assert!(d.get("degraded").is_none());
 
     // Admitted exactly when the oldest record expires, not a millisecond before.
-    let r = http
-        .post(server.url("/v1/check"))
-        .json(&body(t0 + 59_999))
-        .send()
-        .await
-        .unwrap();
+    let r = post_json(&http, server.url("/v1/check"), &body(t0 + 59_999)).await;
     assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(r.headers()["retry-after"], "1");
-    let r = http
-        .post(server.url("/v1/check"))
-        .json(&body(t0 + 60_000))
-        .send()
-        .await
-        .unwrap();
+    let r = post_json(&http, server.url("/v1/check"), &body(t0 + 60_000)).await;
     assert_eq!(r.status(), StatusCode::OK);
     server.stop().await;
 }
@@ -153,33 +128,18 @@ async fn several_limits_are_all_advertised_and_the_deciding_one_reported() {
                "limits": [{"max": 2, "window_ms": 1_000}, {"max": 3, "window_ms": 10_000}]})
     };
     for now in [0, 1] {
-        let r = http
-            .post(server.url("/v1/check"))
-            .json(&body(now))
-            .send()
-            .await
-            .unwrap();
+        let r = post_json(&http, server.url("/v1/check"), &body(now)).await;
         assert_eq!(r.status(), StatusCode::OK);
         assert_eq!(
             r.headers()["ratelimit-policy"],
             r#""2per1000ms";q=2;w=1, "3per10000ms";q=3;w=10"#
         );
     }
-    let r = http
-        .post(server.url("/v1/check"))
-        .json(&body(2))
-        .send()
-        .await
-        .unwrap();
+    let r = post_json(&http, server.url("/v1/check"), &body(2)).await;
     assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(r.headers()["ratelimit"], r#""2per1000ms";r=0;t=1"#);
     // At 1.5 s the per-second limit admits; the 10 s limit then decides.
-    let r = http
-        .post(server.url("/v1/check"))
-        .json(&body(1_500))
-        .send()
-        .await
-        .unwrap();
+    let r = post_json(&http, server.url("/v1/check"), &body(1_500)).await;
     assert_eq!(r.status(), StatusCode::OK);
     let d: Value = r.json().await.unwrap();
     assert_eq!(
@@ -195,36 +155,16 @@ async fn peek_reports_without_recording() {
     let http = client();
     let body = json!({"key": "peeked", "max": 1, "window_ms": 60_000});
     for _ in 0..5 {
-        let r = http
-            .post(server.url("/v1/peek"))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
+        let r = post_json(&http, server.url("/v1/peek"), &body).await;
         assert_eq!(r.status(), StatusCode::OK);
         assert_eq!(r.json::<Value>().await.unwrap()["count"], 1);
     }
-    let r = http
-        .post(server.url("/v1/check"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let r = post_json(&http, server.url("/v1/check"), &body).await;
     assert_eq!(r.status(), StatusCode::OK);
-    let r = http
-        .post(server.url("/v1/peek"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let r = post_json(&http, server.url("/v1/peek"), &body).await;
     assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
     assert!(r.headers().get("retry-after").is_some());
-    let r = http
-        .post(server.url("/v1/check"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let r = post_json(&http, server.url("/v1/check"), &body).await;
     assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
     server.stop().await;
 }
@@ -239,11 +179,8 @@ async fn reset_needs_the_admin_token_when_one_is_set() {
     let http = client();
     let body = json!({"key": "user/42", "max": 1, "window_ms": 60_000});
     assert_eq!(
-        http.post(server.url("/v1/check"))
-            .json(&body)
-            .send()
+        post_json(&http, server.url("/v1/check"), &body)
             .await
-            .unwrap()
             .status(),
         StatusCode::OK
     );
@@ -267,11 +204,8 @@ async fn reset_needs_the_admin_token_when_one_is_set() {
     }
     // Still limited: nothing was reset.
     assert_eq!(
-        http.post(server.url("/v1/check"))
-            .json(&body)
-            .send()
+        post_json(&http, server.url("/v1/check"), &body)
             .await
-            .unwrap()
             .status(),
         StatusCode::TOO_MANY_REQUESTS
     );
@@ -287,11 +221,8 @@ async fn reset_needs_the_admin_token_when_one_is_set() {
         json!({"key": "user/42", "deleted": true})
     );
     assert_eq!(
-        http.post(server.url("/v1/check"))
-            .json(&body)
-            .send()
+        post_json(&http, server.url("/v1/check"), &body)
             .await
-            .unwrap()
             .status(),
         StatusCode::OK
     );
@@ -323,50 +254,23 @@ async fn client_time_is_used_only_when_trusted() {
     let at = |now: u64| json!({"key": "ct", "max": 1, "window_ms": 1_000, "now_ms": now});
     let status = |r: reqwest::Response| r.status();
     assert_eq!(
-        status(
-            http.post(server.url("/v1/check"))
-                .json(&at(1_000))
-                .send()
-                .await
-                .unwrap()
-        ),
+        status(post_json(&http, server.url("/v1/check"), &at(1_000)).await),
         StatusCode::OK
     );
-    let r = http
-        .post(server.url("/v1/check"))
-        .json(&at(1_999))
-        .send()
-        .await
-        .unwrap();
+    let r = post_json(&http, server.url("/v1/check"), &at(1_999)).await;
     assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(r.json::<Value>().await.unwrap()["retry_after_ms"], 1);
     assert_eq!(
-        status(
-            http.post(server.url("/v1/check"))
-                .json(&at(2_000))
-                .send()
-                .await
-                .unwrap()
-        ),
+        status(post_json(&http, server.url("/v1/check"), &at(2_000)).await),
         StatusCode::OK
     );
-    let r = http
-        .post(server.url("/v1/check"))
-        .json(&at(1 << 53))
-        .send()
-        .await
-        .unwrap();
+    let r = post_json(&http, server.url("/v1/check"), &at(1 << 53)).await;
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
     assert!(r.text().await.unwrap().contains("9007199254740991"));
     server.stop().await;
 
     let server = start_memory(AppConfig::default()).await;
-    let r = http
-        .post(server.url("/v1/check"))
-        .json(&at(1_000))
-        .send()
-        .await
-        .unwrap();
+    let r = post_json(&http, server.url("/v1/check"), &at(1_000)).await;
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
     let e: Value = r.json().await.unwrap();
     assert!(
@@ -388,22 +292,25 @@ async fn health_readiness_and_metrics_content() {
 
     let secret_key = "customer-9f3a1c";
     for _ in 0..3 {
-        http.post(server.url("/v1/check"))
-            .json(&json!({"key": secret_key, "max": 2, "window_ms": 60_000}))
-            .send()
-            .await
-            .unwrap();
+        post_json(
+            &http,
+            server.url("/v1/check"),
+            &json!({"key": secret_key, "max": 2, "window_ms": 60_000}),
+        )
+        .await;
     }
-    http.post(server.url("/v1/peek"))
-        .json(&json!({"key": secret_key, "max": 2, "window_ms": 60_000}))
-        .send()
-        .await
-        .unwrap();
-    http.post(server.url("/v1/check"))
-        .json(&json!({"key": "x", "max": 0, "window_ms": 60_000}))
-        .send()
-        .await
-        .unwrap();
+    post_json(
+        &http,
+        server.url("/v1/peek"),
+        &json!({"key": secret_key, "max": 2, "window_ms": 60_000}),
+    )
+    .await;
+    post_json(
+        &http,
+        server.url("/v1/check"),
+        &json!({"key": "x", "max": 0, "window_ms": 60_000}),
+    )
+    .await;
 
     let r = http.get(server.url("/metrics")).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);

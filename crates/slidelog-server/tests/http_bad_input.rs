@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{client, start_memory, start_with_body_cap};
+use common::{client, post_json, start_memory, start_with_body_cap};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use slidelog::MemoryStore;
@@ -100,15 +100,15 @@ async fn every_bad_request_is_a_4xx_naming_field_and_bound_and_records_nothing()
         }
     }
     // Nothing was recorded: the key's log is empty and the store holds no key.
-    let d: Value = http
-        .post(server.url("/v1/peek"))
-        .json(&json!({"key": "victim", "max": 1, "window_ms": 1000}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let d: Value = post_json(
+        &http,
+        server.url("/v1/peek"),
+        &json!({"key": "victim", "max": 1, "window_ms": 1000}),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
     assert_eq!(
         d["count"], 1,
         "a peek of cost 1 on an empty log counts only itself: {d}"

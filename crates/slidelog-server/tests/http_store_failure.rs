@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{client, start};
+use common::{client, post_json, start};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use slidelog::{StoreOptions, open_store};
@@ -68,11 +68,8 @@ async fn fail_open_and_fail_closed_through_a_redis_outage() {
     let mut statuses = Vec::new();
     for server in [&open, &closed, &open, &closed] {
         statuses.push(
-            http.post(server.url("/v1/check"))
-                .json(&body("before"))
-                .send()
+            post_json(&http, server.url("/v1/check"), &body("before"))
                 .await
-                .unwrap()
                 .status(),
         );
     }

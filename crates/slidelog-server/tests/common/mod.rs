@@ -65,6 +65,19 @@ pub async fn start_memory(config: AppConfig) -> TestServer {
     start(App::with_memory_store(Arc::new(MemoryStore::new()), config)).await
 }
 
+/// `POST url` with a JSON body; panics when no answer comes.
+pub async fn post_json(
+    http: &reqwest::Client,
+    url: String,
+    body: &serde_json::Value,
+) -> reqwest::Response {
+    http.post(url)
+        .json(body)
+        .send()
+        .await
+        .expect("POST answered")
+}
+
 /// An HTTP client with a timeout, so that no test can hang on a request.
 pub fn client() -> reqwest::Client {
     reqwest::Client::builder()
