@@ -24,6 +24,17 @@ pub enum Now {
     At(u64),
 }
 
+impl Now {
+    /// The time in Unix ms: the given one, or `clock`'s reading for
+    /// [`Now::Server`] (stores whose own clock is a process clock).
+    pub fn or_clock(self, clock: &dyn crate::Clock) -> u64 {
+        match self {
+            Self::At(ms) => ms,
+            Self::Server => clock.now_ms(),
+        }
+    }
+}
+
 /// A place where logs live, shared by every caller that decides on them.
 #[async_trait::async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug {

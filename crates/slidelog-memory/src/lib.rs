@@ -197,11 +197,7 @@ impl Store for MemoryStore {
         mode: Mode,
         now: Now,
     ) -> Result<Decision, StoreError> {
-        let now_ms = match now {
-            Now::Server => self.clock.now_ms(),
-            Now::At(ms) => ms,
-        };
-        self.decide_at(request, mode, now_ms)
+        self.decide_at(request, mode, now.or_clock(&*self.clock))
     }
 
     async fn reset(&self, key: &str) -> Result<bool, StoreError> {

@@ -63,3 +63,15 @@ mod tests {
         assert!(!to_store_error(wrong).is_transient());
     }
 }
+
+/// Runs `call` within `timeout` and maps its error: every store call goes
+/// through here, so none can hang its caller.
+pub(crate) async fn bounded<T>(
+    timeout: std::time::Duration,
+    call: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> Result<T, StoreError> {
+    match tokio::time::timeout(timeout, call).await {
+        Ok(result) => result.map_err(to_store_error),
+        Err(_) => Err(StoreError::Timeout(timeout)),
+    }
+}

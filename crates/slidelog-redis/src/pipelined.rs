@@ -9,7 +9,7 @@
 //! `slidelog bench --unsafe-pipelined` can show why every decision is one
 //! atomic script. It is never a default and no URL opens it.
 
-use crate::errors::to_store_error;
+use crate::errors::{bounded, to_store_error};
 use crate::members::members;
 use crate::options::RedisOptions;
 use redis::aio::ConnectionLike;
@@ -115,14 +115,8 @@ where
         mode: Mode,
         now: Now,
     ) -> Result<Decision, StoreError> {
-        let now_ms = match now {
-            Now::At(ms) => ms,
-            Now::Server => self.clock.now_ms(),
-        };
-        match tokio::time::timeout(self.timeout, self.decide_inner(request, mode, now_ms)).await {
-            Ok(result) => result.map_err(to_store_error),
-            Err(_) => Err(StoreError::Timeout(self.timeout)),
-        }
+        let now_ms = now.or_clock(&*self.clock);
+        bounded(self.timeout, self.decide_inner(request, mode, now_ms)).await
     }
 
     async fn reset(&self, key: &str) -> Result<bool, StoreError> {

@@ -3,7 +3,7 @@
 //! Redis ([`RedisStore`], a `ConnectionManager`) and, with another connection
 //! type, Redis Cluster and Sentinel.
 
-use crate::errors::to_store_error;
+use crate::errors::bounded;
 use crate::options::{RedisOptions, TimeMode};
 use crate::script::{self, MAX_NOW_MS, Outcome};
 use redis::aio::{ConnectionLike, ConnectionManager};
@@ -129,10 +129,7 @@ where
         &self,
         call: impl Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, StoreError> {
-        match tokio::time::timeout(self.timeout, call).await {
-            Ok(result) => result.map_err(to_store_error),
-            Err(_) => Err(StoreError::Timeout(self.timeout)),
-        }
+        bounded(self.timeout, call).await
     }
 }
 
