@@ -50,6 +50,18 @@ pub fn to_store_error(err: RedisError) -> StoreError {
     }
 }
 
+/// Runs `call` within `timeout` and maps its error: every store call goes
+/// through here, so none can hang its caller.
+pub(crate) async fn bounded<T>(
+    timeout: std::time::Duration,
+    call: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> Result<T, StoreError> {
+    match tokio::time::timeout(timeout, call).await {
+        Ok(result) => result.map_err(to_store_error),
+        Err(_) => Err(StoreError::Timeout(timeout)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,17 +73,5 @@ mod tests {
         assert!(to_store_error(refused).is_transient());
         let wrong: RedisError = (ErrorKind::UnexpectedReturnType, "bad reply").into();
         assert!(!to_store_error(wrong).is_transient());
-    }
-}
-
-/// Runs `call` within `timeout` and maps its error: every store call goes
-/// through here, so none can hang its caller.
-pub(crate) async fn bounded<T>(
-    timeout: std::time::Duration,
-    call: impl std::future::Future<Output = redis::RedisResult<T>>,
-) -> Result<T, StoreError> {
-    match tokio::time::timeout(timeout, call).await {
-        Ok(result) => result.map_err(to_store_error),
-        Err(_) => Err(StoreError::Timeout(timeout)),
     }
 }
