@@ -8,23 +8,8 @@
 
 use slidelog_inspect::{InspectOptions, inspect};
 use slidelog_testkit::RedisServer;
+use slidelog_testkit::seed::{records_of, seed_logs};
 use std::time::Instant;
-
-const SEED: &str = r"
-local prefix, from, to, now = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-for i = from, to do
-    local key = prefix .. 'user' .. i
-    local n = (i * 7919) % 12 + 1
-    local args = {}
-    for r = 0, n - 1 do
-        args[#args + 1] = now - r
-        args[#args + 1] = string.format('01JDQ3W7ZK%08d%08d', i, r)
-    end
-    redis.call('ZADD', key, unpack(args))
-    redis.call('PEXPIRE', key, 3600000)
-end
-return 0
-";
 
 #[tokio::main]
 async fn main() {
@@ -35,17 +20,7 @@ async fn main() {
     let mut conn = server.client();
     let now = 1_764_400_000_000u64;
     let started = Instant::now();
-    let script = redis::Script::new(SEED);
-    for from in (0..keys).step_by(20_000) {
-        let to = (from + 19_999).min(keys - 1);
-        let _: i64 = script
-            .arg("rate:sliding:")
-            .arg(from)
-            .arg(to)
-            .arg(now)
-            .invoke(&mut conn)
-            .expect("seed");
-    }
+    seed_logs(&mut conn, "rate:sliding:", keys, now, 3_600_000);
     println!("seeded {keys} keys in {:.2?}", started.elapsed());
 
     let options = InspectOptions {
@@ -57,7 +32,7 @@ async fn main() {
         .await
         .expect("inspect");
     let took = started.elapsed();
-    let expected: u64 = (0..keys).map(|i| (i * 7919) % 12 + 1).sum();
+    let expected: u64 = (0..keys).map(records_of).sum();
     assert_eq!(report.summary.keys, keys);
     assert_eq!(report.summary.records, expected);
     println!(

@@ -3,15 +3,11 @@
 //! counters agree with what was seeded.
 
 use slidelog_inspect::{InspectOptions, ScanProgress, inspect};
+use slidelog_testkit::seed::{records_of, seed_logs};
 use slidelog_testkit::{RedisServer, unique_prefix};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 const KEYS: u64 = 100_000;
-
-/// Records of key `i`: 1 ..= 12, so several histogram buckets fill.
-fn records_of(i: u64) -> u64 {
-    (i * 7919) % 12 + 1
-}
 
 #[tokio::test]
 async fn a_scan_of_100k_keys_has_exact_totals() {
@@ -23,35 +19,9 @@ async fn a_scan_of_100k_keys_has_exact_totals() {
         .unwrap()
         .as_millis() as u64;
 
-    // Seeded inside Redis by a Lua loop (our own server, so blocking it is
-    // fine): far less work than building 650k arguments in a debug build.
+    // Seeded inside Redis by a Lua loop (our own server).
     let seeding = Instant::now();
-    let seed = redis::Script::new(
-        r"
-        local prefix, from, to, now = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-        for i = from, to do
-            local key = prefix .. 'user' .. i
-            local n = (i * 7919) % 12 + 1
-            local args = {}
-            for r = 0, n - 1 do
-                args[#args + 1] = now - r
-                args[#args + 1] = string.format('01JDQ3W7ZK%08d%08d', i, r)
-            end
-            redis.call('ZADD', key, unpack(args))
-            redis.call('PEXPIRE', key, 600000)
-        end
-        return 0
-        ",
-    );
-    for from in (0..KEYS).step_by(20_000) {
-        let _: i64 = seed
-            .arg(&p)
-            .arg(from)
-            .arg(from + 19_999)
-            .arg(now)
-            .invoke(&mut conn)
-            .unwrap();
-    }
+    seed_logs(&mut conn, &p, KEYS, now, 600_000);
     let expected_records: u64 = (0..KEYS).map(records_of).sum();
     let one = (0..KEYS).filter(|i| records_of(*i) == 1).count() as u64;
     // Noise outside the pattern.

@@ -15,6 +15,7 @@
 mod admin;
 pub mod cluster;
 mod redis_server;
+pub mod seed;
 pub mod sentinel;
 pub mod suite;
 pub mod tls;
