@@ -185,6 +185,31 @@ impl Load {
     }
 
     /// A one-line summary for the test log.
+    /// The bounds every failover test holds the load to: it ran, no call
+    /// outlasted `max_latency`, errors stayed within `max_error_window`, and
+    /// the last 1.5 s saw none.
+    pub fn assert_failover_bounds(&self, max_latency: Duration, max_error_window: Duration) {
+        assert!(self.ok_calls() > 200, "the load ran: {}", self.ok_calls());
+        assert!(
+            self.max_latency() <= max_latency,
+            "a call took {:?} (bound {max_latency:?})",
+            self.max_latency()
+        );
+        assert!(
+            self.error_window() <= max_error_window,
+            "errors for {:?} (bound {max_error_window:?})",
+            self.error_window()
+        );
+        let end = self.calls.last().unwrap().at;
+        assert!(
+            self.calls
+                .iter()
+                .filter(|c| c.at + Duration::from_millis(1_500) > end)
+                .all(|c| c.allowed.is_some()),
+            "errors at the end of the load"
+        );
+    }
+
     pub fn summary(&self, records_now: &HashMap<String, u64>) -> String {
         format!(
             "calls {} ok {} errors {} error window {:?} max latency {:?} lost records {} (first error: {:?})",
