@@ -1,4 +1,4 @@
-//! What a decision reports (SPEC §2).
+//! What a decision reports (docs/design.md §2).
 
 /// The outcome of one check or peek, as every interface reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

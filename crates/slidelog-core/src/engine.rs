@@ -1,4 +1,4 @@
-//! The sliding window log decision rule of SPEC §1–§2 as pure functions.
+//! The sliding window log decision rule of docs/design.md §1–§2 as pure functions.
 //!
 //! A log is the ascending list of the millisecond timestamps of every admitted
 //! unit. A record is live for a limit iff `ts > now - window` (written here as

@@ -1,11 +1,11 @@
-//! Typed errors: [`InputError`] for a request that breaks a bound of SPEC §1
+//! Typed errors: [`InputError`] for a request that breaks a bound of docs/design.md §1
 //! (the message names the field and the bound), and [`StoreError`] for a store
 //! that could not decide (it says whether the failure is transient, which
 //! drives fail-open / fail-closed, retries and readiness).
 
 use std::time::Duration;
 
-/// A request outside the bounds of SPEC §1. Never clamped: always reported.
+/// A request outside the bounds of docs/design.md §1. Never clamped: always reported.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InputError {
     /// The key is the empty string.

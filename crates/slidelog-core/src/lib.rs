@@ -1,4 +1,4 @@
-//! The heart of slidelog: the sliding window log decision rule (SPEC §1–§2) as
+//! The heart of slidelog: the sliding window log decision rule (docs/design.md §1–§2) as
 //! pure functions over a sorted log of millisecond timestamps, the validated
 //! request types, clocks, and the [`Store`] trait that every backend implements.
 //!

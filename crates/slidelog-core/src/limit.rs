@@ -1,5 +1,5 @@
 //! Validated inputs: a [`Limit`] (`max` units per `window`) and a [`Request`]
-//! (key, the limits that apply to it, and the cost). Every bound of SPEC §1 is
+//! (key, the limits that apply to it, and the cost). Every bound of docs/design.md §1 is
 //! checked here, once, so stores and transports never see an invalid value.
 
 use crate::error::InputError;
@@ -64,7 +64,7 @@ impl Limit {
 
 /// One decision to make: which key, under which limits, for how many units.
 ///
-/// Built only through [`Request::new`], so it always satisfies SPEC §1.
+/// Built only through [`Request::new`], so it always satisfies docs/design.md §1.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
     // Inline storage: keys up to 24 bytes and up to two limits need no

@@ -13,7 +13,7 @@ pub enum Mode {
     Peek,
 }
 
-/// Which clock a decision uses (SPEC §3).
+/// Which clock a decision uses (docs/design.md §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Now {
     /// The store's own clock: Redis `TIME` inside the script, the process

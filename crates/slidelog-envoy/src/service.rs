@@ -28,7 +28,7 @@ use slidelog_core::{Decision, Limit, Request, Store, StoreError};
 use std::collections::HashSet;
 use std::sync::Arc;
 
-/// What to answer when the store fails (SPEC §6).
+/// What to answer when the store fails (docs/design.md §6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FailurePolicy {
     /// Admit (`OK`), count the degraded decision.
@@ -52,7 +52,7 @@ pub struct ServiceOptions {
 /// Why a request got no decision.
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
-    /// The request breaks a rule of the protocol or a bound of SPEC §1.
+    /// The request breaks a rule of the protocol or a bound of docs/design.md §1.
     #[error("{0}")]
     InvalidArgument(String),
     /// The store failed and the policy is fail-closed.

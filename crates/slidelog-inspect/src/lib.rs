@@ -1,5 +1,5 @@
 //! `slidelog inspect`: the key space of the sliding window logs at a glance,
-//! and the original design's troubleshooting table automated (SPEC §7).
+//! and the original design's troubleshooting table automated (docs/design.md §7).
 //!
 //! [`inspect`] SCANs a Redis server, or every master of a Redis Cluster, with
 //! cheap pipelined reads per key, and folds what it sees into a [`Report`]:

@@ -162,7 +162,7 @@ pub struct KeyEntry {
     pub newest_score: Option<f64>,
 }
 
-/// The kinds of problem `inspect` flags (SPEC §7 and the original design's
+/// The kinds of problem `inspect` flags (docs/design.md §7 and the original design's
 /// troubleshooting table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -140,7 +140,7 @@ fn dashboard_parses_and_uses_exported_metrics() {
         }
     }
     let used = check_names(exprs.iter().map(String::as_str));
-    // The figures SPEC §7 asks for are on the dashboard.
+    // The figures docs/design.md §7 asks for are on the dashboard.
     for name in [
         names::INSPECT_KEYS,
         names::INSPECT_ZCARD_KEYS,

@@ -1,5 +1,5 @@
 //! `inspect` against a real redis-server seeded with one key per problem of
-//! SPEC §7 (no TTL, second-valued scores, scores in the future, a set above
+//! docs/design.md §7 (no TTL, second-valued scores, scores in the future, a set above
 //! 2 × max, timestamp members, a key of the wrong type, a huge set): each is
 //! found on its own key, and a clean key flags nothing.
 

@@ -1,14 +1,14 @@
 //! Property test: random traces of (advance or step back the clock, key,
 //! cost, check / peek / reset) give the same decisions on the memory store as
 //! on a naive model that keeps every admitted timestamp in a `Vec` forever and
-//! applies SPEC §1–§2 literally.
+//! applies docs/design.md §1–§2 literally.
 
 use proptest::prelude::*;
 use slidelog_core::{Decision, Limit, Mode, Request};
 use slidelog_memory::MemoryStore;
 use std::collections::HashMap;
 
-/// SPEC §1–§2 written out directly, with no shared code with the engine.
+/// docs/design.md §1–§2 written out directly, with no shared code with the engine.
 #[derive(Default)]
 struct NaiveModel {
     logs: HashMap<String, Vec<i128>>,
@@ -126,7 +126,7 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// Each key keeps one set of limits for the whole trace (SPEC §1: a key is
+/// Each key keeps one set of limits for the whole trace (docs/design.md §1: a key is
 /// meant to be used with one set of limits).
 fn limit_sets() -> impl Strategy<Value = Vec<Vec<(u64, u64)>>> {
     let one = prop_oneof![

@@ -1,4 +1,4 @@
-//! The shared behavioural suite (SPEC §1–§2) over the memory store.
+//! The shared behavioural suite (docs/design.md §1–§2) over the memory store.
 
 use slidelog_core::Store;
 use slidelog_memory::MemoryStore;

@@ -1,5 +1,5 @@
 //! Options of the Redis stores: key prefix, per-call timeout, connect
-//! timeout, which clock decides (SPEC §3) and an extra TLS root.
+//! timeout, which clock decides (docs/design.md §3) and an extra TLS root.
 
 use std::time::Duration;
 

@@ -24,7 +24,7 @@ pub const MAX_NOW_MS: u64 = 1 << 53;
 /// What one run of the script answers: the decision and the time it used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Outcome {
-    /// The decision of SPEC §2.
+    /// The decision of docs/design.md §2.
     pub decision: Decision,
     /// The time (Unix ms) the decision was made at: Redis `TIME` or the one given.
     pub now_ms: u64,

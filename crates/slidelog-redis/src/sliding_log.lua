@@ -1,4 +1,4 @@
--- slidelog: one decision of the sliding window log (SPEC §1-§2), atomically.
+-- slidelog: one decision of the sliding window log (docs/design.md §1-§2), atomically.
 -- It keeps the original design's layout: a sorted set, score = ms timestamp,
 -- member = a unique id; a record with ts <= now - window has expired.
 --

@@ -10,7 +10,7 @@ use slidelog_core::{Limit, Mode, Now, Request, Store};
 use slidelog_memory::MemoryStore;
 use slidelog_testkit::RedisServer;
 
-/// The limit sets a key may use (one set per key, as SPEC §1 intends).
+/// The limit sets a key may use (one set per key, as docs/design.md §1 intends).
 /// Windows are >= 10 s because Redis TTLs run on real time.
 fn limit_sets() -> Vec<Vec<Limit>> {
     let l = |m, w| Limit::new(m, w).unwrap();

@@ -1,5 +1,5 @@
 //! What the Redis store leaves in Redis: `PTTL` is never -1 after a decision
-//! (SPEC §4), members are unique (ZCARD == admitted units, for costs above and
+//! (docs/design.md §4), members are unique (ZCARD == admitted units, for costs above and
 //! below the inline-member threshold), and scores are ms.
 
 mod common;

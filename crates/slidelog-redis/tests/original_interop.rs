@@ -1,5 +1,5 @@
 //! The original design's script and slidelog's decide side by side on the
-//! same keys (SPEC §4): same layout, same units (ms scores), same boundary
+//! same keys (docs/design.md §4): same layout, same units (ms scores), same boundary
 //! (a record exactly one window old has expired). A seeded random
 //! interleaving of both scripts agrees with the reference rule at every step.
 

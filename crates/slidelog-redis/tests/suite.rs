@@ -1,4 +1,4 @@
-//! The shared behavioural suite (SPEC §1–§2) over the Redis store, each case
+//! The shared behavioural suite (docs/design.md §1–§2) over the Redis store, each case
 //! on its own `redis-server`, once on Redis `TIME` (the default) and once on
 //! the caller's clock.
 

@@ -19,7 +19,7 @@ pub struct AppConfig {
     pub store_timeout: Duration,
     /// When set, `DELETE /v1/keys/{key}` needs `Authorization: Bearer <token>`.
     pub admin_token: Option<String>,
-    /// Accept `now_ms` from clients (SPEC §3); refused with 400 otherwise.
+    /// Accept `now_ms` from clients (docs/design.md §3); refused with 400 otherwise.
     pub trust_client_time: bool,
 }
 

@@ -1,6 +1,6 @@
 //! `slidelog serve --inspect-every 60s`: scan the Redis key space on a
 //! schedule and export the `slidelog_inspect_*` gauges on the service's own
-//! `/metrics` (the figures SPEC §7 asks for: key count, ZCARD distribution,
+//! `/metrics` (the figures docs/design.md §7 asks for: key count, ZCARD distribution,
 //! max ZCARD, memory per key, problems by kind). Scans run one after another,
 //! never overlapping; a failed scan is counted and logged, the previous
 //! gauges stay, and the next tick tries again.

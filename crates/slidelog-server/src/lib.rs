@@ -5,7 +5,7 @@
 //!
 //! - [`app::App`]: the shared state (store, failure policy, metrics, settings)
 //!   through which every transport decides;
-//! - [`http::router`]: the HTTP JSON API of SPEC §5;
+//! - [`http::router`]: the HTTP JSON API of docs/design.md §5;
 //! - [`envoy`]: Envoy's rate limit API (gRPC and `POST /json`) over the app;
 //! - [`server::serve_http`]: serve a router on a bound listener until a
 //!   [`shutdown::Shutdown`] fires, with a grace period.

@@ -1,4 +1,4 @@
-//! The service's Prometheus metrics (SPEC §7), owned by one [`Metrics`] value
+//! The service's Prometheus metrics (docs/design.md §7), owned by one [`Metrics`] value
 //! per server rather than a process-global recorder: several servers can run
 //! in one process (tests do) and each renders only its own numbers.
 //!

@@ -1,4 +1,4 @@
-//! What the service answers when the store fails (SPEC §6).
+//! What the service answers when the store fails (docs/design.md §6).
 //!
 //! `fail-open` admits the request and marks the answer `degraded: true`:
 //! the protected service stays up while the rate limiter is down, at the price

@@ -1,5 +1,5 @@
 //! `slidelog check` on the default memory store: exit 0 admitted, the JSON
-//! decision of SPEC §2, and exit 2 with a message naming the field and its
+//! decision of docs/design.md §2, and exit 2 with a message naming the field and its
 //! bound for every bad input (never a clamp, never a panic).
 
 use std::process::{Command, Output};

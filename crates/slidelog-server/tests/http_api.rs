@@ -1,4 +1,4 @@
-//! The HTTP API of SPEC §5 against a real server on a loopback port, with a
+//! The HTTP API of docs/design.md §5 against a real server on a loopback port, with a
 //! real HTTP client: exactness under concurrency, status codes and decision
 //! bodies, Retry-After and the RateLimit header fields, peek, reset with the
 //! admin token, client time, readiness and metrics content.

@@ -1,4 +1,4 @@
-//! The bad-input table of SPEC §1 over HTTP: every malformed, mistyped,
+//! The bad-input table of docs/design.md §1 over HTTP: every malformed, mistyped,
 //! unknown, missing or out-of-bound field gets a 4xx whose JSON `error`
 //! names the field and its bound; nothing is recorded for a bad request, and
 //! the server keeps answering (it never panics on input).

@@ -1,4 +1,4 @@
-//! SPEC §6 over HTTP with a real `redis-server` killed and restarted: while
+//! docs/design.md §6 over HTTP with a real `redis-server` killed and restarted: while
 //! it is down, fail-open answers 200 `degraded: true` and fail-closed 503,
 //! no request waits much beyond the store timeout, `/readyz` says unready;
 //! once it is back, both servers are ready and exact again with no restart,

@@ -1,6 +1,6 @@
 //! Test helpers for slidelog: real `redis-server` processes started on free
 //! loopback ports and stopped when dropped, and the behavioural suite of
-//! SPEC §1–§2 that every store runs ([`store_suite!`]), so stores cannot drift.
+//! docs/design.md §1–§2 that every store runs ([`store_suite!`]), so stores cannot drift.
 //! [`RedisCluster`] starts a local Redis Cluster (3 masters with 1 replica
 //! each) and [`SentinelGroup`] a Sentinel group (1 master, 1 replica, 3
 //! sentinels), with helpers to fail them over.

@@ -1,4 +1,4 @@
-//! The behavioural suite of SPEC §1–§2, run over every store by
+//! The behavioural suite of docs/design.md §1–§2, run over every store by
 //! [`store_suite!`](crate::store_suite): boundaries (a record exactly one
 //! window old has expired; a rejected request is admitted at
 //! `now + retry_after_ms` and not 1 ms before), cost, several limits and the
@@ -47,7 +47,7 @@ pub async fn peek_at(store: &dyn Store, r: &Request, at: u64) -> Decision {
         .expect("store decides")
 }
 
-/// SPEC §1: live iff `ts > now - window`; a record exactly one window old has expired.
+/// docs/design.md §1: live iff `ts > now - window`; a record exactly one window old has expired.
 pub async fn a_record_exactly_window_old_has_expired(store: &dyn Store) {
     let r = request(&key("expire"), &[(1, 10_000)], 1);
     assert!(check_at(store, &r, 0).await.allowed);
@@ -57,7 +57,7 @@ pub async fn a_record_exactly_window_old_has_expired(store: &dyn Store) {
     assert!(check_at(store, &r, 10_000).await.allowed);
 }
 
-/// SPEC §2: a rejected request is admitted at `now + retry_after_ms`, and still
+/// docs/design.md §2: a rejected request is admitted at `now + retry_after_ms`, and still
 /// rejected 1 ms before; `count`, `remaining`, `reset_after_ms` as specified.
 pub async fn rejected_is_admitted_at_retry_after_and_not_before(store: &dyn Store) {
     let r = request(&key("retry"), &[(3, 10_000)], 1);
@@ -87,7 +87,7 @@ pub async fn rejected_is_admitted_at_retry_after_and_not_before(store: &dyn Stor
     assert_eq!((d.count, d.remaining, d.reset_after_ms), (3, 0, 10_000));
 }
 
-/// SPEC §2: the first decision on a key counts one record and reports the full window.
+/// docs/design.md §2: the first decision on a key counts one record and reports the full window.
 pub async fn first_decision_reports_the_full_window(store: &dyn Store) {
     let r = request(&key("first"), &[(10, 60_000)], 1);
     let d = check_at(store, &r, 0).await;
@@ -104,7 +104,7 @@ pub async fn first_decision_reports_the_full_window(store: &dyn Store) {
     assert_eq!(d, expected);
 }
 
-/// SPEC §1–§2: a cost of `c` appends `c` records and waits for the k-th oldest
+/// docs/design.md §1–§2: a cost of `c` appends `c` records and waits for the k-th oldest
 /// record, `k = live + cost - max`.
 pub async fn cost_waits_for_the_kth_oldest_record(store: &dyn Store) {
     let k = key("cost");
@@ -146,7 +146,7 @@ pub async fn a_large_cost_records_every_unit(store: &dyn Store) {
     );
 }
 
-/// SPEC §1–§2: several limits share one log; all must admit; the deciding
+/// docs/design.md §1–§2: several limits share one log; all must admit; the deciding
 /// limit is the violated one with the largest wait, or the one with the
 /// smallest remaining (ties: the shorter window).
 pub async fn several_limits_report_the_deciding_limit(store: &dyn Store) {
@@ -179,14 +179,14 @@ pub async fn several_limits_report_the_deciding_limit(store: &dyn Store) {
     assert_eq!((d.window_ms, d.retry_after_ms), (100_000, 49_999));
 }
 
-/// SPEC §2: among admitting limits with equal remaining, the shorter window decides.
+/// docs/design.md §2: among admitting limits with equal remaining, the shorter window decides.
 pub async fn ties_go_to_the_shorter_window(store: &dyn Store) {
     let r = request(&key("tie"), &[(5, 20_000), (5, 10_000)], 1);
     let d = check_at(store, &r, 0).await;
     assert_eq!((d.limit, d.window_ms, d.remaining), (5, 10_000, 4));
 }
 
-/// SPEC §2: a peek computes the same decision and appends nothing.
+/// docs/design.md §2: a peek computes the same decision and appends nothing.
 pub async fn peek_appends_nothing(store: &dyn Store) {
     let r = request(&key("peek"), &[(2, 10_000)], 1);
     let peeked = peek_at(store, &r, 0).await;
@@ -205,7 +205,7 @@ pub async fn peek_appends_nothing(store: &dyn Store) {
     assert!(!store.reset(empty.key()).await.expect("reset"));
 }
 
-/// SPEC §1: a rejected request appends nothing, so a flood of rejections does
+/// docs/design.md §1: a rejected request appends nothing, so a flood of rejections does
 /// not keep the key blocked past the window of the admitted records.
 pub async fn rejected_requests_append_nothing(store: &dyn Store) {
     let r = request(&key("flood"), &[(2, 10_000)], 1);
@@ -220,7 +220,7 @@ pub async fn rejected_requests_append_nothing(store: &dyn Store) {
     assert_eq!(d.count, 1);
 }
 
-/// SPEC §2: a reset deletes the key's log.
+/// docs/design.md §2: a reset deletes the key's log.
 pub async fn reset_deletes_the_log(store: &dyn Store) {
     let r = request(&key("reset"), &[(1, 60_000)], 1);
     assert!(check_at(store, &r, 0).await.allowed);
@@ -230,7 +230,7 @@ pub async fn reset_deletes_the_log(store: &dyn Store) {
     assert!(check_at(store, &r, 2).await.allowed);
 }
 
-/// SPEC §3: time that steps backwards never frees capacity: a record in the
+/// docs/design.md §3: time that steps backwards never frees capacity: a record in the
 /// future is still live; an admission at an earlier time keeps the log sorted.
 pub async fn a_clock_that_steps_back_never_frees_capacity(store: &dyn Store) {
     let r = request(&key("back"), &[(2, 10_000)], 1);
@@ -252,7 +252,7 @@ pub async fn a_clock_that_steps_back_never_frees_capacity(store: &dyn Store) {
     assert_eq!((d.allowed, d.count), (true, 2));
 }
 
-/// SPEC §3 with two limits: after a step back more than `max` records can be
+/// docs/design.md §3 with two limits: after a step back more than `max` records can be
 /// live for the short window; the store reports 0 remaining, never a negative
 /// or wrapped count.
 pub async fn more_live_than_max_after_a_step_back(store: &dyn Store) {
@@ -266,7 +266,7 @@ pub async fn more_live_than_max_after_a_step_back(store: &dyn Store) {
     assert_eq!(d.retry_after_ms, 1_100 + 100 - 1_050);
 }
 
-/// SPEC §3: the store's own clock (`Now::Server`) decides without a given time.
+/// docs/design.md §3: the store's own clock (`Now::Server`) decides without a given time.
 pub async fn store_time_decides_without_a_given_time(store: &dyn Store) {
     let r = request(&key("server"), &[(1, 60_000)], 1);
     assert!(store.check(&r).await.expect("check").allowed);

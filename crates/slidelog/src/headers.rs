@@ -11,7 +11,7 @@
 //!   name is `"default"`; with several, each is named `"<max>per<window_ms>ms"`.
 //!   `q` is `max`; `w` is the window in whole seconds, rounded up (the draft
 //!   has no sub-second windows; at least 1).
-//! - `RateLimit` reports the deciding limit of SPEC §2: `r` is `remaining`;
+//! - `RateLimit` reports the deciding limit of docs/design.md §2: `r` is `remaining`;
 //!   `t` is in whole seconds, rounded up: when rejected, the wait until the
 //!   same request is admitted (`retry_after_ms`, equal to `Retry-After`); when
 //!   admitted, the time until the deciding limit's log is empty

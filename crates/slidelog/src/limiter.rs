@@ -1,6 +1,6 @@
 //! The [`Limiter`]: one handle on a store that validates requests, applies
-//! the per-call timeout and the store-error policy of SPEC §6, and picks the
-//! clock of SPEC §3. Every interface of the library (direct calls, the tower
+//! the per-call timeout and the store-error policy of docs/design.md §6, and picks the
+//! clock of docs/design.md §3. Every interface of the library (direct calls, the tower
 //! layer) decides through it.
 
 use crate::url::{OpenError, StoreOptions, open_store};
@@ -10,7 +10,7 @@ use slidelog_core::{
 use std::sync::Arc;
 use std::time::Duration;
 
-/// What a decision does when the store fails (SPEC §6).
+/// What a decision does when the store fails (docs/design.md §6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FailurePolicy {
     /// Admit the request and mark the decision `degraded` (the default, as
@@ -22,7 +22,7 @@ pub enum FailurePolicy {
     FailClosed,
 }
 
-/// Which clock decides what "now" is (SPEC §3).
+/// Which clock decides what "now" is (docs/design.md §3).
 #[derive(Debug, Clone, Default)]
 pub enum TimeMode {
     /// The store's own clock: Redis `TIME` inside the script, the process
@@ -37,7 +37,7 @@ pub enum TimeMode {
 /// Why a limiter call failed.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum LimiterError {
-    /// The request breaks a bound of SPEC §1 (the message names the field).
+    /// The request breaks a bound of docs/design.md §1 (the message names the field).
     #[error(transparent)]
     Input(#[from] InputError),
     /// The store failed and the policy is fail-closed (or the call was a
@@ -120,7 +120,7 @@ impl Limiter {
     }
 
     /// Decides on `cost` units for `key` under every limit in `limits` and,
-    /// when admitted, records them. Input is validated (SPEC §1); a store
+    /// when admitted, records them. Input is validated (docs/design.md §1); a store
     /// failure follows the [`FailurePolicy`].
     ///
     /// ```

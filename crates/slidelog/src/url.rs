@@ -18,7 +18,7 @@ pub struct StoreOptions {
     /// Prefix of Redis keys. Default `rate:sliding:`.
     pub key_prefix: String,
     /// Redis stores: decide on the caller's clock instead of Redis `TIME`
-    /// (SPEC §3). Default false (server time).
+    /// (docs/design.md §3). Default false (server time).
     pub client_time: bool,
     /// Redis stores: upper bound on establishing the first connection.
     /// Default 2 s.

@@ -23,7 +23,7 @@ pub struct CheckArgs {
     /// Decide without recording (a peek).
     #[arg(long)]
     pub peek: bool,
-    /// Print the decision as JSON (SPEC §2 fields).
+    /// Print the decision as JSON (docs/design.md §2 fields).
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]

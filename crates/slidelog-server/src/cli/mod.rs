@@ -1,4 +1,4 @@
-//! The command line: one subcommand per module. Exit codes follow SPEC §5:
+//! The command line: one subcommand per module. Exit codes follow docs/design.md §5:
 //! `check` exits 0 when admitted, 1 when rejected, 2 on any error (clap's own
 //! usage errors exit 2 too).
 

@@ -1,4 +1,4 @@
-//! The handlers of the HTTP API (SPEC §5): check, peek, reset, health,
+//! The handlers of the HTTP API (docs/design.md §5): check, peek, reset, health,
 //! readiness and metrics.
 
 use super::body::{DecisionBody, JsonBody, MAX_NOW_MS};

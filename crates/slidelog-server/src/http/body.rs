@@ -53,7 +53,7 @@ pub struct LimitBody {
 }
 
 impl DecisionBody {
-    /// The validated request (every bound of SPEC §1), naming the field at fault.
+    /// The validated request (every bound of docs/design.md §1), naming the field at fault.
     pub fn to_request(&self) -> Result<Request, ApiError> {
         let limits = match (&self.limits, self.max, self.window_ms) {
             (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {

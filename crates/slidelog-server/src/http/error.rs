@@ -69,7 +69,7 @@ impl IntoResponse for ApiError {
 pub async fn not_found() -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
-        "no such endpoint: see SPEC §5 for the HTTP API",
+        "no such endpoint: see docs/design.md §5 for the HTTP API",
     )
 }
 

@@ -1,4 +1,4 @@
-//! The HTTP JSON API of SPEC §5 as an axum [`Router`].
+//! The HTTP JSON API of docs/design.md §5 as an axum [`Router`].
 //!
 //! | route | what |
 //! |---|---|

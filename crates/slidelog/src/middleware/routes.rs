@@ -10,7 +10,7 @@ use std::sync::Arc;
 #[derive(Debug, Clone)]
 pub(crate) struct Rule {
     /// Prefix of the keys counted under this rule: a route with its own
-    /// limits has its own logs (SPEC §1: a key is used with one set of limits).
+    /// limits has its own logs (docs/design.md §1: a key is used with one set of limits).
     pub(crate) scope: Arc<str>,
     /// `None`: not limited.
     pub(crate) limits: Option<Arc<[Limit]>>,
