@@ -7,13 +7,16 @@ use slidelog_memory::MemoryStore;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The process's resident set, from `/proc/self/statm`. Panics when it
+/// cannot be read: a bound checked against 0 would pass vacuously.
 fn resident_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let statm = std::fs::read_to_string("/proc/self/statm")
+        .unwrap_or_else(|e| panic!("/proc/self/statm cannot be read ({e}): this test needs Linux's /proc"));
     let pages: u64 = statm
         .split_whitespace()
         .nth(1)
         .and_then(|p| p.parse().ok())
-        .unwrap_or(0);
+        .unwrap_or_else(|| panic!("/proc/self/statm has no resident page count: {statm:?}"));
     pages * 4096
 }
 
@@ -37,6 +40,12 @@ fn a_million_distinct_keys_stay_within_the_cap_and_its_memory() {
     }
     assert_eq!(store.key_count(), CAP);
     let grown = resident_bytes().saturating_sub(before);
+    // A million keys cannot fit in nothing: a growth under 8 bytes a key
+    // means the measurement, not the store, is wrong.
+    assert!(
+        grown >= 8 * CAP as u64,
+        "resident memory grew by only {grown} bytes for 1M keys: the measurement is broken"
+    );
     // One record per key plus the key itself: well under 256 bytes a key.
     assert!(
         grown < 256 * CAP as u64,

@@ -137,39 +137,82 @@ fn limit_sets() -> impl Strategy<Value = Vec<Vec<(u64, u64)>>> {
     proptest::collection::vec(one, 3)
 }
 
+/// The committed seeds of past failures (proptest's own format, `cc <seed>`),
+/// replayed before any new case. An absolute path: the test's working
+/// directory must not decide whether they are read.
+const REGRESSIONS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/model.proptest-regressions"
+);
+
+/// Runs `ops` on the memory store and on the naive model side by side.
+fn run_trace(sets: &[Vec<(u64, u64)>], ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let store = MemoryStore::new();
+    let mut model = NaiveModel::default();
+    let mut now: u64 = 1_000_000;
+    for op in ops {
+        match op {
+            Op::Time(delta) => now = now.saturating_add_signed(delta),
+            Op::Check { key, cost } | Op::Peek { key, cost } => {
+                let record = matches!(op, Op::Check { .. });
+                let limits: Vec<Limit> = sets[key]
+                    .iter()
+                    .map(|&(m, w)| Limit::new(m, w).unwrap())
+                    .collect();
+                let request = Request::new(format!("k{key}"), limits, cost).unwrap();
+                let mode = if record { Mode::Record } else { Mode::Peek };
+                let got = store.decide_at(&request, mode, now).unwrap();
+                let want = model.decide(&format!("k{key}"), &sets[key], cost, now, record);
+                prop_assert_eq!(got, want, "op {:?} at {}", op, now);
+            }
+            Op::Reset { key } => {
+                store.reset_sync(&format!("k{key}"));
+                model.logs.remove(&format!("k{key}"));
+            }
+        }
+    }
+    Ok(())
+}
+
 proptest! {
-    // Failing cases are kept in proptest-regressions/model.txt (committed)
+    // Failing cases are kept in tests/model.proptest-regressions (committed)
     // and replayed first on every run.
     #![proptest_config(ProptestConfig {
         cases: 256,
         failure_persistence: Some(Box::new(
-            proptest::test_runner::FileFailurePersistence::Direct("proptest-regressions/model.txt"),
+            proptest::test_runner::FileFailurePersistence::Direct(REGRESSIONS),
         )),
         ..ProptestConfig::default()
     })]
 
     #[test]
     fn memory_store_matches_the_naive_model(sets in limit_sets(), ops in proptest::collection::vec(op(), 1..200)) {
-        let store = MemoryStore::new();
-        let mut model = NaiveModel::default();
-        let mut now: u64 = 1_000_000;
-        for op in ops {
-            match op {
-                Op::Time(delta) => now = now.saturating_add_signed(delta),
-                Op::Check { key, cost } | Op::Peek { key, cost } => {
-                    let record = matches!(op, Op::Check { .. });
-                    let limits: Vec<Limit> = sets[key].iter().map(|&(m, w)| Limit::new(m, w).unwrap()).collect();
-                    let request = Request::new(format!("k{key}"), limits, cost).unwrap();
-                    let mode = if record { Mode::Record } else { Mode::Peek };
-                    let got = store.decide_at(&request, mode, now).unwrap();
-                    let want = model.decide(&format!("k{key}"), &sets[key], cost, now, record);
-                    prop_assert_eq!(got, want, "op {:?} at {}", op, now);
-                }
-                Op::Reset { key } => {
-                    store.reset_sync(&format!("k{key}"));
-                    model.logs.remove(&format!("k{key}"));
-                }
-            }
-        }
+        run_trace(&sets, ops)?;
     }
+}
+
+/// The file the config names exists and holds seeds: a path that points
+/// nowhere would make proptest replay nothing, silently.
+#[test]
+fn the_committed_regressions_are_where_the_config_reads_them() {
+    let text = std::fs::read_to_string(REGRESSIONS)
+        .unwrap_or_else(|e| panic!("{REGRESSIONS} cannot be read: {e}"));
+    let seeds = text.lines().filter(|l| l.starts_with("cc ")).count();
+    assert!(seeds >= 1, "{REGRESSIONS} holds no `cc <seed>` line");
+}
+
+/// The shrunk case of the committed seed, spelled out, so it runs even if the
+/// strategies change (which changes what a seed generates): a clock that
+/// steps back 2 ms after a record expired.
+#[test]
+fn regression_clock_steps_back_just_after_an_expiry() {
+    let sets = vec![vec![(3, 100)], vec![(3, 100)], vec![(4, 287)]];
+    let ops = vec![
+        Op::Check { key: 2, cost: 1 },
+        Op::Time(287),
+        Op::Check { key: 2, cost: 1 },
+        Op::Time(-2),
+        Op::Check { key: 2, cost: 1 },
+    ];
+    run_trace(&sets, ops).unwrap();
 }
