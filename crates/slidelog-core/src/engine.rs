@@ -1,231 +1,124 @@
-//! The sliding window log decision rule of docs/design.md §1–§2 as pure functions.
+//! The sliding window log decision rule of docs/design.md §1–§2 as pure
+//! functions over a [`Log`].
 //!
-//! A log is the ascending list of the millisecond timestamps of every admitted
-//! unit. A record is live for a limit iff `ts > now - window` (written here as
-//! `ts + window > now`, which cannot underflow). A request of `cost` units is
-//! admitted iff `live + cost <= max` for every limit. These functions are the
-//! reference that every store (the memory store here, the Lua script in Redis)
-//! must agree with.
+//! A record is live for a limit iff `ts > now - window` (written here as
+//! `ts + window > now`, which cannot underflow). A request is admitted iff
+//! `live_i + cost_i <= max_i` for every limit `i`, where `live_i` sums the
+//! live records' costs at position `i`. An admitted request appends one
+//! weighted record, whatever its cost. These functions are the reference
+//! that every store (the memory store here, the Lua script in Redis) must
+//! agree with.
 
+pub use crate::log::Log;
 use crate::{Decision, Limit, Request};
-use std::collections::VecDeque;
 
-/// Read access to an ascending log of ms timestamps.
-pub trait SortedLog {
-    /// Number of records.
-    fn len(&self) -> usize;
-    /// The record at position `i` (0 = oldest).
-    fn at(&self, i: usize) -> u64;
-    /// True when the log holds no record.
-    fn is_empty(&self) -> bool {
-        self.len() == 0
+/// What one limit says about a request.
+#[derive(Debug, Clone, Copy)]
+struct Verdict<'a> {
+    limit: &'a Limit,
+    /// Live units before the decision.
+    live: u64,
+    /// The request's cost against this limit.
+    cost: u64,
+    /// `Some(wait)` when this limit rejects the request.
+    wait: Option<u64>,
+}
+
+impl Verdict<'_> {
+    fn remaining_after(&self) -> u64 {
+        self.limit.max() - self.live - self.cost
     }
 }
 
-impl SortedLog for [u64] {
-    fn len(&self) -> usize {
-        <[u64]>::len(self)
-    }
-    fn at(&self, i: usize) -> u64 {
-        self[i]
-    }
-}
-
-impl SortedLog for Vec<u64> {
-    fn len(&self) -> usize {
-        Vec::len(self)
-    }
-    fn at(&self, i: usize) -> u64 {
-        self[i]
-    }
-}
-
-impl SortedLog for VecDeque<u64> {
-    fn len(&self) -> usize {
-        VecDeque::len(self)
-    }
-    fn at(&self, i: usize) -> u64 {
-        self[i]
+/// The verdict of the limit at `position` of a request.
+fn judge<'a>(log: &Log, now: u64, limit: &'a Limit, position: usize, cost: u64) -> Verdict<'a> {
+    let start = log.first_live(now, limit.window_ms());
+    let live = log.units_from(start, position);
+    let wait = (live + cost > limit.max()).then(|| {
+        // The k-th oldest live unit must expire before the request fits:
+        // k = live + cost - max, which is <= live because cost <= max.
+        let k = live + cost - limit.max();
+        log.kth_unit_ts(start, position, k) + limit.window_ms() - now
+    });
+    Verdict {
+        limit,
+        live,
+        cost,
+        wait,
     }
 }
 
-/// Index of the first record that is live for `window_ms` at `now`
-/// (every record before it has `ts + window <= now`).
-pub fn first_live<L: SortedLog + ?Sized>(log: &L, now: u64, window_ms: u64) -> usize {
-    // Common case first: after expiry the oldest record is live for the
-    // longest window, and the whole log counts.
-    if log.is_empty() || log.at(0) + window_ms > now {
-        return 0;
-    }
-    let (mut lo, mut hi) = (1, log.len());
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if log.at(mid) + window_ms <= now {
-            lo = mid + 1;
-        } else {
-            hi = mid;
+/// The deciding verdict: when rejected, the violated limit with the largest
+/// wait; when allowed, the limit with the smallest remaining (ties: the
+/// shorter window in both cases).
+fn deciding<'a>(best: Option<Verdict<'a>>, next: Verdict<'a>) -> Option<Verdict<'a>> {
+    let Some(best) = best else {
+        return Some(next);
+    };
+    let shorter = next.limit.window_ms() < best.limit.window_ms();
+    let better = match (best.wait, next.wait) {
+        (None, Some(_)) => true,
+        (Some(_), None) => false,
+        (Some(b), Some(n)) => n > b || (n == b && shorter),
+        (None, None) => {
+            let (b, n) = (best.remaining_after(), next.remaining_after());
+            n < b || (n == b && shorter)
         }
-    }
-    lo
+    };
+    Some(if better { next } else { best })
 }
 
 /// The decision for `request` at `now` over `log`, without changing the log.
 ///
-/// This is both the check (before appending) and the peek. `log` must be
-/// ascending; expired records may still be in it (they are not counted).
-pub fn evaluate<L: SortedLog + ?Sized>(log: &L, now: u64, request: &Request) -> Decision {
-    let cost = request.cost();
-    let newest = if log.is_empty() {
-        None
-    } else {
-        Some(log.at(log.len() - 1))
-    };
-    if let [limit] = request.limits() {
-        // One limit (the common case): it is the deciding limit.
-        return evaluate_one(log, now, limit, cost, newest);
+/// This is both the check (before appending) and the peek. Expired records
+/// may still be in the log (they are not counted).
+pub fn evaluate(log: &Log, now: u64, request: &Request) -> Decision {
+    let mut decider = None;
+    for (position, limit) in request.limits().iter().enumerate() {
+        let verdict = judge(log, now, limit, position, request.cost_for(position));
+        decider = deciding(decider, verdict);
     }
-
-    // Per limit: how many records are live, and, when violated, the wait.
-    let mut allowed = true;
-    // (wait, window, limit, live) of the violated limit with the largest wait.
-    let mut worst_violation: Option<(u64, u64, &Limit, u64)> = None;
-    // (remaining after admission, window, limit, live) with the least remaining.
-    let mut tightest: Option<(u64, u64, &Limit, u64)> = None;
-
-    for limit in request.limits() {
-        let start = first_live(log, now, limit.window_ms());
-        let live = (log.len() - start) as u64;
-        if live + cost > limit.max() {
-            allowed = false;
-            // The k-th oldest live record (1-based) must expire first:
-            // k = live + cost - max, which is <= live because cost <= max.
-            let k = live + cost - limit.max();
-            let kth = log.at(start + k as usize - 1);
-            let wait = kth + limit.window_ms() - now;
-            let better = match worst_violation {
-                None => true,
-                Some((w, win, _, _)) => wait > w || (wait == w && limit.window_ms() < win),
-            };
-            if better {
-                worst_violation = Some((wait, limit.window_ms(), limit, live));
-            }
-        } else {
-            let remaining = limit.max() - live - cost;
-            let better = match tightest {
-                None => true,
-                Some((r, win, _, _)) => {
-                    remaining < r || (remaining == r && limit.window_ms() < win)
-                }
-            };
-            if better {
-                tightest = Some((remaining, limit.window_ms(), limit, live));
-            }
-        }
-    }
-
-    if let (false, Some((wait, _, limit, live))) = (allowed, worst_violation) {
-        // Rejected: nothing is appended, so the newest record is a live one.
-        let reset = newest.map_or(0, |n| (n + limit.window_ms()).saturating_sub(now));
-        return Decision {
+    let v = decider.expect("a request has at least one limit");
+    let window = v.limit.window_ms();
+    match v.wait {
+        Some(wait) => Decision {
             allowed: false,
-            limit: limit.max(),
-            window_ms: limit.window_ms(),
-            count: live,
-            // More than `max` can be live after a clock stepped back or a key's
-            // max was lowered: remaining is then 0, never a panic.
-            remaining: limit.max().saturating_sub(live),
-            retry_after_ms: wait,
-            reset_after_ms: reset,
-            degraded: false,
-        };
-    }
-
-    let (remaining, _, limit, live) = tightest.expect("a request has at least one limit");
-    // Admitted: `cost` records at `now` join the log; the newest is whichever is later.
-    let newest_after = newest.map_or(now, |n| n.max(now));
-    Decision {
-        allowed: true,
-        limit: limit.max(),
-        window_ms: limit.window_ms(),
-        count: live + cost,
-        remaining,
-        retry_after_ms: 0,
-        reset_after_ms: newest_after + limit.window_ms() - now,
-        degraded: false,
-    }
-}
-
-/// [`evaluate`] for a request under a single limit.
-fn evaluate_one<L: SortedLog + ?Sized>(
-    log: &L,
-    now: u64,
-    limit: &Limit,
-    cost: u64,
-    newest: Option<u64>,
-) -> Decision {
-    let (max, window) = (limit.max(), limit.window_ms());
-    let start = first_live(log, now, window);
-    let live = (log.len() - start) as u64;
-    if live + cost > max {
-        let k = (live + cost - max) as usize;
-        let wait = log.at(start + k - 1) + window - now;
-        let reset = newest.map_or(0, |n| (n + window).saturating_sub(now));
-        return Decision {
-            allowed: false,
-            limit: max,
+            limit: v.limit.max(),
             window_ms: window,
-            count: live,
-            remaining: max.saturating_sub(live),
+            count: v.live,
+            // More than `max` can be live after a clock stepped back or a
+            // key's max was lowered: remaining is then 0, never a panic.
+            remaining: v.limit.max().saturating_sub(v.live),
             retry_after_ms: wait,
-            reset_after_ms: reset,
+            // Rejected: nothing is appended, so the newest record is a live one.
+            reset_after_ms: log.newest().map_or(0, |n| (n + window).saturating_sub(now)),
             degraded: false,
-        };
-    }
-    let newest_after = newest.map_or(now, |n| n.max(now));
-    Decision {
-        allowed: true,
-        limit: max,
-        window_ms: window,
-        count: live + cost,
-        remaining: max - live - cost,
-        retry_after_ms: 0,
-        reset_after_ms: newest_after + window - now,
-        degraded: false,
-    }
-}
-
-/// Drops the records that have expired for a window of `longest_window_ms`
-/// (`ts + window <= now`). Returns how many were dropped.
-pub fn expire(log: &mut VecDeque<u64>, now: u64, longest_window_ms: u64) -> usize {
-    // Records expire oldest first, a few per call: popping is O(1) amortized.
-    let mut dropped = 0;
-    while log.front().is_some_and(|&ts| ts + longest_window_ms <= now) {
-        log.pop_front();
-        dropped += 1;
-    }
-    dropped
-}
-
-/// Appends `cost` records at `now`, keeping the log ascending even when `now`
-/// is earlier than the newest record (a clock that stepped backwards).
-pub fn append(log: &mut VecDeque<u64>, now: u64, cost: u64) {
-    let at = log.partition_point(|&ts| ts <= now);
-    if at == log.len() {
-        log.extend(std::iter::repeat_n(now, cost as usize));
-    } else {
-        for _ in 0..cost {
-            log.insert(at, now);
+        },
+        None => {
+            // Admitted: a record at `now` joins; the newest is whichever is later.
+            let newest_after = log.newest().map_or(now, |n| n.max(now));
+            Decision {
+                allowed: true,
+                limit: v.limit.max(),
+                window_ms: window,
+                count: v.live + v.cost,
+                remaining: v.remaining_after(),
+                retry_after_ms: 0,
+                reset_after_ms: newest_after + window - now,
+                degraded: false,
+            }
         }
     }
 }
 
-/// One full check on a log: drop expired records, decide, and append `cost`
-/// records at `now` when admitted. A rejected request appends nothing.
-pub fn decide_and_record(log: &mut VecDeque<u64>, now: u64, request: &Request) -> Decision {
-    expire(log, now, request.longest_window_ms());
+/// One full check on a log: drop expired records, decide, and append one
+/// record of the request's costs at `now` when admitted. A rejected request
+/// appends nothing.
+pub fn decide_and_record(log: &mut Log, now: u64, request: &Request) -> Decision {
+    log.expire(now, request.longest_window_ms());
     let decision = evaluate(log, now, request);
     if decision.allowed {
-        append(log, now, request.cost());
+        log.append(now, request.costs());
     }
     decision
 }
@@ -245,7 +138,7 @@ mod tests {
     #[test]
     fn a_record_exactly_window_old_has_expired() {
         let r = req(&[(1, 1000)], 1);
-        let mut log = VecDeque::new();
+        let mut log = Log::new();
         assert!(decide_and_record(&mut log, 5_000, &r).allowed);
         // 999 ms later the record is still live.
         let d = decide_and_record(&mut log, 5_999, &r);
@@ -258,7 +151,7 @@ mod tests {
     #[test]
     fn rejected_is_admitted_at_now_plus_retry_after_and_not_before() {
         let r = req(&[(3, 1000)], 1);
-        let mut log = VecDeque::new();
+        let mut log = Log::new();
         for t in [100, 400, 700] {
             assert!(decide_and_record(&mut log, t, &r).allowed);
         }
@@ -274,7 +167,7 @@ mod tests {
     #[test]
     fn cost_uses_the_kth_oldest_record() {
         let r3 = req(&[(5, 1000)], 3);
-        let mut log: VecDeque<u64> = [10, 20, 30, 40].into_iter().collect();
+        let mut log = Log::from_timestamps([10, 20, 30, 40]);
         // live 4 + 3 > 5: k = 2, the second oldest (20) must expire.
         let d = evaluate(&log, 500, &r3);
         assert!(!d.allowed);
@@ -283,18 +176,19 @@ mod tests {
         // A rejected request appends nothing.
         decide_and_record(&mut log, 500, &r3);
         assert_eq!(log.len(), 4);
-        // Admitted at the predicted time, with all three units recorded.
+        // Admitted at the predicted time: one record of three units.
         let d = decide_and_record(&mut log, 1020, &r3);
         assert!(d.allowed);
         assert_eq!((d.count, d.remaining), (5, 0));
-        assert_eq!(log.iter().filter(|&&t| t == 1020).count(), 3);
+        assert_eq!(log.len(), 3);
+        assert_eq!(log.units_from(0, 0), 5);
     }
 
     #[test]
     fn several_limits_report_the_deciding_one() {
         // 2 per second and 3 per 10 seconds.
         let r = req(&[(2, 1_000), (3, 10_000)], 1);
-        let mut log = VecDeque::new();
+        let mut log = Log::new();
         let d = decide_and_record(&mut log, 0, &r);
         // remaining 1 (per second) vs 2 (per 10 s): the per-second limit decides.
         assert_eq!((d.limit, d.window_ms, d.remaining), (2, 1_000, 1));
@@ -318,7 +212,7 @@ mod tests {
     #[test]
     fn a_clock_that_steps_back_never_frees_capacity() {
         let r = req(&[(2, 1000)], 1);
-        let mut log = VecDeque::new();
+        let mut log = Log::new();
         assert!(decide_and_record(&mut log, 10_000, &r).allowed);
         assert!(decide_and_record(&mut log, 10_500, &r).allowed);
         // The clock steps back 5 s: the records are in the future, still live.
@@ -326,9 +220,9 @@ mod tests {
         assert!(!d.allowed);
         assert_eq!(d.retry_after_ms, 10_000 + 1000 - 5_000);
         // An admission at an earlier time keeps the log sorted.
-        let mut log: VecDeque<u64> = [10_000].into_iter().collect();
+        let mut log = Log::from_timestamps([10_000]);
         assert!(decide_and_record(&mut log, 9_000, &r).allowed);
-        assert_eq!(log, VecDeque::from(vec![9_000, 10_000]));
+        assert_eq!((log.ts(0), log.ts(1)), (9_000, 10_000));
     }
 
     #[test]
@@ -336,7 +230,7 @@ mod tests {
         // 2 per 100 ms and 10 per second: records at 0 and 100 are all live
         // for the short window again when the clock steps back to 50.
         let r = req(&[(2, 100), (10, 1000)], 1);
-        let mut log = VecDeque::new();
+        let mut log = Log::new();
         decide_and_record(&mut log, 0, &r);
         decide_and_record(&mut log, 0, &r);
         decide_and_record(&mut log, 100, &r);
@@ -350,7 +244,7 @@ mod tests {
     #[test]
     fn peek_reports_the_same_decision_without_appending() {
         let r = req(&[(2, 1000)], 1);
-        let mut log = VecDeque::new();
+        let mut log = Log::new();
         let peeked = evaluate(&log, 0, &r);
         let checked = decide_and_record(&mut log, 0, &r);
         assert_eq!(peeked, checked);
@@ -358,9 +252,59 @@ mod tests {
     }
 
     #[test]
+    fn a_large_cost_is_one_record_and_waits_for_enough_units() {
+        let r = req(&[(10_000_000, 60_000)], 10_000_000);
+        let mut log = Log::new();
+        assert!(decide_and_record(&mut log, 1_000, &r).allowed);
+        assert_eq!(log.len(), 1);
+        let d = decide_and_record(&mut log, 2_000, &r);
+        assert_eq!(
+            (d.allowed, d.retry_after_ms, d.count),
+            (false, 59_000, 10_000_000)
+        );
+        // Units 4 + 3 + 5 at 0, 10, 20; a cost of 5 needs 12 + 5 - 12 = 5
+        // units expired: the first record (4) and one unit of the second.
+        let r5 = req(&[(12, 1_000)], 5);
+        let mut log = Log::new();
+        for (t, c) in [(0, 4), (10, 3), (20, 5)] {
+            assert!(decide_and_record(&mut log, t, &req(&[(12, 1_000)], c)).allowed);
+        }
+        let d = evaluate(&log, 500, &r5);
+        assert_eq!(
+            (d.allowed, d.count, d.retry_after_ms),
+            (false, 12, 10 + 1_000 - 500)
+        );
+    }
+
+    #[test]
+    fn each_limit_is_charged_its_own_cost() {
+        // 2 requests and 100 tokens per second.
+        let limits = vec![
+            Limit::new(2, 1_000).unwrap(),
+            Limit::new(100, 1_000).unwrap(),
+        ];
+        let call = |tokens| Request::with_costs("k", limits.clone(), vec![1, tokens]).unwrap();
+        let mut log = Log::new();
+        let d = decide_and_record(&mut log, 0, &call(60));
+        // Remaining 1 request vs 40 tokens: the request limit decides.
+        assert_eq!((d.allowed, d.limit, d.remaining), (true, 2, 1));
+        // 60 + 50 > 100 tokens: rejected by the token limit, nothing recorded.
+        let d = decide_and_record(&mut log, 10, &call(50));
+        assert_eq!(
+            (d.allowed, d.limit, d.count, d.retry_after_ms),
+            (false, 100, 60, 990)
+        );
+        assert_eq!(log.len(), 1);
+        // 40 tokens fit; then the request limit is full.
+        assert!(decide_and_record(&mut log, 20, &call(40)).allowed);
+        let d = decide_and_record(&mut log, 30, &call(1));
+        assert_eq!((d.allowed, d.limit, d.retry_after_ms), (false, 2, 970));
+    }
+
+    #[test]
     fn early_timestamps_do_not_underflow() {
         let r = req(&[(1, 1000)], 1);
-        let mut log = VecDeque::new();
+        let mut log = Log::new();
         assert!(decide_and_record(&mut log, 0, &r).allowed);
         let d = decide_and_record(&mut log, 999, &r);
         assert_eq!((d.allowed, d.retry_after_ms), (false, 1));

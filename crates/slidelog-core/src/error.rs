@@ -49,6 +49,24 @@ pub enum InputError {
         /// How many were given.
         got: usize,
     },
+    /// A per-limit cost of 0, or above its own limit's `max`.
+    #[error("limits[{index}].cost must be between 1 and {max} (that limit's max), got {got}")]
+    LimitCost {
+        /// Position of the limit in the request.
+        index: usize,
+        /// The value given.
+        got: u64,
+        /// That limit's `max`.
+        max: u64,
+    },
+    /// Per-limit costs whose number is not the number of limits.
+    #[error("costs must hold one cost per limit ({limits}), got {got}")]
+    CostCount {
+        /// How many costs were given.
+        got: usize,
+        /// How many limits the request has.
+        limits: usize,
+    },
 }
 
 impl InputError {
@@ -58,8 +76,29 @@ impl InputError {
             Self::EmptyKey | Self::KeyTooLong { .. } => "key",
             Self::Max { .. } => "max",
             Self::Window { .. } | Self::WindowResolution { .. } => "window_ms",
-            Self::Cost { .. } => "cost",
+            Self::Cost { .. } | Self::CostCount { .. } => "cost",
             Self::LimitCount { .. } => "limits",
+            Self::LimitCost { .. } => "limits[].cost",
+        }
+    }
+}
+
+/// The bound of the in-memory store that a [`StoreError::Full`] reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FullLimit {
+    /// The key cap (`--memory-key-cap`).
+    Keys(usize),
+    /// The memory budget in bytes (`--memory-limit`).
+    Bytes(usize),
+}
+
+impl std::fmt::Display for FullLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Keys(cap) => write!(f, "{cap} keys held (the key cap, --memory-key-cap)"),
+            Self::Bytes(limit) => {
+                write!(f, "{limit} bytes held (the memory budget, --memory-limit)")
+            }
         }
     }
 }
@@ -77,16 +116,27 @@ pub enum StoreError {
     /// failover, cluster down). Transient.
     #[error("store unavailable: {0}")]
     Unavailable(String),
-    /// The in-memory store holds as many keys as its cap and none has expired.
-    #[error("store full: {cap} keys held, none expired; raise the key cap or wait")]
+    /// The in-memory store is at its key cap or memory budget and no log
+    /// has expired: new keys are refused until one does. Not an outage: the
+    /// fail-open policy never applies to it (docs/design.md §6).
+    #[error("store full: {limit}; new keys are refused until a log expires{}",
+        retry_after_ms.map(|ms| format!(" (the first in {ms} ms)")).unwrap_or_default())]
     Full {
-        /// The configured key cap.
-        cap: usize,
+        /// The bound that is reached.
+        limit: FullLimit,
+        /// Time until the first held log expires, when known.
+        retry_after_ms: Option<u64>,
     },
     /// The store answered with an error that retrying will not fix
     /// (wrong key type, script error, bad configuration).
     #[error("store error: {0}")]
     Backend(String),
+    /// The store refuses this client as configured: wrong password, unknown
+    /// ACL user, a command the user may not run (NOPERM), a database index
+    /// the server does not have, a failed TLS handshake. Not transient:
+    /// it lasts until someone fixes the configuration.
+    #[error("store misconfigured: {0}")]
+    Misconfigured(String),
 }
 
 impl StoreError {
@@ -94,5 +144,17 @@ impl StoreError {
     /// unavailability. Drives fail-open/fail-closed, retries and readiness.
     pub fn is_transient(&self) -> bool {
         matches!(self, Self::Timeout(_) | Self::Unavailable(_))
+    }
+
+    /// True when the store refuses this client's configuration
+    /// ([`StoreError::Misconfigured`]): an operator must act.
+    pub fn is_misconfiguration(&self) -> bool {
+        matches!(self, Self::Misconfigured(_))
+    }
+
+    /// True when the store is full ([`StoreError::Full`]): not an outage, so
+    /// no failure policy admits the request.
+    pub fn is_full(&self) -> bool {
+        matches!(self, Self::Full { .. })
     }
 }

@@ -9,7 +9,7 @@
 //! use slidelog_core::{engine, Limit, Request};
 //!
 //! let request = Request::new("user123", vec![Limit::new(2, 1_000)?], 1)?;
-//! let mut log = std::collections::VecDeque::new();
+//! let mut log = slidelog_core::Log::new();
 //! let first = engine::decide_and_record(&mut log, 10_000, &request);
 //! let second = engine::decide_and_record(&mut log, 10_001, &request);
 //! let third = engine::decide_and_record(&mut log, 10_002, &request);
@@ -26,11 +26,13 @@ pub mod decision;
 pub mod engine;
 pub mod error;
 pub mod limit;
+pub mod log;
 pub mod redact;
 pub mod store;
 
 pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock};
 pub use decision::Decision;
-pub use error::{InputError, StoreError};
+pub use error::{FullLimit, InputError, StoreError};
 pub use limit::{Limit, MAX_COST, MAX_KEY_BYTES, MAX_LIMITS, MAX_MAX, MAX_WINDOW_MS, Request};
+pub use log::Log;
 pub use store::{Mode, Now, Store};

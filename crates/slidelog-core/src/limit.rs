@@ -71,7 +71,8 @@ pub struct Request {
     // allocation, and a decision touches one cache line less.
     key: CompactString,
     limits: SmallVec<[Limit; 2]>,
-    cost: u64,
+    /// One cost for every limit, or one per limit (matched by position).
+    costs: SmallVec<[u64; 2]>,
     longest_window_ms: u64,
 }
 
@@ -100,9 +101,49 @@ impl Request {
         Ok(Self {
             key,
             limits,
-            cost,
+            costs: SmallVec::from_elem(cost, 1),
             longest_window_ms,
         })
+    }
+
+    /// A request that carries its own cost for each limit, matched by
+    /// position: `costs[i]` units against `limits[i]` (for example 1 against
+    /// 3,000 requests per minute and 4,000 against 1,000,000 tokens per
+    /// minute). Each cost must be 1 ..= its own limit's `max`. It is admitted
+    /// only if every limit admits its own cost; a rejection records nothing.
+    pub fn with_costs(
+        key: impl Into<String>,
+        limits: impl Into<Vec<Limit>>,
+        costs: impl Into<Vec<u64>>,
+    ) -> Result<Self, InputError> {
+        let limits: Vec<Limit> = limits.into();
+        let costs: Vec<u64> = costs.into();
+        if limits.is_empty() || limits.len() > MAX_LIMITS {
+            return Err(InputError::LimitCount { got: limits.len() });
+        }
+        if costs.len() != limits.len() {
+            return Err(InputError::CostCount {
+                got: costs.len(),
+                limits: limits.len(),
+            });
+        }
+        for (index, (limit, &cost)) in limits.iter().zip(&costs).enumerate() {
+            if cost == 0 || cost > limit.max() {
+                return Err(InputError::LimitCost {
+                    index,
+                    got: cost,
+                    max: limit.max(),
+                });
+            }
+        }
+        let mut request = Self::new(key, limits, 1)?;
+        // Equal costs are one cost for all: the common, plain layout.
+        if costs.iter().any(|&c| c != costs[0]) {
+            request.costs = SmallVec::from_vec(costs);
+        } else {
+            request.costs = SmallVec::from_elem(costs[0], 1);
+        }
+        Ok(request)
     }
 
     /// A request of cost 1 under one limit.
@@ -120,9 +161,25 @@ impl Request {
         &self.limits
     }
 
-    /// Units this request consumes when admitted.
+    /// Units this request consumes when admitted: its one cost, or, when it
+    /// carries a cost per limit, the first limit's.
     pub fn cost(&self) -> u64 {
-        self.cost
+        self.costs[0]
+    }
+
+    /// The cost against the limit at `index`.
+    pub fn cost_for(&self, index: usize) -> u64 {
+        self.costs[index.min(self.costs.len() - 1)]
+    }
+
+    /// The costs as a record lists them: one for every limit, or one per limit.
+    pub fn costs(&self) -> &[u64] {
+        &self.costs
+    }
+
+    /// True when one cost applies to every limit.
+    pub fn has_one_cost(&self) -> bool {
+        self.costs.len() == 1
     }
 
     /// The longest window among the limits: how long records are kept.
@@ -130,7 +187,7 @@ impl Request {
         self.longest_window_ms
     }
 
-    /// The same request with another cost (validated again).
+    /// The same request with another cost for every limit (validated again).
     pub fn with_cost(&self, cost: u64) -> Result<Self, InputError> {
         Self::new(self.key.as_str(), self.limits.to_vec(), cost)
     }
@@ -203,6 +260,39 @@ mod tests {
             Request::new("k", vec![l; 17], 1),
             Err(InputError::LimitCount { got: 17 })
         );
+    }
+
+    #[test]
+    fn per_limit_costs_are_checked_against_their_own_limit() {
+        let requests = Limit::new(3_000, 60_000).unwrap();
+        let tokens = Limit::new(1_000_000, 60_000).unwrap();
+        let r = Request::with_costs("k", vec![requests, tokens], vec![1, 4_000]).unwrap();
+        assert_eq!((r.cost_for(0), r.cost_for(1)), (1, 4_000));
+        assert!(!r.has_one_cost());
+        assert_eq!(
+            Request::with_costs("k", vec![requests, tokens], vec![3_001, 1]),
+            Err(InputError::LimitCost {
+                index: 0,
+                got: 3_001,
+                max: 3_000
+            })
+        );
+        assert_eq!(
+            Request::with_costs("k", vec![requests, tokens], vec![1, 0]),
+            Err(InputError::LimitCost {
+                index: 1,
+                got: 0,
+                max: 1_000_000
+            })
+        );
+        assert_eq!(
+            Request::with_costs("k", vec![requests, tokens], vec![1]),
+            Err(InputError::CostCount { got: 1, limits: 2 })
+        );
+        // Equal costs are one cost.
+        let same = Request::with_costs("k", vec![requests, tokens], vec![7, 7]).unwrap();
+        assert!(same.has_one_cost());
+        assert_eq!(same, Request::new("k", vec![requests, tokens], 7).unwrap());
     }
 
     #[test]

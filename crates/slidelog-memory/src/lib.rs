@@ -5,12 +5,16 @@
 //! and each decision runs under its shard's lock: deciding and recording are
 //! one atomic step, exactly as the Lua script is in Redis.
 //!
-//! Memory is bounded three ways: a log never holds more live records than its
-//! limits admit (rejected requests append nothing and expired records are
-//! dropped on every decision); logs that have expired are swept as the shard is
-//! used; and the number of keys has a cap (default 1,000,000). At the cap the
-//! store first sweeps expired logs and otherwise answers
-//! [`StoreError::Full`]: it never admits silently and never drops a live log.
+//! Memory is bounded four ways: a request is one record whatever its cost
+//! (docs/design.md §4), so a log never holds more records than the requests
+//! its limits admitted (rejected requests append nothing and expired records
+//! are dropped on every decision); logs that have expired are swept as the
+//! shard is used; the number of keys has a cap (default 1,000,000); and the
+//! bytes held (records, keys and their table slots) have a budget (default
+//! 1 GiB). At the cap or the budget the store first sweeps expired logs and
+//! otherwise answers [`StoreError::Full`] for new keys, with the time until
+//! the first held log expires. It never admits silently, never drops a live
+//! log, and keeps deciding existing keys exactly.
 //!
 //! ```
 //! use slidelog_core::{Limit, Request, Store};
@@ -31,14 +35,18 @@ mod shard;
 
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
-use shard::{KeyHasher, Shard};
-use slidelog_core::{Clock, Decision, Mode, MonotonicClock, Now, Request, Store, StoreError};
+use shard::{KeyHasher, Shard, Swept};
+use slidelog_core::{
+    Clock, Decision, FullLimit, Log, Mode, MonotonicClock, Now, Request, Store, StoreError,
+};
 use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Default cap on the number of keys.
 pub const DEFAULT_KEY_CAP: usize = 1_000_000;
+/// Default budget of bytes held by logs, keys and their table slots: 1 GiB.
+pub const DEFAULT_MEMORY_LIMIT: usize = 1 << 30;
 
 /// The in-memory store. Cheap to share behind an `Arc`; every method takes `&self`.
 #[derive(Debug)]
@@ -47,6 +55,9 @@ pub struct MemoryStore {
     hasher: KeyHasher,
     keys: AtomicUsize,
     key_cap: usize,
+    /// Bytes held, as [`MemoryStore::bytes_held`] reports.
+    bytes: AtomicUsize,
+    memory_limit: usize,
     clock: Arc<dyn Clock>,
 }
 
@@ -69,6 +80,8 @@ impl MemoryStore {
             hasher: KeyHasher::default(),
             keys: AtomicUsize::new(0),
             key_cap: DEFAULT_KEY_CAP,
+            bytes: AtomicUsize::new(0),
+            memory_limit: DEFAULT_MEMORY_LIMIT,
             clock: Arc::new(MonotonicClock::new()),
         }
     }
@@ -77,6 +90,24 @@ impl MemoryStore {
     pub fn with_key_cap(mut self, key_cap: usize) -> Self {
         self.key_cap = key_cap.max(1);
         self
+    }
+
+    /// Sets the budget of bytes held by logs, keys and their table slots (at
+    /// least 1). New keys are refused with [`StoreError::Full`] above it.
+    pub fn with_memory_limit(mut self, bytes: usize) -> Self {
+        self.memory_limit = bytes.max(1);
+        self
+    }
+
+    /// The budget of bytes held.
+    pub fn memory_limit(&self) -> usize {
+        self.memory_limit
+    }
+
+    /// Bytes held by logs, keys and their table slots (the figure the
+    /// budget is checked against; the allocator's own overhead is not in it).
+    pub fn bytes_held(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
     }
 
     /// Uses `clock` for [`Now::Server`] decisions (a manual clock in tests).
@@ -113,14 +144,39 @@ impl MemoryStore {
     }
 
     fn sweep_at(&self, now_ms: u64) -> usize {
-        self.shards
-            .iter()
-            .map(|s| {
-                let dropped = s.lock().sweep(now_ms, &self.hasher);
-                self.keys.fetch_sub(dropped, Ordering::Relaxed);
-                dropped
-            })
-            .sum()
+        self.sweep_all(now_ms).keys
+    }
+
+    /// Sweeps every shard; `next_expiry` is the earliest held log's expiry.
+    fn sweep_all(&self, now_ms: u64) -> Swept {
+        let mut all = Swept {
+            next_expiry: u64::MAX,
+            ..Swept::default()
+        };
+        for shard in self.shards.iter() {
+            let swept = shard.lock().sweep(now_ms, &self.hasher);
+            self.forget(swept);
+            all.keys += swept.keys;
+            all.bytes += swept.bytes;
+            all.next_expiry = all.next_expiry.min(swept.next_expiry);
+        }
+        all
+    }
+
+    fn forget(&self, swept: Swept) {
+        if swept.keys > 0 {
+            self.keys.fetch_sub(swept.keys, Ordering::Relaxed);
+            self.bytes.fetch_sub(swept.bytes, Ordering::Relaxed);
+        }
+    }
+
+    fn account(&self, delta: isize) {
+        if delta > 0 {
+            self.bytes.fetch_add(delta as usize, Ordering::Relaxed);
+        } else if delta < 0 {
+            self.bytes
+                .fetch_sub(delta.unsigned_abs(), Ordering::Relaxed);
+        }
     }
 
     /// The decision at an explicit time, synchronously: the fast path that the
@@ -135,44 +191,57 @@ impl MemoryStore {
         let shard = &self.shards[self.shard_index(hash)];
         let mut guard = shard.lock();
         let swept = guard.tick(now_ms, &self.hasher);
-        if swept > 0 {
-            self.keys.fetch_sub(swept, Ordering::Relaxed);
-        }
-        if let Some(decision) = guard.decide_existing(hash, request, mode, now_ms) {
+        self.forget(swept);
+        if let Some((decision, delta)) = guard.decide_existing(hash, request, mode, now_ms) {
+            self.account(delta);
             return Ok(decision);
         }
         if mode == Mode::Peek {
-            return Ok(slidelog_core::engine::evaluate(&[][..], now_ms, request));
+            return Ok(slidelog_core::engine::evaluate(
+                &Log::new(),
+                now_ms,
+                request,
+            ));
         }
-        if !self.try_reserve_key() {
-            // At the cap: reclaim expired logs, this shard first (we hold it),
+        if let Err(limit) = self.try_reserve_key() {
+            // Full: reclaim expired logs, this shard first (we hold it),
             // then the others with our lock released so no two sweeps deadlock.
-            let dropped = guard.sweep(now_ms, &self.hasher);
-            self.keys.fetch_sub(dropped, Ordering::Relaxed);
-            if !self.try_reserve_key() {
+            let swept = guard.sweep(now_ms, &self.hasher);
+            self.forget(swept);
+            if self.try_reserve_key().is_err() {
                 drop(guard);
-                self.sweep_at(now_ms);
+                let swept = self.sweep_all(now_ms);
                 guard = shard.lock();
                 // Another caller may have created the key meanwhile.
-                if let Some(decision) = guard.decide_existing(hash, request, mode, now_ms) {
+                if let Some((decision, delta)) = guard.decide_existing(hash, request, mode, now_ms)
+                {
+                    self.account(delta);
                     return Ok(decision);
                 }
-                if !self.try_reserve_key() {
-                    return Err(StoreError::Full { cap: self.key_cap });
+                if let Err(limit) = self.try_reserve_key() {
+                    return Err(StoreError::Full {
+                        limit,
+                        retry_after_ms: (swept.next_expiry != u64::MAX)
+                            .then(|| swept.next_expiry.saturating_sub(now_ms).max(1)),
+                    });
                 }
             }
+            let _ = limit;
         }
-        Ok(guard.insert_new(hash, request, now_ms, &self.hasher))
+        let (decision, bytes) = guard.insert_new(hash, request, now_ms, &self.hasher);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        Ok(decision)
     }
 
     /// Deletes a key's log synchronously. Returns whether it existed.
     pub fn reset_sync(&self, key: &str) -> bool {
         let hash = self.hasher.hash_one(key);
         let removed = self.shards[self.shard_index(hash)].lock().remove(hash, key);
-        if removed {
+        if let Some(bytes) = removed {
             self.keys.fetch_sub(1, Ordering::Relaxed);
+            self.bytes.fetch_sub(bytes, Ordering::Relaxed);
         }
-        removed
+        removed.is_some()
     }
 
     fn shard_index(&self, hash: u64) -> usize {
@@ -180,12 +249,17 @@ impl MemoryStore {
         ((hash >> 40) as usize) & (self.shards.len() - 1)
     }
 
-    fn try_reserve_key(&self) -> bool {
+    /// Takes room for one more key, or says which bound is reached.
+    fn try_reserve_key(&self) -> Result<(), FullLimit> {
+        if self.bytes.load(Ordering::Relaxed) >= self.memory_limit {
+            return Err(FullLimit::Bytes(self.memory_limit));
+        }
         self.keys
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < self.key_cap).then_some(n + 1)
             })
-            .is_ok()
+            .map(|_| ())
+            .map_err(|_| FullLimit::Keys(self.key_cap))
     }
 }
 

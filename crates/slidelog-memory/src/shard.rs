@@ -3,8 +3,7 @@
 
 use compact_str::CompactString;
 use hashbrown::HashTable;
-use slidelog_core::{Decision, Mode, Request, engine};
-use std::collections::VecDeque;
+use slidelog_core::{Decision, Log, Mode, Request, engine};
 use std::hash::BuildHasher;
 
 /// Sweep a shard after this many decisions at least (and never more often
@@ -14,12 +13,12 @@ const MIN_OPS_BETWEEN_SWEEPS: usize = 1024;
 /// The hasher of the whole store; shards need it to grow their tables.
 pub(crate) type KeyHasher = foldhash::fast::RandomState;
 
-/// One key's log. 64 bytes: a table slot is one cache line or less.
+/// One key's log: 72 bytes in the table, the records on the heap.
 #[derive(Debug)]
 struct Entry {
     /// Inline for keys up to 24 bytes: one cache miss less per decision.
     key: CompactString,
-    log: VecDeque<u64>,
+    log: Log,
     /// When the newest record expires for the longest window of the last
     /// request on this key (the log has expired then). Kept here so that a
     /// sweep reads only the table, never the logs.
@@ -28,8 +27,30 @@ struct Entry {
 
 impl Entry {
     fn refresh_expiry(&mut self, longest_window_ms: u64) {
-        self.expires_at = self.log.back().map_or(0, |&n| n + longest_window_ms);
+        self.expires_at = self.log.newest().map_or(0, |n| n + longest_window_ms);
     }
+
+    /// Bytes this key holds: its table slot (and control byte), a key too
+    /// long to be inline, and its records.
+    fn footprint(&self) -> usize {
+        let key_heap = if self.key.is_heap_allocated() {
+            self.key.capacity()
+        } else {
+            0
+        };
+        std::mem::size_of::<Entry>() + 1 + key_heap + self.log.heap_bytes()
+    }
+}
+
+/// What a sweep did.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Swept {
+    /// Keys dropped.
+    pub keys: usize,
+    /// Bytes they held.
+    pub bytes: usize,
+    /// The earliest time a key still held expires (`u64::MAX` when none).
+    pub next_expiry: u64,
 }
 
 /// The logs of the keys that hash into one shard.
@@ -40,77 +61,96 @@ pub(crate) struct Shard {
 }
 
 impl Shard {
-    /// Counts a decision and sweeps when enough have passed. Returns how many
-    /// keys were dropped.
-    pub(crate) fn tick(&mut self, now_ms: u64, hasher: &KeyHasher) -> usize {
+    /// Counts a decision and sweeps when enough have passed.
+    pub(crate) fn tick(&mut self, now_ms: u64, hasher: &KeyHasher) -> Swept {
         self.ops_since_sweep += 1;
         if self.ops_since_sweep >= self.table.len().max(MIN_OPS_BETWEEN_SWEEPS) {
             self.sweep(now_ms, hasher)
         } else {
-            0
+            Swept::default()
         }
     }
 
-    /// Drops the logs that have expired. Returns how many.
-    pub(crate) fn sweep(&mut self, now_ms: u64, hasher: &KeyHasher) -> usize {
+    /// Drops the logs that have expired.
+    pub(crate) fn sweep(&mut self, now_ms: u64, hasher: &KeyHasher) -> Swept {
         self.ops_since_sweep = 0;
-        let before = self.table.len();
-        self.table.retain(|e| e.expires_at > now_ms);
-        let dropped = before - self.table.len();
-        if dropped > 0 && self.table.capacity() > 4 * self.table.len().max(16) {
+        let mut swept = Swept {
+            next_expiry: u64::MAX,
+            ..Swept::default()
+        };
+        self.table.retain(|e| {
+            if e.expires_at > now_ms {
+                swept.next_expiry = swept.next_expiry.min(e.expires_at);
+                true
+            } else {
+                swept.keys += 1;
+                swept.bytes += e.footprint();
+                false
+            }
+        });
+        if swept.keys > 0 && self.table.capacity() > 4 * self.table.len().max(16) {
             self.table
                 .shrink_to_fit(|e| hasher.hash_one(e.key.as_str()));
         }
-        dropped
+        swept
     }
 
     /// Decides on a key that already has a log; `None` when it has none.
+    /// Returns the decision and the change in bytes the key holds.
     pub(crate) fn decide_existing(
         &mut self,
         hash: u64,
         request: &Request,
         mode: Mode,
         now_ms: u64,
-    ) -> Option<Decision> {
+    ) -> Option<(Decision, isize)> {
         let entry = self.table.find_mut(hash, |e| e.key == request.key())?;
         Some(match mode {
             Mode::Record => {
+                let before = entry.log.heap_bytes();
                 let decision = engine::decide_and_record(&mut entry.log, now_ms, request);
+                if !decision.allowed {
+                    entry.log.shrink_if_sparse();
+                }
                 entry.refresh_expiry(request.longest_window_ms());
-                decision
+                let delta = entry.log.heap_bytes() as isize - before as isize;
+                (decision, delta)
             }
-            Mode::Peek => engine::evaluate(&entry.log, now_ms, request),
+            Mode::Peek => (engine::evaluate(&entry.log, now_ms, request), 0),
         })
     }
 
     /// Creates the log of a new key and records the first decision on it.
+    /// Returns the decision and the bytes the key holds.
     pub(crate) fn insert_new(
         &mut self,
         hash: u64,
         request: &Request,
         now_ms: u64,
         hasher: &KeyHasher,
-    ) -> Decision {
+    ) -> (Decision, usize) {
         let mut entry = Entry {
             key: CompactString::from(request.key()),
-            log: VecDeque::with_capacity(request.cost() as usize),
+            log: Log::new(),
             expires_at: 0,
         };
         let decision = engine::decide_and_record(&mut entry.log, now_ms, request);
         entry.refresh_expiry(request.longest_window_ms());
+        let bytes = entry.footprint();
         self.table
             .insert_unique(hash, entry, |e| hasher.hash_one(e.key.as_str()));
-        decision
+        (decision, bytes)
     }
 
-    /// Removes a key's log. Returns whether it existed.
-    pub(crate) fn remove(&mut self, hash: u64, key: &str) -> bool {
+    /// Removes a key's log. Returns the bytes it held, or `None` when it had none.
+    pub(crate) fn remove(&mut self, hash: u64, key: &str) -> Option<usize> {
         match self.table.find_entry(hash, |e| e.key == key) {
             Ok(occupied) => {
+                let bytes = occupied.get().footprint();
                 occupied.remove();
-                true
+                Some(bytes)
             }
-            Err(_) => false,
+            Err(_) => None,
         }
     }
 

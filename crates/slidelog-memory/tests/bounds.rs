@@ -2,7 +2,7 @@
 //! are swept to make room, a live log is never dropped, and a log never holds
 //! more records than its limit admits.
 
-use slidelog_core::{Limit, ManualClock, Mode, Request, StoreError};
+use slidelog_core::{FullLimit, Limit, ManualClock, Mode, Request, StoreError};
 use slidelog_memory::MemoryStore;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,8 +10,9 @@ use std::time::Duration;
 /// The process's resident set, from `/proc/self/statm`. Panics when it
 /// cannot be read: a bound checked against 0 would pass vacuously.
 fn resident_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm")
-        .unwrap_or_else(|e| panic!("/proc/self/statm cannot be read ({e}): this test needs Linux's /proc"));
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_else(|e| {
+        panic!("/proc/self/statm cannot be read ({e}): this test needs Linux's /proc")
+    });
     let pages: u64 = statm
         .split_whitespace()
         .nth(1)
@@ -58,7 +59,15 @@ fn a_million_distinct_keys_stay_within_the_cap_and_its_memory() {
     let err = store
         .decide_at(&newcomer, Mode::Record, 1_000_001)
         .unwrap_err();
-    assert_eq!(err, StoreError::Full { cap: CAP });
+    assert_eq!(
+        err,
+        StoreError::Full {
+            limit: FullLimit::Keys(CAP),
+            // The first log expires a window after it was written.
+            retry_after_ms: Some(59_999),
+        }
+    );
+    assert!(err.is_full());
     assert!(!err.is_transient());
     assert_eq!(store.key_count(), CAP);
     // Existing keys still decide exactly.
@@ -144,4 +153,73 @@ fn a_clock_stepping_back_does_not_let_the_sweeper_drop_live_logs() {
     );
     assert_eq!(store.sweep(), 0);
     assert_eq!(store.key_count(), 1);
+}
+
+#[test]
+fn a_check_at_the_largest_cost_is_one_record() {
+    let store = MemoryStore::new();
+    let limit = Limit::new(slidelog_core::MAX_MAX, 60_000).unwrap();
+    let big = Request::new("tokens", vec![limit], slidelog_core::MAX_MAX).unwrap();
+    let before = store.bytes_held();
+    for t in 0..5 {
+        store.decide_at(&big, Mode::Record, 1_000_000 + t).unwrap();
+    }
+    // One admitted (a whole window's worth), four rejected: one record.
+    assert_eq!(store.record_count(), 1);
+    assert!(
+        store.bytes_held() - before < 512,
+        "{} bytes",
+        store.bytes_held()
+    );
+    let d = store.decide_at(&big, Mode::Record, 1_000_010).unwrap();
+    assert_eq!(
+        (d.allowed, d.count, d.retry_after_ms),
+        (false, 10_000_000, 59_990)
+    );
+}
+
+#[test]
+fn the_memory_budget_refuses_new_keys_and_keeps_deciding_old_ones() {
+    let clock = ManualClock::new(6_003);
+    let store = MemoryStore::new()
+        .with_memory_limit(64 * 1024)
+        .with_clock(Arc::new(clock));
+    let limit = Limit::new(3, 1_000).unwrap();
+    let mut admitted = 0;
+    let err = loop {
+        let request = Request::single(format!("key-{admitted}"), limit).unwrap();
+        match store.decide_at(&request, Mode::Record, 5_000) {
+            Ok(d) => {
+                assert!(d.allowed);
+                admitted += 1;
+            }
+            Err(e) => break e,
+        }
+        assert!(admitted < 10_000, "the budget never applied");
+    };
+    assert!(store.bytes_held() >= 64 * 1024);
+    assert_eq!(
+        err,
+        StoreError::Full {
+            limit: FullLimit::Bytes(64 * 1024),
+            retry_after_ms: Some(1_000),
+        }
+    );
+    assert!(err.to_string().contains("--memory-limit"), "{err}");
+    // Existing keys are decided exactly: 2 more, then rejected.
+    let old = Request::single("key-0", limit).unwrap();
+    assert!(store.decide_at(&old, Mode::Record, 5_001).unwrap().allowed);
+    assert!(store.decide_at(&old, Mode::Record, 5_002).unwrap().allowed);
+    assert!(!store.decide_at(&old, Mode::Record, 5_003).unwrap().allowed);
+    // Once the logs expire there is room again, and the bytes are given back.
+    let fresh = Request::single("fresh", limit).unwrap();
+    assert!(
+        store
+            .decide_at(&fresh, Mode::Record, 6_003)
+            .unwrap()
+            .allowed
+    );
+    store.sweep();
+    assert_eq!(store.key_count(), 1);
+    assert!(store.bytes_held() < 1024, "{}", store.bytes_held());
 }

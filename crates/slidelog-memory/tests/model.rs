@@ -8,10 +8,12 @@ use slidelog_core::{Decision, Limit, Mode, Request};
 use slidelog_memory::MemoryStore;
 use std::collections::HashMap;
 
-/// docs/design.md §1–§2 written out directly, with no shared code with the engine.
+/// docs/design.md §1–§2 written out directly, with no shared code with the
+/// engine: every record keeps its timestamp and its cost per limit, and a
+/// limit counts a record of cost `c` as `c` units at that timestamp.
 #[derive(Default)]
 struct NaiveModel {
-    logs: HashMap<String, Vec<i128>>,
+    logs: HashMap<String, Vec<(i128, Vec<u64>)>>,
 }
 
 impl NaiveModel {
@@ -19,45 +21,46 @@ impl NaiveModel {
         &mut self,
         key: &str,
         limits: &[(u64, u64)],
-        cost: u64,
+        costs: &[u64],
         now: u64,
         record: bool,
     ) -> Decision {
         let now = now as i128;
-        let cost_i = cost as i128;
+        let cost_of = |costs: &[u64], i: usize| costs[i.min(costs.len() - 1)];
         let log = self.logs.entry(key.to_owned()).or_default();
         if record {
             // A check drops what has expired for its longest window, as
             // ZREMRANGEBYSCORE does; a peek changes nothing.
             let longest = limits.iter().map(|&(_, w)| w).max().unwrap() as i128;
-            log.retain(|&ts| ts > now - longest);
+            log.retain(|(ts, _)| *ts > now - longest);
         }
-        // Per limit: live records, oldest first.
-        let per_limit: Vec<(u64, u64, Vec<i128>)> = limits
+        // Per limit: its cost, and its live units, oldest first.
+        let per_limit: Vec<(u64, u64, i128, Vec<i128>)> = limits
             .iter()
-            .map(|&(max, window)| {
+            .enumerate()
+            .map(|(i, &(max, window))| {
                 let mut live: Vec<i128> = log
                     .iter()
-                    .copied()
-                    .filter(|&ts| ts > now - window as i128)
+                    .filter(|(ts, _)| *ts > now - window as i128)
+                    .flat_map(|(ts, c)| std::iter::repeat_n(*ts, cost_of(c, i) as usize))
                     .collect();
                 live.sort_unstable();
-                (max, window, live)
+                (max, window, cost_of(costs, i) as i128, live)
             })
             .collect();
         let allowed = per_limit
             .iter()
-            .all(|(max, _, live)| live.len() as i128 + cost_i <= *max as i128);
+            .all(|(max, _, cost, live)| live.len() as i128 + cost <= *max as i128);
         let decision = if allowed {
             // Smallest remaining after admission; ties: shorter window.
-            let (max, window, live) = per_limit
+            let (max, window, cost, live) = per_limit
                 .iter()
-                .min_by_key(|(max, window, live)| {
-                    (*max as i128 - live.len() as i128 - cost_i, *window)
+                .min_by_key(|(max, window, cost, live)| {
+                    (*max as i128 - live.len() as i128 - cost, *window)
                 })
                 .unwrap();
-            let count = live.len() as u64 + cost;
-            let newest = live.iter().copied().chain([now]).max().unwrap();
+            let count = live.len() as u64 + *cost as u64;
+            let newest = log.iter().map(|(ts, _)| *ts).chain([now]).max().unwrap();
             Decision {
                 allowed: true,
                 limit: *max,
@@ -72,15 +75,15 @@ impl NaiveModel {
             // Violated limit with the largest wait; ties: shorter window.
             let (wait, window, max, live) = per_limit
                 .iter()
-                .filter(|(max, _, live)| live.len() as i128 + cost_i > *max as i128)
-                .map(|(max, window, live)| {
-                    let k = live.len() as i128 + cost_i - *max as i128;
+                .filter(|(max, _, cost, live)| live.len() as i128 + cost > *max as i128)
+                .map(|(max, window, cost, live)| {
+                    let k = live.len() as i128 + cost - *max as i128;
                     let wait = live[(k - 1) as usize] + *window as i128 - now;
                     (wait, *window, *max, live)
                 })
                 .max_by_key(|(wait, window, _, _)| (*wait, std::cmp::Reverse(*window)))
                 .unwrap();
-            let newest = *live.last().unwrap();
+            let newest = log.iter().map(|(ts, _)| *ts).max().unwrap();
             Decision {
                 allowed: false,
                 limit: max,
@@ -88,12 +91,12 @@ impl NaiveModel {
                 count: live.len() as u64,
                 remaining: max.saturating_sub(live.len() as u64),
                 retry_after_ms: wait as u64,
-                reset_after_ms: (newest + window as i128 - now) as u64,
+                reset_after_ms: (newest + window as i128 - now).max(0) as u64,
                 degraded: false,
             }
         };
         if allowed && record {
-            log.extend(std::iter::repeat_n(now, cost as usize));
+            log.push((now, costs.to_vec()));
         }
         decision
     }
@@ -103,13 +106,15 @@ impl NaiveModel {
 enum Op {
     /// Move the clock by this many ms (negative: a clock stepping back).
     Time(i64),
+    /// `costs`: one cost for every limit, or one per limit (each reduced
+    /// to its limit's max when the request is built).
     Check {
         key: usize,
-        cost: u64,
+        costs: Vec<u64>,
     },
     Peek {
         key: usize,
-        cost: u64,
+        costs: Vec<u64>,
     },
     Reset {
         key: usize,
@@ -120,9 +125,19 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => (0i64..400).prop_map(Op::Time),
         1 => (-300i64..0).prop_map(Op::Time),
-        10 => (0usize..3, 1u64..4).prop_map(|(key, cost)| Op::Check { key, cost }),
-        2 => (0usize..3, 1u64..4).prop_map(|(key, cost)| Op::Peek { key, cost }),
+        10 => (0usize..3, costs()).prop_map(|(key, costs)| Op::Check { key, costs }),
+        2 => (0usize..3, costs()).prop_map(|(key, costs)| Op::Peek { key, costs }),
         1 => (0usize..3).prop_map(|key| Op::Reset { key }),
+    ]
+}
+
+/// Mostly cost 1 (the plain log), often weighted, up to a limit's max, and
+/// sometimes one cost per limit.
+fn costs() -> impl Strategy<Value = Vec<u64>> {
+    prop_oneof![
+        3 => Just(vec![1]),
+        3 => (1u64..13).prop_map(|c| vec![c]),
+        2 => proptest::collection::vec(1u64..13, 2),
     ]
 }
 
@@ -145,6 +160,24 @@ const REGRESSIONS: &str = concat!(
     "/tests/model.proptest-regressions"
 );
 
+/// A valid request from drawn costs: one cost, at most the smallest max; or
+/// one per limit, each at most its own max. Returns the costs it carries.
+fn request_of(key: String, limits: Vec<Limit>, drawn: &[u64]) -> (Request, Vec<u64>) {
+    if drawn.len() == 1 || limits.len() == 1 {
+        let smallest = limits.iter().map(Limit::max).min().unwrap();
+        let cost = drawn[0].min(smallest);
+        (Request::new(key, limits, cost).unwrap(), vec![cost])
+    } else {
+        let costs: Vec<u64> = limits
+            .iter()
+            .zip(drawn)
+            .map(|(l, &c)| c.min(l.max()))
+            .collect();
+        let request = Request::with_costs(key, limits, costs.clone()).unwrap();
+        (request, costs)
+    }
+}
+
 /// Runs `ops` on the memory store and on the naive model side by side.
 fn run_trace(sets: &[Vec<(u64, u64)>], ops: Vec<Op>) -> Result<(), TestCaseError> {
     let store = MemoryStore::new();
@@ -153,16 +186,16 @@ fn run_trace(sets: &[Vec<(u64, u64)>], ops: Vec<Op>) -> Result<(), TestCaseError
     for op in ops {
         match op {
             Op::Time(delta) => now = now.saturating_add_signed(delta),
-            Op::Check { key, cost } | Op::Peek { key, cost } => {
+            Op::Check { key, ref costs } | Op::Peek { key, ref costs } => {
                 let record = matches!(op, Op::Check { .. });
                 let limits: Vec<Limit> = sets[key]
                     .iter()
                     .map(|&(m, w)| Limit::new(m, w).unwrap())
                     .collect();
-                let request = Request::new(format!("k{key}"), limits, cost).unwrap();
+                let (request, costs) = request_of(format!("k{key}"), limits, costs);
                 let mode = if record { Mode::Record } else { Mode::Peek };
                 let got = store.decide_at(&request, mode, now).unwrap();
-                let want = model.decide(&format!("k{key}"), &sets[key], cost, now, record);
+                let want = model.decide(&format!("k{key}"), &sets[key], &costs, now, record);
                 prop_assert_eq!(got, want, "op {:?} at {}", op, now);
             }
             Op::Reset { key } => {
@@ -208,11 +241,20 @@ fn the_committed_regressions_are_where_the_config_reads_them() {
 fn regression_clock_steps_back_just_after_an_expiry() {
     let sets = vec![vec![(3, 100)], vec![(3, 100)], vec![(4, 287)]];
     let ops = vec![
-        Op::Check { key: 2, cost: 1 },
+        Op::Check {
+            key: 2,
+            costs: vec![1],
+        },
         Op::Time(287),
-        Op::Check { key: 2, cost: 1 },
+        Op::Check {
+            key: 2,
+            costs: vec![1],
+        },
         Op::Time(-2),
-        Op::Check { key: 2, cost: 1 },
+        Op::Check {
+            key: 2,
+            costs: vec![1],
+        },
     ];
     run_trace(&sets, ops).unwrap();
 }

@@ -5,7 +5,7 @@
 
 use slidelog::{
     FailurePolicy, InputError, Limit, Limiter, LimiterError, ManualClock, MemoryStore, Mode, Now,
-    Request, StoreError,
+    Request,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -60,27 +60,20 @@ async fn bad_input_is_an_error_naming_the_field_never_a_clamp() {
 }
 
 #[tokio::test]
-async fn fail_open_answers_a_degraded_allow_and_fail_closed_the_error() {
+async fn a_full_store_is_refused_under_either_policy() {
     let limits = [limit(10, 1_000), limit(2, 60_000)];
     for policy in [FailurePolicy::FailOpen, FailurePolicy::FailClosed] {
         let store = Arc::new(MemoryStore::new().with_key_cap(1));
         let limiter = Limiter::builder().failure_policy(policy).build(store);
         assert!(!limiter.check("one", &limits, 1).await.unwrap().degraded);
-        let second = limiter.check("two", &limits, 1).await;
-        match policy {
-            FailurePolicy::FailOpen => {
-                let d = second.unwrap();
-                assert!(d.allowed && d.degraded);
-                // The tightest limit is reported, with nothing counted.
-                assert_eq!((d.limit, d.window_ms, d.count), (2, 60_000, 0));
-            }
-            FailurePolicy::FailClosed => {
-                assert_eq!(
-                    second.unwrap_err().to_string(),
-                    StoreError::Full { cap: 1 }.to_string()
-                );
-            }
-        }
+        // A full store is not an outage: fail-open does not admit past it.
+        let second = limiter.check("two", &limits, 1).await.unwrap_err();
+        assert!(
+            second.to_string().contains("store full"),
+            "{policy:?}: {second}"
+        );
+        // Existing keys are still decided exactly.
+        assert_eq!(limiter.check("one", &limits, 1).await.unwrap().count, 2);
         // Reset has no policy: its errors are returned (here it succeeds).
         assert!(limiter.reset("one").await.unwrap());
         // With room again, decisions are exact with no restart.
