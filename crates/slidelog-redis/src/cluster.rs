@@ -27,6 +27,13 @@
 //! Getting a cluster connection can hang (an upstream issue), so it is
 //! bounded by the connect timeout; each call by the per-call timeout of
 //! [`ScriptStore`].
+//!
+//! A node connection that falls silent (black-holed) never errors, and
+//! redis-rs retries a timed-out call on the same connection. So a call that
+//! got no answer makes the cluster connection suspect ([`crate::heal`]): a
+//! `PING` goes to every primary, and when one of them does not answer within
+//! the probe timeout the whole cluster connection is replaced by a fresh
+//! one (new connections to every node, a fresh slot map).
 
 use crate::multi_url::MultiHostUrl;
 use crate::options::RedisOptions;
@@ -35,7 +42,11 @@ use crate::{ConnectError, mask_password};
 use redis::aio::ConnectionLike;
 use redis::cluster::{ClusterClient, ClusterConfig};
 use redis::cluster_async::ClusterConnection as RawClusterConnection;
-use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use crate::heal::{Healing, Maker, Probe};
+use redis::cluster_routing::{
+    MultipleNodeRoutingInfo, ResponsePolicy, Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr,
+};
+use std::sync::Arc;
 use redis::{Cmd, ErrorKind, Pipeline, RedisFuture, ServerErrorKind, TlsCertificates, Value};
 use std::time::Duration;
 
@@ -46,13 +57,36 @@ pub type ClusterStore = ScriptStore<ClusterConnection>;
 /// script with `EVAL` on the key's own master (see the module docs).
 #[derive(Clone)]
 pub struct ClusterConnection {
-    inner: RawClusterConnection,
+    inner: Healing<RawClusterConnection>,
 }
 
 impl ClusterConnection {
-    /// Wraps a redis-rs cluster connection.
-    pub fn new(inner: RawClusterConnection) -> Self {
-        Self { inner }
+    /// Wraps a redis-rs cluster connection; a silent one is replaced by
+    /// `make`'s (see the module docs).
+    pub fn new(
+        inner: RawClusterConnection,
+        make: Maker<RawClusterConnection>,
+        probe_timeout: Duration,
+    ) -> Self {
+        let probe: Probe<RawClusterConnection> = Arc::new(|mut conn: RawClusterConnection| {
+            Box::pin(async move {
+                let every_primary = RoutingInfo::MultiNode((
+                    MultipleNodeRoutingInfo::AllMasters,
+                    Some(ResponsePolicy::AllSucceeded),
+                ));
+                conn.route_command(redis::cmd("PING"), every_primary)
+                    .await
+                    .map(|_| ())
+            })
+        });
+        Self {
+            inner: Healing::new(inner, make, probe, probe_timeout, "redis-cluster"),
+        }
+    }
+
+    /// How many times a silent cluster connection was replaced.
+    pub fn replacements(&self) -> u64 {
+        self.inner.replacements()
     }
 }
 
@@ -153,6 +187,7 @@ impl ConnectionLike for ClusterConnection {
                     Route::new(slot, SlotAddr::Master),
                 ));
                 self.inner
+                    .current()
                     .route_command(redis::cmd("READWRITE"), route)
                     .await?;
                 result = self.inner.req_packed_command(cmd).await;
@@ -196,7 +231,7 @@ impl ClusterStore {
                 return Err(ConnectError::Connect {
                     url: mask_password(url),
                     transient: crate::errors::is_transient(&e),
-                    reason: e.to_string(),
+                    reason: crate::errors::describe(&e),
                 });
             }
             Err(_) => {
@@ -208,7 +243,7 @@ impl ClusterStore {
             }
         };
         Ok(ScriptStore::with_connection(
-            ClusterConnection::new(conn),
+            ClusterConnection::new(conn, maker(client, &options), options.probe_timeout),
             &options,
             "redis-cluster",
         ))
@@ -219,16 +254,25 @@ impl ClusterStore {
     /// transient errors. Must be called inside a Tokio runtime.
     pub fn connect_cluster_lazy(url: &str, options: RedisOptions) -> Result<Self, ConnectError> {
         let client = cluster_client(url, &options)?;
-        let config = ClusterConfig::new()
-            .set_connection_timeout(options.connect_timeout)
-            .set_response_timeout(response_timeout(&options));
-        let conn = client.get_pending_async_connection_with_config(config);
+        let make = maker(client, &options);
+        let conn = make().expect("a pending cluster connection is always made");
         Ok(ScriptStore::with_connection(
-            ClusterConnection::new(conn),
+            ClusterConnection::new(conn, make, options.probe_timeout),
             &options,
             "redis-cluster",
         ))
     }
+}
+
+/// Makes a fresh cluster connection that connects in the background.
+fn maker(client: ClusterClient, options: &RedisOptions) -> Maker<RawClusterConnection> {
+    let (connect, response) = (options.connect_timeout, response_timeout(options));
+    Arc::new(move || {
+        let config = ClusterConfig::new()
+            .set_connection_timeout(connect)
+            .set_response_timeout(response);
+        Some(client.get_pending_async_connection_with_config(config))
+    })
 }
 
 /// The store bounds each call; this only frees a request that nobody waits

@@ -49,7 +49,7 @@ impl RedisStore {
             Ok(Err(e)) => Err(ConnectError::Connect {
                 url: mask_password(url),
                 transient: crate::errors::is_transient(&e),
-                reason: e.to_string(),
+                reason: crate::errors::describe(&e),
             }),
             Err(_) => Err(ConnectError::Connect {
                 url: mask_password(url),
@@ -64,19 +64,40 @@ impl RedisStore {
     /// and they succeed once it does. Must be called inside a Tokio runtime.
     pub fn connect_lazy(url: &str, options: RedisOptions) -> Result<Self, ConnectError> {
         let client = client(url, &options)?;
-        let manager = ConnectionManager::new_lazy_with_config(client, manager_config(&options))
-            .map_err(|e| ConnectError::InvalidUrl {
+        let config = manager_config(&options);
+        let manager = lazy_manager(client.clone(), config.clone()).map_err(|e| {
+            ConnectError::InvalidUrl {
                 url: mask_password(url),
                 reason: e.to_string(),
-            })?;
-        // Start connecting now rather than on the first decision, so a
-        // reachable Redis is ready before the first call's timeout starts.
-        let mut warm = manager.clone();
-        tokio::spawn(async move {
-            let _ = redis::cmd("PING").query_async::<String>(&mut warm).await;
-        });
-        Ok(ScriptStore::with_connection(manager, &options, "redis"))
+            }
+        })?;
+        // A silent connection is replaced by a new manager on the same client.
+        let make: crate::heal::Maker<ConnectionManager> =
+            std::sync::Arc::new(move || lazy_manager(client.clone(), config.clone()).ok());
+        let conn = crate::heal::Healing::new(
+            manager,
+            make,
+            crate::heal::ping_probe(),
+            options.probe_timeout,
+            "redis",
+        );
+        Ok(ScriptStore::with_connection(conn, &options, "redis"))
     }
+}
+
+/// A manager that connects in the background: it starts connecting now
+/// rather than on the first decision, so a reachable Redis is ready before
+/// the first call's timeout starts.
+fn lazy_manager(
+    client: Client,
+    config: ConnectionManagerConfig,
+) -> redis::RedisResult<ConnectionManager> {
+    let manager = ConnectionManager::new_lazy_with_config(client, config)?;
+    let mut warm = manager.clone();
+    tokio::spawn(async move {
+        let _ = redis::cmd("PING").query_async::<String>(&mut warm).await;
+    });
+    Ok(manager)
 }
 
 /// How the connection manager retries: quickly and not for long, so that a

@@ -1,8 +1,11 @@
 //! From redis-rs errors to [`StoreError`]: transient failures (I/O, refused
 //! or dropped connections, LOADING, TRYAGAIN, CLUSTERDOWN, MASTERDOWN,
 //! READONLY, BUSY, timeouts) become [`StoreError::Unavailable`], so fail-open,
-//! retries and readiness treat them as passing; everything else (a wrong key
-//! type, a script error, bad credentials) is [`StoreError::Backend`].
+//! retries and readiness treat them as passing; a configuration the server
+//! refuses (wrong password, unknown ACL user, NOPERM, a database index it
+//! does not have, a failed TLS handshake) is [`StoreError::Misconfigured`],
+//! never transient, whatever redis-rs wraps it in; everything else (a wrong
+//! key type, a script error) is [`StoreError::Backend`].
 
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 use slidelog_core::StoreError;
@@ -17,8 +20,72 @@ const TRANSIENT_CODES: &[&str] = &[
     "BUSY",
 ];
 
+/// What is misconfigured, when `err` says the server refuses this client as
+/// configured; `None` for every other error.
+pub fn misconfiguration(err: &RedisError) -> Option<&'static str> {
+    if err.kind() == ErrorKind::AuthenticationFailed {
+        return Some("authentication failed: wrong password or unknown ACL user");
+    }
+    match err.code() {
+        Some("WRONGPASS") => {
+            return Some("authentication failed: wrong password or unknown ACL user");
+        }
+        Some("NOAUTH") => return Some("the server requires a password and none was given"),
+        Some("NOPERM") => {
+            return Some("the ACL user lacks a permission slidelog needs (NOPERM)");
+        }
+        _ => {}
+    }
+    if err.kind() == ErrorKind::Server(ServerErrorKind::NoPerm) {
+        return Some("the ACL user lacks a permission slidelog needs (NOPERM)");
+    }
+    let text = err.to_string();
+    if text.contains("refused to switch database") || text.contains("DB index is out of range") {
+        return Some("the database index in the URL does not exist on the server");
+    }
+    if is_tls_failure(err) {
+        return Some("TLS handshake failed");
+    }
+    None
+}
+
+/// `err`'s message, preceded by what is misconfigured when it is a
+/// misconfiguration, so that a refusal to start names its cause.
+pub fn describe(err: &RedisError) -> String {
+    match misconfiguration(err) {
+        Some(cause) => format!("{cause} ({err})"),
+        None => err.to_string(),
+    }
+}
+
+/// True when `err` comes from rustls (a certificate the client does not
+/// trust, a server that does not speak TLS, a protocol mismatch).
+fn is_tls_failure(err: &RedisError) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cause {
+        if e.downcast_ref::<rustls::Error>().is_some() {
+            return true;
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && io
+                .get_ref()
+                .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
+        {
+            return true;
+        }
+        cause = e.source();
+    }
+    let text = err.to_string();
+    ["invalid peer certificate", "received corrupt message", "HandshakeFailure"]
+        .iter()
+        .any(|needle| text.contains(needle))
+}
+
 /// True when retrying later can succeed.
 pub fn is_transient(err: &RedisError) -> bool {
+    if misconfiguration(err).is_some() {
+        return false;
+    }
     if err.is_io_error() || err.is_timeout() || err.is_connection_dropped() {
         return true;
     }
@@ -43,6 +110,9 @@ pub fn is_transient(err: &RedisError) -> bool {
 /// Maps a redis-rs error to the store's typed error. The message is
 /// redis-rs's, which never contains the password.
 pub fn to_store_error(err: RedisError) -> StoreError {
+    if misconfiguration(&err).is_some() {
+        return StoreError::Misconfigured(describe(&err));
+    }
     if is_transient(&err) {
         StoreError::Unavailable(err.to_string())
     } else {
@@ -73,5 +143,24 @@ mod tests {
         assert!(to_store_error(refused).is_transient());
         let wrong: RedisError = (ErrorKind::UnexpectedReturnType, "bad reply").into();
         assert!(!to_store_error(wrong).is_transient());
+    }
+
+    #[test]
+    fn refused_configurations_are_misconfigurations() {
+        let auth: RedisError = (ErrorKind::AuthenticationFailed, "Password authentication failed").into();
+        let e = to_store_error(auth);
+        assert!(e.is_misconfiguration() && !e.is_transient(), "{e}");
+        assert!(e.to_string().contains("authentication failed"), "{e}");
+        let db: RedisError = (
+            ErrorKind::Server(ServerErrorKind::ResponseError),
+            "Redis server refused to switch database",
+            "ERR DB index is out of range".to_owned(),
+        )
+            .into();
+        assert!(to_store_error(db).is_misconfiguration());
+        let tls: RedisError =
+            std::io::Error::new(std::io::ErrorKind::InvalidData, rustls::Error::DecryptError).into();
+        assert!(misconfiguration(&tls).is_some());
+        assert!(!is_transient(&tls));
     }
 }

@@ -37,6 +37,7 @@
 pub mod cluster;
 mod connect;
 pub mod errors;
+pub mod heal;
 pub mod members;
 mod multi_url;
 mod options;
@@ -49,9 +50,9 @@ pub use cluster::{ClusterConnection, ClusterStore};
 pub use connect::{ConnectError, client, install_crypto_provider, mask_password};
 pub use multi_url::MultiHostUrl;
 pub use options::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_PREFIX, DEFAULT_TIMEOUT, RedisOptions, TimeMode,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_PREFIX, DEFAULT_PROBE_TIMEOUT, DEFAULT_TIMEOUT, RedisOptions, TimeMode,
 };
 pub use pipelined::UnsafePipelinedStore;
 pub use script::Outcome;
 pub use sentinel::{SentinelConnection, SentinelStore};
-pub use store::{RedisStore, ScriptStore};
+pub use store::{RedisStore, ScriptStore, StandaloneConnection};

@@ -21,6 +21,12 @@
 //!   being replaced: a failover costs errors rather than silently lost
 //!   records (extra admissions later).
 //!
+//! - a call that got no answer (abandoned by the per-call timeout, or timed
+//!   out) makes the connection suspect: a `PING` checks it, and when that
+//!   gets no answer within the probe timeout the connection is dropped and
+//!   the next call resolves and connects again — a black-holed connection
+//!   is replaced within about half a second ([`crate::heal`]).
+//!
 //! Every resolution is bounded by the connect timeout; every store call by
 //! the per-call timeout of [`ScriptStore`].
 
@@ -67,6 +73,10 @@ struct Inner {
     resolving: tokio::sync::Mutex<()>,
     config: AsyncConnectionConfig,
     connect_timeout: Duration,
+    /// Bound on the `PING` that checks a connection after a call got no answer.
+    probe_timeout: Duration,
+    /// True while such a `PING` runs.
+    probing: std::sync::atomic::AtomicBool,
     epoch: AtomicU64,
     switches: AtomicU64,
 }
@@ -168,6 +178,8 @@ impl SentinelConnection {
                 resolving: tokio::sync::Mutex::new(()),
                 config,
                 connect_timeout: options.connect_timeout,
+                probe_timeout: options.probe_timeout,
+                probing: std::sync::atomic::AtomicBool::new(false),
                 epoch: AtomicU64::new(0),
                 switches: AtomicU64::new(0),
             }),
@@ -262,6 +274,32 @@ impl Inner {
         };
         *current = Some(c.clone());
         Ok(c)
+    }
+
+    /// A call on `current` got no answer: unless a check already runs, `PING`
+    /// it in the background and forget it when that gets no answer either.
+    fn suspect(self: &Arc<Self>, current: &Current) {
+        if self.probing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.probing.store(false, Ordering::Release);
+            return;
+        };
+        let (inner, current) = (self.clone(), current.clone());
+        runtime.spawn(async move {
+            let mut conn = current.conn.clone();
+            let cmd = redis::cmd("PING");
+            let ping = cmd.query_async::<String>(&mut conn);
+            if !matches!(
+                tokio::time::timeout(inner.probe_timeout, ping).await,
+                Ok(Ok(_))
+            ) {
+                tracing::warn!(master = %inner.master_name, addr = %current.addr, "Redis connection silent (a call got no answer and neither did a PING): replacing it");
+                inner.invalidate(current.epoch);
+            }
+            inner.probing.store(false, Ordering::Release);
+        });
     }
 
     /// Forgets the connection of `epoch` (a newer one is kept).
@@ -380,7 +418,12 @@ impl ConnectionLike for SentinelConnection {
             self.check_fence()?;
             let current = self.current().await?;
             let mut conn = current.conn.clone();
+            let watch = crate::heal::Watch::new(|| self.inner.suspect(&current));
             let result = conn.req_packed_command(cmd).await;
+            watch.done();
+            if crate::heal::timed_out(&result) {
+                self.inner.suspect(&current);
+            }
             if is_readonly(&result) {
                 // Demoted: nothing was written. Find the new master, once.
                 self.inner.invalidate(current.epoch);
@@ -447,7 +490,7 @@ impl SentinelStore {
             .map_err(|e| crate::ConnectError::Connect {
                 url: masked,
                 transient: crate::errors::is_transient(&e),
-                reason: e.to_string(),
+                reason: crate::errors::describe(&e),
             })?;
         Ok(ScriptStore::with_connection(
             conn,

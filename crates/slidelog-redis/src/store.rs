@@ -32,9 +32,15 @@ pub struct ScriptStore<C> {
     kind: &'static str,
 }
 
+/// The connection of [`RedisStore`]: a redis-rs `ConnectionManager` (one
+/// multiplexed connection, reconnecting when it drops), replaced as a whole
+/// when it falls silent ([`crate::heal`]).
+pub type StandaloneConnection = crate::heal::Healing<ConnectionManager>;
+
 /// The store on one Redis server (`redis://`, `rediss://`): a multiplexed
-/// connection that reconnects by itself after Redis comes back.
-pub type RedisStore = ScriptStore<ConnectionManager>;
+/// connection that reconnects by itself after Redis comes back, and is
+/// replaced when it stops answering.
+pub type RedisStore = ScriptStore<StandaloneConnection>;
 
 impl<C> std::fmt::Debug for ScriptStore<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

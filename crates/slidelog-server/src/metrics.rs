@@ -140,6 +140,7 @@ impl Metrics {
             "allowed"
         } else {
             "rejected"
+            StoreError::Misconfigured(_) => "misconfigured",
         };
         let rule = self.rule_label(decision.limit, decision.window_ms);
         metrics::with_local_recorder(&self.recorder, || {

@@ -17,6 +17,7 @@
 
 mod admin;
 pub mod cluster;
+pub mod proxy;
 mod redis_server;
 pub mod runner;
 mod server_kind;
@@ -27,6 +28,7 @@ pub mod tls;
 pub mod tools;
 
 pub use cluster::RedisCluster;
+pub use proxy::FreezingProxy;
 pub use redis_server::{RedisServer, free_port, redis_server_binary};
 pub use server_kind::ServerKind;
 pub use sentinel::SentinelGroup;
