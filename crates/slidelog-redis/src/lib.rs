@@ -38,6 +38,7 @@ pub mod cluster;
 mod connect;
 pub mod errors;
 pub mod heal;
+pub mod keys;
 pub mod members;
 mod multi_url;
 mod options;

@@ -1,49 +1,70 @@
 //! Members of the sorted set: unique across every process and machine that
 //! shares the Redis, so two records never overwrite each other (the original
-//! design's first troubleshooting row: duplicate members undercount).
+//! design's first troubleshooting row: duplicate members undercount), and
+//! carrying the record's cost (docs/design.md §4, "Weighted records").
 //!
-//! A member is a ULID (48-bit ms time + 80 random bits). A request of cost
-//! `c <= INLINE_MEMBERS` sends `c` ULIDs (one random ULID and its successors,
-//! distinct by construction); a larger cost sends one ULID that the script
-//! suffixes with `:1` .. `:c`, so a cost of a million does not send a
-//! million arguments.
+//! A request is one member whatever its cost:
+//! - cost 1 for every limit: a bare ULID (48-bit ms time + 80 random bits),
+//!   exactly what the original script writes, so both scripts share keys;
+//! - one cost `c` for every limit: `<ULID>#<c>`;
+//! - one cost per limit: `<ULID>#<c1>,<c2>,…` (matched by position; a later
+//!   position takes the last listed cost).
 
+use slidelog_core::Request;
+use std::fmt::Write;
 use ulid::Ulid;
 
-/// Costs up to this many send one ULID per unit; larger costs send a base id.
-pub const INLINE_MEMBERS: u64 = 64;
-
-/// The member arguments for a request of `cost` units.
-pub fn members(cost: u64) -> Vec<String> {
-    let first = Ulid::generate();
-    if cost > INLINE_MEMBERS {
-        return vec![first.to_string()];
+/// The member that records `request` when it is admitted.
+pub fn member(request: &Request) -> String {
+    let id = Ulid::generate().to_string();
+    let costs = request.costs();
+    if costs.iter().all(|&c| c == 1) {
+        return id;
     }
-    let mut out = Vec::with_capacity(cost as usize);
-    let mut id = first;
-    for _ in 0..cost {
-        out.push(id.to_string());
-        // The random part wraps only after 2^80 ids; on that impossible edge
-        // start from a fresh random id rather than repeat one.
-        id = id.increment().unwrap_or_else(|_| Ulid::generate());
+    let mut out = id;
+    out.push('#');
+    for (i, c) in costs.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "{c}");
     }
     out
+}
+
+/// The costs a member carries (`[1]` for a bare id), as the script reads them.
+pub fn costs_of(member: &str) -> Vec<u64> {
+    match member.split_once('#') {
+        None => vec![1],
+        Some((_, list)) => {
+            let costs: Vec<u64> = list.split(',').filter_map(|c| c.parse().ok()).collect();
+            if costs.is_empty() { vec![1] } else { costs }
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use slidelog_core::Limit;
     use std::collections::HashSet;
 
     #[test]
-    fn small_costs_get_distinct_ulids_and_large_costs_one_base() {
-        let m = members(INLINE_MEMBERS);
-        assert_eq!(m.len() as u64, INLINE_MEMBERS);
-        assert_eq!(m.iter().collect::<HashSet<_>>().len(), m.len());
-        assert!(m.iter().all(|s| s.len() == 26));
-        assert_eq!(members(INLINE_MEMBERS + 1).len(), 1);
-        // Two calls never repeat a member.
-        let a: HashSet<_> = (0..1000).flat_map(|_| members(1)).collect();
+    fn members_are_unique_and_carry_their_costs() {
+        let one = Request::single("k", Limit::new(10, 1_000).unwrap()).unwrap();
+        let m = member(&one);
+        assert_eq!(m.len(), 26);
+        assert_eq!(costs_of(&m), vec![1]);
+        let big = Request::new("k", vec![Limit::new(10_000_000, 1).unwrap()], 10_000_000).unwrap();
+        assert!(member(&big).ends_with("#10000000"));
+        let per = Request::with_costs(
+            "k",
+            vec![Limit::new(3_000, 60_000).unwrap(), Limit::new(1_000_000, 60_000).unwrap()],
+            vec![1, 4_000],
+        )
+        .unwrap();
+        assert_eq!(costs_of(&member(&per)), vec![1, 4_000]);
+        let a: HashSet<_> = (0..1000).map(|_| member(&one)).collect();
         assert_eq!(a.len(), 1000);
     }
 }

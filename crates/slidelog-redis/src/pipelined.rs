@@ -10,10 +10,12 @@
 //! atomic script. It is never a default and no URL opens it.
 
 use crate::errors::{bounded, to_store_error};
-use crate::members::members;
+use crate::members::{costs_of, member};
 use crate::options::RedisOptions;
 use redis::aio::ConnectionLike;
-use slidelog_core::{Clock, Decision, Mode, Now, Request, Store, StoreError, SystemClock, engine};
+use slidelog_core::{
+    Clock, Decision, Log, Mode, Now, Request, Store, StoreError, SystemClock, engine,
+};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -73,15 +75,16 @@ where
             .arg("WITHSCORES")
             .query_async(&mut conn)
             .await?;
-        let log: Vec<u64> = scores.iter().map(|(_, s)| *s as u64).collect();
+        // The records with the costs their members carry, oldest first.
+        let mut log = Log::new();
+        for (member, score) in &scores {
+            log.append(*score as u64, &costs_of(member));
+        }
         // Decide in the client: the gap before the write is the race.
-        let decision = engine::evaluate(&log[..], now_ms, request);
+        let decision = engine::evaluate(&log, now_ms, request);
         if decision.allowed && mode == Mode::Record {
             let mut add = redis::cmd("ZADD");
-            add.arg(&key);
-            for member in expand(members(request.cost()), request.cost()) {
-                add.arg(now_ms).arg(member);
-            }
+            add.arg(&key).arg(now_ms).arg(member(request));
             let _: () = redis::pipe()
                 .add_command(add)
                 .ignore()
@@ -94,14 +97,6 @@ where
         }
         Ok(decision)
     }
-}
-
-/// `cost` distinct members from what [`members`] gave (one base id for large costs).
-fn expand(given: Vec<String>, cost: u64) -> Vec<String> {
-    if given.len() as u64 == cost {
-        return given;
-    }
-    (1..=cost).map(|i| format!("{}:{i}", given[0])).collect()
 }
 
 #[async_trait::async_trait]

@@ -5,7 +5,7 @@
 //! `redis::Script` sends `EVALSHA` and, on `NOSCRIPT` (after `SCRIPT FLUSH`, a
 //! restart or a failover), loads the script and retries once.
 
-use crate::members::members;
+use crate::members::member;
 use redis::aio::ConnectionLike;
 use redis::{ErrorKind, RedisError, RedisResult, Script};
 use slidelog_core::{Decision, Mode, Request};
@@ -18,8 +18,8 @@ pub const SOURCE: &str = include_str!("sliding_log.lua");
 pub static SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(SOURCE));
 
 /// Largest explicit time the script represents exactly (Lua numbers are
-/// doubles): 2^53 ms, about the year 287,000.
-pub const MAX_NOW_MS: u64 = 1 << 53;
+/// doubles): the one bound of every interface, docs/design.md §3.
+pub use slidelog_core::MAX_NOW_MS;
 
 /// What one run of the script answers: the decision and the time it used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,15 +41,18 @@ pub async fn run<C: ConnectionLike>(
 ) -> RedisResult<Outcome> {
     let mut invocation = SCRIPT.key(redis_key);
     invocation
+        .key(crate::keys::weights_key(redis_key))
         .arg(if mode == Mode::Record { 1 } else { 0 })
         .arg(now_ms.map_or(-1, |ms| ms as i64))
-        .arg(request.cost())
         .arg(request.limits().len());
-    for limit in request.limits() {
-        invocation.arg(limit.max()).arg(limit.window_ms());
+    for (i, limit) in request.limits().iter().enumerate() {
+        invocation
+            .arg(limit.max())
+            .arg(limit.window_ms())
+            .arg(request.cost_for(i));
     }
     if mode == Mode::Record {
-        invocation.arg(members(request.cost()));
+        invocation.arg(member(request));
     }
     let reply: Vec<i64> = invocation.invoke_async(conn).await?;
     parse_reply(&reply)

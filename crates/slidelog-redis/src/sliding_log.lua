@@ -1,26 +1,30 @@
--- slidelog: one decision of the sliding window log (docs/design.md §1-§2), atomically.
--- It keeps the original design's layout: a sorted set, score = ms timestamp,
--- member = a unique id; a record with ts <= now - window has expired.
+-- slidelog: one decision of the sliding window log (docs/design.md §1-§2,
+-- layout in §4), atomically. It keeps the original design's layout: a sorted
+-- set, score = ms timestamp, member = a unique id; a record with
+-- ts <= now - window has expired. A request is ONE record whatever its cost:
+-- a cost-1 record is a plain unique id (as the original script writes), a
+-- weighted one is `<id>#<cost>` or `<id>#<cost_1>,<cost_2>,...` (one cost
+-- per limit, by position; a later position takes the last listed cost).
 --
 -- KEYS[1]   the log (sorted set)
--- ARGV[1]   mode: '1' = record (a check), '0' = peek (reads only, changes nothing)
+-- KEYS[2]   its weights (hash, same Cluster slot): exists only while the log
+--           holds weighted records. Field `<position>/<window_ms>` holds
+--           "<extra> <frontier>": the extra units (cost - 1, summed) of the
+--           weighted records with ts > frontier. Each decision moves the
+--           frontier of its limits to now - window, reading only the records
+--           that crossed it, so live units cost O(log n) plus the records
+--           that expired, whatever the costs are.
+-- ARGV[1]   mode: '1' = record (a check), '0' = peek (changes nothing)
 -- ARGV[2]   now in ms, or '-1' to read Redis TIME
--- ARGV[3]   cost (1 ..= the smallest max)
--- ARGV[4]   n, the number of limits (1 ..= 16)
--- ARGV[5 .. 4+2n]   max_1, window_ms_1, ..., max_n, window_ms_n
--- ARGV[5+2n ..]     members: `cost` unique ids, or one unique base id that
---                   this script suffixes with ':1' .. ':cost' (large costs)
+-- ARGV[3]   n, the number of limits (1 ..= 16)
+-- ARGV[4 .. 3+3n]  max_i, window_ms_i, cost_i for each limit
+-- ARGV[4+3n]       the member to add when admitted (checks only)
 -- Returns {allowed 0|1, max, window_ms, count, remaining, retry_after_ms,
 --          reset_after_ms, now_ms} for the deciding limit.
---
--- Every redis.call costs ~0.6 us of overhead, so the common paths use few:
--- an admitted check on one limit makes 6 (TIME, ZREMRANGEBYSCORE, ZCARD,
--- ZRANGE newest, ZADD, PEXPIRE).
 
-local key = KEYS[1]
+local log, weights = KEYS[1], KEYS[2]
 local record = ARGV[1] == '1'
-local cost = tonumber(ARGV[3])
-local n = tonumber(ARGV[4])
+local n = tonumber(ARGV[3])
 
 -- Step 1: the time. Redis TIME by default, so every instance shares one
 -- clock (ms = sec * 1000 + usec / 1000, truncated); or the caller's ms.
@@ -30,119 +34,236 @@ if now < 0 then
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Step 2: the limits, and the longest window (how long records are kept).
-local maxes, windows = {}, {}
+-- Step 2: the limits, each with its own cost, and the longest window (how
+-- long records are kept). Numbers are formatted with %d below: Lua's
+-- tostring keeps only 14 digits.
+local maxes, windows, costs = {}, {}, {}
 local longest = 0
+local weighted_request = false
 for i = 1, n do
-  maxes[i] = tonumber(ARGV[3 + 2 * i])
-  windows[i] = tonumber(ARGV[4 + 2 * i])
+  maxes[i] = tonumber(ARGV[1 + 3 * i])
+  windows[i] = tonumber(ARGV[2 + 3 * i])
+  costs[i] = tonumber(ARGV[3 + 3 * i])
+  if costs[i] ~= 1 then weighted_request = true end
   if windows[i] > longest then longest = windows[i] end
 end
+local member = ARGV[4 + 3 * n]
+local cutoff = now - longest
 
--- Step 3: drop the expired records, ts <= now - longest (ZREMRANGEBYSCORE is
--- inclusive: exactly the original script's boundary). A peek changes
--- nothing, so it skips this and counts around the expired records instead.
--- Numbers are formatted with %d: Lua's tostring keeps only 14 digits.
-if record then
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - longest))
+-- The cost of a record at a position: 1 for a plain id, else its listed cost.
+local function cost_of(m, position)
+  local at = string.find(m, '#', 1, true)
+  if not at then return 1 end
+  local index, last = 1, 1
+  for c in string.gmatch(string.sub(m, at + 1), '%d+') do
+    last = tonumber(c)
+    if index == position then return last end
+    index = index + 1
+  end
+  return last
 end
 
--- Step 4: count the live records (ts > now - window) of every limit. After
--- step 3 the set holds exactly the live records of the longest window, so
--- ZCARD counts that limit; shorter windows need a ZCOUNT each.
-local total = redis.call('ZCARD', key)
-local lives = {}
-for i = 1, n do
-  if total == 0 then
-    lives[i] = 0
-  elseif record and windows[i] == longest then
-    lives[i] = total
-  else
-    lives[i] = redis.call('ZCOUNT', key, string.format('(%d', now - windows[i]), '+inf')
+-- The extra units (cost - 1) at a position of the records with ts in
+-- (lo, hi], or ts > lo when hi is nil.
+local function extra_between(position, lo, hi)
+  local sum = 0
+  local upper = '+inf'
+  if hi ~= nil then upper = string.format('%d', hi) end
+  local ms = redis.call('ZRANGEBYSCORE', log, string.format('(%d', lo), upper)
+  for _, m in ipairs(ms) do sum = sum + cost_of(m, position) - 1 end
+  return sum
+end
+
+-- Step 3: the weights, when the log holds weighted records. Every field's
+-- frontier moves before any record is removed: to now - window for this
+-- request's limits, and at least to the cutoff for the others (the records
+-- the cutoff removes leave their sums). A field this request needs but the
+-- hash lacks (a new set of limits) is counted once from the log.
+local fields = {}
+local stored = redis.call('HGETALL', weights)
+local weighted = #stored > 0
+-- Fields of limits no request sends any more are dropped past this many
+-- (a client that varies its windows cannot grow the hash without bound).
+local field_cap = 64
+if weighted and redis.call('EXISTS', log) == 0 then
+  -- A hash without its log is left over (the log expired or was deleted).
+  weighted = false
+  if record then redis.call('DEL', weights) end
+end
+local extras = {}
+if weighted then
+  for j = 1, #stored, 2 do
+    local e, f = string.match(stored[j + 1], '^(%-?%d+) (%-?%d+)$')
+    fields[stored[j]] = {tonumber(e), tonumber(f), false}
+  end
+  for i = 1, n do
+    local name = string.format('%d/%d', i, windows[i])
+    local target = now - windows[i]
+    local field = fields[name]
+    if field == nil then
+      field = {extra_between(i, target, nil), target, true}
+      fields[name] = field
+    elseif target > field[2] then
+      field[1] = field[1] - extra_between(i, field[2], target)
+      field[2], field[3] = target, true
+    elseif target < field[2] then
+      -- A clock that stepped back: records re-enter the window.
+      field[1] = field[1] + extra_between(i, target, field[2])
+      field[2], field[3] = target, true
+    end
+    extras[i] = field[1]
+  end
+  if record then
+    for name, field in pairs(fields) do
+      if field[2] < cutoff then
+        local position = tonumber(string.match(name, '^(%d+)/'))
+        field[1] = field[1] - extra_between(position, field[2], cutoff)
+        field[2], field[3] = cutoff, true
+      end
+    end
   end
 end
 
--- Step 5: admit iff live + cost <= max for every limit, and find the
+-- Step 4: drop the expired records, ts <= now - longest (ZREMRANGEBYSCORE is
+-- inclusive: exactly the original script's boundary). A peek changes
+-- nothing, so it skips this and counts around the expired records instead.
+if record then
+  redis.call('ZREMRANGEBYSCORE', log, '-inf', string.format('%d', cutoff))
+end
+
+-- Step 5: the live units of every limit: the live records (ts > now -
+-- window; after step 4 the set holds exactly the live records of the
+-- longest window, so ZCARD counts that one, shorter windows need a ZCOUNT)
+-- plus the extra units of the weighted ones.
+local total = redis.call('ZCARD', log)
+local records, lives = {}, {}
+for i = 1, n do
+  if total == 0 then
+    records[i] = 0
+  elseif record and windows[i] == longest then
+    records[i] = total
+  else
+    records[i] = redis.call('ZCOUNT', log, string.format('(%d', now - windows[i]), '+inf')
+  end
+  lives[i] = records[i] + (extras[i] or 0)
+end
+
+-- The timestamp of the k-th oldest live unit at a position: a rank when
+-- every record costs 1, else a walk from the oldest live record, in
+-- batches, until k units are summed (at most k records: each holds >= 1).
+local function kth_unit(i, k)
+  local first = total - records[i]
+  if (extras[i] or 0) == 0 then
+    local rank = first + k - 1
+    return tonumber(redis.call('ZRANGE', log, rank, rank, 'WITHSCORES')[2])
+  end
+  local sum, from, batch = 0, first, 64
+  while true do
+    local got = redis.call('ZRANGE', log, from, from + batch - 1, 'WITHSCORES')
+    for j = 1, #got, 2 do
+      sum = sum + cost_of(got[j], i)
+      if sum >= k then return tonumber(got[j + 1]) end
+    end
+    from = from + batch
+    if batch < 4096 then batch = batch * 4 end
+  end
+end
+
+-- Step 6: admit iff live + cost <= max for every limit, and find the
 -- deciding limit exactly as slidelog_core::engine::evaluate does: rejected,
 -- the violated limit with the largest wait (ties: the shorter window);
 -- allowed, the limit with the smallest remaining (ties: the shorter window).
--- Live records of a limit are the newest `live` ones (a suffix by rank), so
--- the k-th oldest live record, k = live + cost - max, has 0-based rank
--- total - live + k - 1; it must expire before the request fits.
+-- The k-th oldest live unit, k = live + cost - max, must expire before the
+-- request fits.
 local allowed = true
 local worst, worst_wait = nil, 0
 local tight, tight_rem = nil, 0
 for i = 1, n do
   local live = lives[i]
-  if live + cost > maxes[i] then
+  if live + costs[i] > maxes[i] then
     allowed = false
-    local rank = total - live + (live + cost - maxes[i]) - 1
-    local kth = tonumber(redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2])
-    local wait = kth + windows[i] - now
+    local wait = kth_unit(i, live + costs[i] - maxes[i]) + windows[i] - now
     if worst == nil or wait > worst_wait or (wait == worst_wait and windows[i] < windows[worst]) then
       worst, worst_wait = i, wait
     end
   else
-    local rem = maxes[i] - live - cost
+    local rem = maxes[i] - live - costs[i]
     if tight == nil or rem < tight_rem or (rem == tight_rem and windows[i] < windows[tight]) then
       tight, tight_rem = i, rem
     end
   end
 end
 
--- Step 6: the newest record, for reset_after_ms (and the TTL below).
+-- Step 7: the newest record, for reset_after_ms (and the TTL below).
 local newest = nil
 if total > 0 then
-  newest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
+  newest = tonumber(redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')[2])
+end
+
+-- Step 8: write back the weights whose frontier moved, and (with the TTL
+-- of step 10) keep the hash exactly as long as the log.
+local function save_weights(ttl)
+  if not (weighted or (allowed and weighted_request)) then return end
+  local changed = {}
+  local keep_all = #stored / 2 <= field_cap
+  if not keep_all then redis.call('DEL', weights) end
+  for name, field in pairs(fields) do
+    local mine = tonumber(string.match(name, '/(%d+)$')) == windows[math.min(n, tonumber(string.match(name, '^(%d+)/')))]
+    if (keep_all and field[3]) or (not keep_all and mine) then
+      changed[#changed + 1] = name
+      changed[#changed + 1] = string.format('%d %d', field[1], field[2])
+    end
+  end
+  if #changed > 0 then redis.call('HSET', weights, unpack(changed)) end
+  redis.call('PEXPIRE', weights, ttl)
 end
 
 if not allowed then
-  -- Step 7a: rejected. Nothing is appended; a check still refreshes the TTL
-  -- (step 9) so that a key it decided on never lacks one.
+  -- Step 9a: rejected. Nothing is appended; a check still refreshes the TTL
+  -- (step 10) so that a key it decided on never lacks one.
   local d = worst
   local reset = newest + windows[d] - now
   if reset < 0 then reset = 0 end
   if record then
-    redis.call('PEXPIRE', key, math.max(longest, newest + longest - now))
+    local ttl = math.max(longest, newest + longest - now)
+    redis.call('PEXPIRE', log, ttl)
+    save_weights(ttl)
   end
-  -- More than max records can be live after a clock step back or a lowered
+  -- More than max units can be live after a clock step back or a lowered
   -- max: remaining is then 0 (as the engine's saturating subtraction).
   return {0, maxes[d], windows[d], lives[d], math.max(0, maxes[d] - lives[d]), worst_wait, reset, now}
 end
 
--- Step 7b: allowed. After appending, the newest record is the later of the
+-- Step 9b: allowed. After appending, the newest record is the later of the
 -- old newest (a clock that stepped back leaves records in the future) and now.
 local d = tight
 local newest_after = now
 if newest ~= nil and newest > now then newest_after = newest end
 
 if record then
-  -- Step 8: append `cost` records at `now`, each with its own member, in as
-  -- few ZADDs as Lua's stack allows (one for any cost up to 2,000).
-  local given = #ARGV - (4 + 2 * n)
-  local first = 5 + 2 * n
-  local chunk = 2000
-  local args = {}
-  local filled = 0
-  for i = 1, cost do
-    local member
-    if given == cost then
-      member = ARGV[first + i - 1]
-    else
-      member = ARGV[first] .. ':' .. i
+  -- Step 10: append ONE record at `now` carrying the request's costs, add
+  -- its extra units to every window it is live in (a new hash starts from
+  -- this record: every older one costs 1), and set the TTL: the longest
+  -- window (in ms, PEXPIRE), or longer when the newest record is in the
+  -- future, so PTTL is never -1 and the key lives exactly as long as any of
+  -- its records can be live.
+  redis.call('ZADD', log, now, member)
+  if weighted_request then
+    for i = 1, n do
+      local name = string.format('%d/%d', i, windows[i])
+      if fields[name] == nil then fields[name] = {0, now - windows[i], true} end
     end
-    args[2 * filled + 1] = now
-    args[2 * filled + 2] = member
-    filled = filled + 1
-    if filled == chunk or i == cost then
-      redis.call('ZADD', key, unpack(args, 1, 2 * filled))
-      filled = 0
+    for name, field in pairs(fields) do
+      if now > field[2] then
+        local position = tonumber(string.match(name, '^(%d+)/'))
+        field[1] = field[1] + costs[math.min(position, n)] - 1
+        field[3] = true
+      end
     end
   end
-  -- Step 9: the TTL is the longest window (in ms, PEXPIRE), or longer when
-  -- the newest record is in the future, so PTTL is never -1 and the key
-  -- lives exactly as long as any of its records can be live.
-  redis.call('PEXPIRE', key, newest_after + longest - now)
+  local ttl = newest_after + longest - now
+  redis.call('PEXPIRE', log, ttl)
+  save_weights(ttl)
 end
 
-return {1, maxes[d], windows[d], lives[d] + cost, tight_rem, 0, newest_after + windows[d] - now, now}
+return {1, maxes[d], windows[d], lives[d] + costs[d], tight_rem, 0, newest_after + windows[d] - now, now}

@@ -1,5 +1,6 @@
 //! Differential test: on seeded random traces at explicit times (advances of
-//! 0, 1 ms, around the window boundary, and steps back), the Redis store and
+//! 0, 1 ms, around the window boundary, and steps back), with costs of 1,
+//! weighted costs up to the max and one cost per limit, the Redis store and
 //! the memory store make identical decisions, resets included.
 
 mod common;
@@ -20,6 +21,9 @@ fn limit_sets() -> Vec<Vec<Limit>> {
         vec![l(5, 20_000)],
         vec![l(2, 10_000), l(4, 30_000)],
         vec![l(4, 15_000), l(4, 10_000), l(6, 40_000)],
+        // Weighted: requests and tokens.
+        vec![l(5, 10_000), l(400, 20_000)],
+        vec![l(1_000, 15_000)],
     ]
 }
 
@@ -58,13 +62,23 @@ async fn redis_and_memory_decide_identically_on_random_traces() {
                 assert_eq!(a, b, "reset, seed {seed} step {step}");
                 continue;
             }
+            // Mostly cost 1 (the plain log), else weighted up to the max,
+            // sometimes one cost per limit.
             let smallest = limits.iter().map(Limit::max).min().unwrap();
-            let cost = if rng.random_ratio(3, 4) {
-                1
-            } else {
-                rng.random_range(1..=smallest)
+            let request = match rng.random_range(0..8) {
+                0..=3 => Request::new(key.clone(), (*limits).clone(), 1).unwrap(),
+                4..=5 => {
+                    let cost = rng.random_range(1..=smallest);
+                    Request::new(key.clone(), (*limits).clone(), cost).unwrap()
+                }
+                _ => {
+                    let costs: Vec<u64> = limits
+                        .iter()
+                        .map(|l| rng.random_range(1..=l.max()))
+                        .collect();
+                    Request::with_costs(key.clone(), (*limits).clone(), costs).unwrap()
+                }
             };
-            let request = Request::new(key.clone(), (*limits).clone(), cost).unwrap();
             let mode = if rng.random_ratio(1, 5) {
                 Mode::Peek
             } else {

@@ -10,13 +10,12 @@ use rand::{Rng, SeedableRng};
 use redis::Script;
 use slidelog_core::{Limit, Mode, Now, Request, Store, engine};
 use slidelog_testkit::{RedisServer, unique_prefix};
-use std::collections::VecDeque;
 
 const ORIGINAL: &str = include_str!("original_sliding_window.lua");
 
 /// Runs the original script: `(allowed, count)`.
-async fn original(
-    conn: &mut redis::aio::ConnectionManager,
+async fn original<C: redis::aio::ConnectionLike>(
+    conn: &mut C,
     key: &str,
     now_ms: u64,
     window_s: u64,
@@ -101,7 +100,11 @@ async fn both_scripts_share_keys_counts_and_boundaries() {
     assert_eq!(ts, vec![t + 2, t + 3, t + 4, t + 10_000, t + 10_001]);
     let pttl: i64 = redis::cmd("PTTL").arg(&full).query(&mut c).unwrap();
     assert!(pttl > 0, "{pttl}");
-    let _ = original(&mut conn, &full, t + 20_000, 10, 5).await;
+    // A window later only t + 10_001 is live: the original admits a second.
+    assert_eq!(
+        original(&mut conn, &full, t + 20_000, 10, 5).await,
+        (true, 2)
+    );
     let pttl: i64 = redis::cmd("PTTL").arg(&full).query(&mut c).unwrap();
     assert!(pttl > 0 && pttl <= 10_000, "{pttl}");
 }
@@ -125,7 +128,7 @@ async fn random_interleavings_agree_with_the_reference_rule() {
         let key = format!("k{seed}");
         let full = format!("{prefix}{key}");
         let r = Request::single(key.as_str(), Limit::new(max, window_s * 1000).unwrap()).unwrap();
-        let mut log = VecDeque::new();
+        let mut log = slidelog_core::Log::new();
         let mut now = 1_767_225_600_000u64;
         for step in 0..120 {
             now += match rng.random_range(0..6) {

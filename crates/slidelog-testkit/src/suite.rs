@@ -6,7 +6,7 @@
 //! time, key independence.
 //!
 //! Each case takes the store under test and decides on keys of its own
-//! ([`unique_prefix`](crate::unique_prefix)), mostly at explicit times
+//! ([`crate::unique_prefix`]), mostly at explicit times
 //! (`Now::At`) so every answer is exact. Windows are at least 10 s: a Redis
 //! store's TTL runs on real time, so a window shorter than the test's real
 //! duration could expire a key the explicit clock still considers live.
@@ -104,8 +104,8 @@ pub async fn first_decision_reports_the_full_window(store: &dyn Store) {
     assert_eq!(d, expected);
 }
 
-/// docs/design.md §1–§2: a cost of `c` appends `c` records and waits for the k-th oldest
-/// record, `k = live + cost - max`.
+/// docs/design.md §1–§2: a cost of `c` appends one record of `c` units and waits for
+/// the k-th oldest unit, `k = live + cost - max`.
 pub async fn cost_waits_for_the_kth_oldest_record(store: &dyn Store) {
     let k = key("cost");
     let one = request(&k, &[(5, 10_000)], 1);
@@ -128,8 +128,9 @@ pub async fn cost_waits_for_the_kth_oldest_record(store: &dyn Store) {
     assert_eq!((d.allowed, d.retry_after_ms), (false, 30 + 10_000 - 10_020));
 }
 
-/// A large cost records every unit (the Redis script adds them in chunks).
-pub async fn a_large_cost_records_every_unit(store: &dyn Store) {
+/// A large cost is one weighted record: the next request waits for its
+/// units to expire, and a smaller cost fits in what is left.
+pub async fn a_large_cost_is_one_weighted_record(store: &dyn Store) {
     let k = key("bigcost");
     let big = request(&k, &[(5_000, 60_000)], 4_999);
     let d = check_at(store, &big, 0).await;
@@ -144,6 +145,56 @@ pub async fn a_large_cost_records_every_unit(store: &dyn Store) {
             .await
             .allowed
     );
+    // The largest cost on the largest max: one record, decided at once.
+    let k = key("maxcost");
+    let huge = request(&k, &[(10_000_000, 60_000)], 10_000_000);
+    assert!(check_at(store, &huge, 0).await.allowed);
+    let d = check_at(store, &huge, 10).await;
+    assert_eq!((d.allowed, d.count, d.retry_after_ms), (false, 10_000_000, 59_990));
+}
+
+/// Weighted records: live units are the sum of the live records' costs, and
+/// a rejection waits until enough units have expired for its own cost.
+pub async fn weighted_records_wait_for_enough_units(store: &dyn Store) {
+    let k = key("weighted");
+    // Units 4, 3, 5 at 0, 10, 20 (12 of 12 per 1 s).
+    for (t, c) in [(0, 4), (10, 3), (20, 5)] {
+        assert!(check_at(store, &request(&k, &[(12, 1_000)], c), t).await.allowed);
+    }
+    // A cost of 5 needs 5 units expired: the record at 0 (4) and one unit of 10.
+    let d = check_at(store, &request(&k, &[(12, 1_000)], 5), 500).await;
+    assert_eq!((d.allowed, d.count, d.retry_after_ms), (false, 12, 510));
+    // A cost of 4 needs only the record at 0.
+    let d = check_at(store, &request(&k, &[(12, 1_000)], 4), 500).await;
+    assert_eq!((d.allowed, d.retry_after_ms), (false, 500));
+    let d = check_at(store, &request(&k, &[(12, 1_000)], 4), 1_000).await;
+    assert_eq!((d.allowed, d.count, d.remaining), (true, 12, 0));
+    // At 1010 the 3 units of 10 expire: 9 live, a cost of 1 fits.
+    let d = check_at(store, &request(&k, &[(12, 1_000)], 1), 1_010).await;
+    assert_eq!((d.allowed, d.count), (true, 10));
+    let d = peek_at(store, &request(&k, &[(12, 1_000)], 3), 1_010).await;
+    assert_eq!((d.allowed, d.count, d.reset_after_ms), (false, 10, 1_000));
+}
+
+/// A request may carry a cost per limit (1 request and N tokens): each limit
+/// is charged its own cost, and a rejection by one records nothing in any.
+pub async fn each_limit_is_charged_its_own_cost(store: &dyn Store) {
+    let k = key("perlimit");
+    let limits = vec![Limit::new(2, 10_000).unwrap(), Limit::new(100, 10_000).unwrap()];
+    let call = |tokens| Request::with_costs(k.clone(), limits.clone(), vec![1, tokens]).unwrap();
+    let d = check_at(store, &call(60), 0).await;
+    assert_eq!((d.allowed, d.limit, d.remaining), (true, 2, 1));
+    // 60 + 50 tokens > 100: rejected by the token limit, nothing recorded.
+    let d = check_at(store, &call(50), 10).await;
+    assert_eq!((d.allowed, d.limit, d.count, d.retry_after_ms), (false, 100, 60, 9_990));
+    let d = check_at(store, &call(40), 20).await;
+    assert_eq!((d.allowed, d.limit, d.count, d.remaining), (true, 2, 2, 0));
+    // Now the request limit is full, whatever the tokens.
+    let d = check_at(store, &call(1), 30).await;
+    assert_eq!((d.allowed, d.limit, d.retry_after_ms), (false, 2, 9_970));
+    // One cost for both limits still works on the same key.
+    let d = peek_at(store, &request(&k, &[(2, 10_000), (100, 10_000)], 1), 10_000).await;
+    assert_eq!((d.allowed, d.limit, d.count), (true, 2, 2));
 }
 
 /// docs/design.md §1–§2: several limits share one log; all must admit; the deciding
@@ -325,7 +376,9 @@ macro_rules! store_suite {
             rejected_is_admitted_at_retry_after_and_not_before,
             first_decision_reports_the_full_window,
             cost_waits_for_the_kth_oldest_record,
-            a_large_cost_records_every_unit,
+            a_large_cost_is_one_weighted_record,
+            weighted_records_wait_for_enough_units,
+            each_limit_is_charged_its_own_cost,
             several_limits_report_the_deciding_limit,
             ties_go_to_the_shorter_window,
             peek_appends_nothing,
