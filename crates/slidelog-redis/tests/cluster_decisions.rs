@@ -1,14 +1,15 @@
 //! The cluster store on a local 3-master Redis Cluster: keys spread over
 //! every master and well over a thousand slots decide exactly as the memory
 //! store does (no CROSSSLOT, ever), the script reaches masters that lost it,
-//! and the key layout and TTL are those of a single Redis.
+//! and the key layout and TTL are those of a single Redis. The first two run
+//! on a Redis Cluster and on a Valkey 8 cluster.
 
 mod ha;
 
 use redis::Commands;
 use slidelog_core::{Limit, Request, Store};
 use slidelog_redis::{ClusterStore, RedisOptions};
-use slidelog_testkit::{RedisCluster, unique_prefix};
+use slidelog_testkit::{RedisCluster, ServerKind, unique_prefix};
 use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
 
@@ -21,7 +22,16 @@ fn options(prefix: &str) -> RedisOptions {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_over_every_master_decide_as_the_memory_store_does() {
-    let cluster = tokio::task::spawn_blocking(RedisCluster::start)
+    keys_over_every_master_decide_as_the_memory_store_does_on(ServerKind::Redis).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_over_every_master_decide_as_the_memory_store_does_on_valkey() {
+    keys_over_every_master_decide_as_the_memory_store_does_on(ServerKind::Valkey).await;
+}
+
+async fn keys_over_every_master_decide_as_the_memory_store_does_on(kind: ServerKind) {
+    let cluster = tokio::task::spawn_blocking(move || RedisCluster::start_kind(kind))
         .await
         .unwrap();
     let prefix = unique_prefix("cluster-diff");
@@ -59,7 +69,16 @@ async fn keys_over_every_master_decide_as_the_memory_store_does() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_script_reaches_masters_that_lost_it_and_the_layout_is_kept() {
-    let cluster = tokio::task::spawn_blocking(RedisCluster::start)
+    the_script_reaches_masters_that_lost_it_and_the_layout_is_kept_on(ServerKind::Redis).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_script_reaches_masters_that_lost_it_and_the_layout_is_kept_on_valkey() {
+    the_script_reaches_masters_that_lost_it_and_the_layout_is_kept_on(ServerKind::Valkey).await;
+}
+
+async fn the_script_reaches_masters_that_lost_it_and_the_layout_is_kept_on(kind: ServerKind) {
+    let cluster = tokio::task::spawn_blocking(move || RedisCluster::start_kind(kind))
         .await
         .unwrap();
     let prefix = unique_prefix("cluster-noscript");

@@ -1,12 +1,17 @@
-//! Exactness across OS processes on a Redis Cluster: several processes (this
-//! test binary run again as workers) hammer the same keys, spread over all
-//! masters, at once; across all of them exactly `max` requests per key are
-//! admitted.
+//! Exactness across OS processes on a Redis Cluster and a Valkey cluster:
+//! several processes (this test binary run again as workers) hammer the same
+//! keys, spread over all masters, at once; across all of them exactly `max`
+//! requests per key are admitted.
+//!
+//! A `harness = false` target: its `main` is the worker when
+//! `SLIDELOG_CLUSTER_WORKER` is set, and otherwise runs the cases, so no
+//! worker stub counts as a passing test.
 
 use slidelog_core::{Limit, Request, Store};
 use slidelog_redis::{ClusterStore, RedisOptions};
-use slidelog_testkit::{RedisCluster, unique_prefix};
-use std::process::Command;
+use slidelog_testkit::runner::{self, Case};
+use slidelog_testkit::{RedisCluster, ServerKind, unique_prefix};
+use std::process::{Command, ExitCode};
 use std::time::Duration;
 
 const WORKER_ENV: &str = "SLIDELOG_CLUSTER_WORKER";
@@ -22,14 +27,37 @@ fn unix_ms() -> u64 {
         .as_millis() as u64
 }
 
-/// A worker when run with `SLIDELOG_CLUSTER_WORKER=url|prefix|start_ms`: decides
+fn main() -> ExitCode {
+    if let Ok(spec) = std::env::var(WORKER_ENV) {
+        block_on(worker(spec));
+        return ExitCode::SUCCESS;
+    }
+    runner::run(
+        ServerKind::ALL
+            .into_iter()
+            .map(|kind| {
+                Case::new(
+                    format!("several_processes_admit_exactly_max_per_key_{kind}"),
+                    move || block_on(several_processes_admit_exactly_max_per_key(kind)),
+                )
+            })
+            .collect(),
+    )
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(f)
+}
+
+/// The worker (`SLIDELOG_CLUSTER_WORKER=url|prefix|start_ms`): decides
 /// `TRIES_PER_KEY` times on every key from 4 tasks and prints what it
-/// admitted. A no-op in a normal test run.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn worker() {
-    let Ok(spec) = std::env::var(WORKER_ENV) else {
-        return;
-    };
+/// admitted.
+async fn worker(spec: String) {
     let mut parts = spec.split('|');
     let (url, prefix, start_at) = (
         parts.next().unwrap(),
@@ -75,12 +103,8 @@ async fn worker() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn several_processes_admit_exactly_max_per_key() {
-    if std::env::var(WORKER_ENV).is_ok() {
-        return;
-    }
-    let cluster = tokio::task::spawn_blocking(RedisCluster::start)
+async fn several_processes_admit_exactly_max_per_key(kind: ServerKind) {
+    let cluster = tokio::task::spawn_blocking(move || RedisCluster::start_kind(kind))
         .await
         .unwrap();
     let prefix = unique_prefix("cluster-procs");
@@ -89,7 +113,6 @@ async fn several_processes_admit_exactly_max_per_key() {
     let children: Vec<_> = (0..PROCESSES)
         .map(|_| {
             Command::new(&exe)
-                .args(["--exact", "worker", "--nocapture", "--test-threads=1"])
                 .env(WORKER_ENV, format!("{}|{prefix}|{start_at}", cluster.url()))
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
