@@ -21,6 +21,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod bounds;
 pub mod clock;
 pub mod decision;
 pub mod engine;
@@ -30,6 +31,7 @@ pub mod log;
 pub mod redact;
 pub mod store;
 
+pub use bounds::{BoundError, Bounds};
 pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock};
 pub use decision::Decision;
 pub use error::{FullLimit, InputError, StoreError};
