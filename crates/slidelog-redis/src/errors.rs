@@ -58,27 +58,27 @@ pub fn describe(err: &RedisError) -> String {
     }
 }
 
-/// True when `err` comes from rustls (a certificate the client does not
-/// trust, a server that does not speak TLS, a protocol mismatch).
+/// True when `err` is a rustls handshake failure (a certificate the client
+/// does not trust, a server that does not speak TLS, a protocol mismatch).
+/// redis-rs wraps the I/O error in a way that hides rustls's type from a
+/// downcast, so the message is what tells: these are rustls's own texts.
 fn is_tls_failure(err: &RedisError) -> bool {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(e) = cause {
-        if e.downcast_ref::<rustls::Error>().is_some() {
-            return true;
-        }
-        if let Some(io) = e.downcast_ref::<std::io::Error>()
-            && io
-                .get_ref()
-                .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
-        {
-            return true;
-        }
-        cause = e.source();
+    if !err.is_io_error() && err.kind() != ErrorKind::Io {
+        return false;
     }
     let text = err.to_string();
-    ["invalid peer certificate", "received corrupt message", "HandshakeFailure"]
-        .iter()
-        .any(|needle| text.contains(needle))
+    [
+        "invalid peer certificate",
+        "received corrupt message",
+        "peer is incompatible",
+        "peer misbehaved",
+        "received fatal alert",
+        "cannot decrypt peer's message",
+        "peer sent no certificates",
+        "invalid dnsname",
+    ]
+    .iter()
+    .any(|needle| text.contains(needle))
 }
 
 /// True when retrying later can succeed.
