@@ -1,9 +1,9 @@
 //! Master failovers on a Redis Cluster under load: a manual `CLUSTER
 //! FAILOVER` on a replica, and a killed master. Callers see errors only
-//! during a bounded window, no call outlives the per-call timeout (plus a
-//! margin for a loaded machine), decisions are exact again afterwards, and
-//! the test measures how many admitted records the failover lost (each one
-//! is a possible extra admission).
+//! during a bounded window (about twice the measured one), no call outlives
+//! the per-call timeout (plus a scheduling margin), decisions are exact
+//! again afterwards, and the admitted records the failover lost (each one a
+//! possible extra admission) stay within a stated bound.
 
 mod ha;
 
@@ -16,8 +16,8 @@ use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_millis(250);
 /// Scheduling delays on a shared 2-core machine: a call may return this
-/// much after its timeout fired.
-const MARGIN: Duration = Duration::from_millis(750);
+/// much after its timeout fired (the bound is then 1.6 × the timeout).
+const MARGIN: Duration = Duration::from_millis(150);
 const LOAD_TASKS: usize = 8;
 
 async fn store(cluster: &RedisCluster, prefix: &str) -> Arc<ClusterStore> {
@@ -41,7 +41,7 @@ async fn failover_under_load(
     test: &str,
     fail: impl FnOnce(RedisCluster) -> (RedisCluster, Duration) + Send + 'static,
     max_error_window: Duration,
-    max_lost: Option<u64>,
+    max_lost: u64,
 ) {
     let cluster = tokio::task::spawn_blocking(RedisCluster::start)
         .await
@@ -67,13 +67,11 @@ async fn failover_under_load(
     eprintln!("{test}: failover took {took:?}; {}", load.summary(&counts));
 
     load.assert_failover_bounds(TIMEOUT + MARGIN, max_error_window);
-    if let Some(max_lost) = max_lost {
-        assert!(
-            load.lost_records(&counts) <= max_lost,
-            "lost {} admitted records",
-            load.lost_records(&counts)
-        );
-    }
+    assert!(
+        load.lost_records(&counts) <= max_lost,
+        "lost {} admitted records (bound {max_lost})",
+        load.lost_records(&counts)
+    );
     // Exact again: a differential run on fresh keys over every master.
     let fresh: Vec<String> = (0..30).map(|i| format!("after{i}")).collect();
     ha::differential(store.as_ref(), &fresh, 400, 11).await;
@@ -90,12 +88,12 @@ async fn manual_failover_under_load() {
             let took = cluster.failover(replica);
             (cluster, took)
         },
-        // A manual failover switches in well under a second; slot map
-        // refresh in the client adds a little.
-        Duration::from_secs(5),
+        // Measured: no error at all (the master pauses writers and hands
+        // over); a second covers a slot map refresh on a loaded machine.
+        Duration::from_secs(1),
         // The replica takes over only once it has the master's whole
         // replication stream (the master pauses writers meanwhile).
-        Some(0),
+        0,
     )
     .await;
 }
@@ -111,11 +109,14 @@ async fn killed_master_under_load() {
             let took = cluster.wait_promoted(replica);
             (cluster, took)
         },
-        // Node timeout (1 s) + election (≤ ~1.5 s) + client refresh; measured
-        // ~3 s; generous for a loaded machine.
-        Duration::from_secs(15),
-        // Records not yet replicated are lost: measured, not bounded.
-        None,
+        // Node timeout (1 s) + election + client refresh; measured
+        // 2.3–2.9 s: about 2×.
+        Duration::from_millis(6_000),
+        // Records not yet replicated when the master dies are lost. On
+        // loopback the replica trails by at most one event-loop turn, in
+        // which each load task has at most one admission in flight: at most
+        // one lost record per task (measured: 0).
+        LOAD_TASKS as u64,
     )
     .await;
 }
