@@ -40,6 +40,9 @@ pub fn misconfiguration(err: &RedisError) -> Option<&'static str> {
         return Some("the ACL user lacks a permission slidelog needs (NOPERM)");
     }
     let text = err.to_string();
+    if text.contains("NOAUTH") || text.contains("Authentication required") {
+        return Some("the server requires a password and none was given");
+    }
     if text.contains("refused to switch database") || text.contains("DB index is out of range") {
         return Some("the database index in the URL does not exist on the server");
     }
@@ -147,7 +150,11 @@ mod tests {
 
     #[test]
     fn refused_configurations_are_misconfigurations() {
-        let auth: RedisError = (ErrorKind::AuthenticationFailed, "Password authentication failed").into();
+        let auth: RedisError = (
+            ErrorKind::AuthenticationFailed,
+            "Password authentication failed",
+        )
+            .into();
         let e = to_store_error(auth);
         assert!(e.is_misconfiguration() && !e.is_transient(), "{e}");
         assert!(e.to_string().contains("authentication failed"), "{e}");
@@ -159,7 +166,8 @@ mod tests {
             .into();
         assert!(to_store_error(db).is_misconfiguration());
         let tls: RedisError =
-            std::io::Error::new(std::io::ErrorKind::InvalidData, rustls::Error::DecryptError).into();
+            std::io::Error::new(std::io::ErrorKind::InvalidData, rustls::Error::DecryptError)
+                .into();
         assert!(misconfiguration(&tls).is_some());
         assert!(!is_transient(&tls));
     }

@@ -91,7 +91,10 @@ impl<C> std::fmt::Debug for Healing<C> {
         f.debug_struct("Healing")
             .field("kind", &self.shared.kind)
             .field("probe_timeout", &self.shared.probe_timeout)
-            .field("replacements", &self.shared.replacements.load(Ordering::Relaxed))
+            .field(
+                "replacements",
+                &self.shared.replacements.load(Ordering::Relaxed),
+            )
             .finish_non_exhaustive()
     }
 }

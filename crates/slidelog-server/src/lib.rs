@@ -20,5 +20,6 @@ pub mod inspect_limits;
 pub mod inspect_task;
 pub mod metrics;
 pub mod policy;
+pub mod preflight;
 pub mod server;
 pub mod shutdown;

@@ -44,6 +44,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod episode;
 pub mod headers;
 mod limiter;
 #[cfg(feature = "tower")]

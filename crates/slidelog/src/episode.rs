@@ -1,0 +1,224 @@
+//! Store outages logged per episode, not per request: one line when the
+//! store starts failing, one when it has recovered. A store that fails every
+//! other request (a memory store at its key cap, a flapping link) is one
+//! episode, not one line per answer: the episode ends only after the store
+//! has answered and no call has failed for [`DEFAULT_QUIET`].
+//!
+//! A misconfiguration (wrong password, NOPERM, a missing database, a failed
+//! TLS handshake: [`StoreError::Misconfigured`]) is logged at error level
+//! once per episode, even when the episode began as a transient failure,
+//! and stays known until a decision succeeds, so readiness can report it.
+
+use crate::StoreError;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long the store must go without a failed call before an episode is
+/// over (and its recovery logged).
+pub const DEFAULT_QUIET: Duration = Duration::from_secs(1);
+
+/// The outage episodes of one store (see the module docs).
+#[derive(Debug)]
+pub struct Episodes {
+    /// True while an episode is open: the path of a healthy store is one
+    /// load of this flag.
+    open: AtomicBool,
+    state: Mutex<Option<Episode>>,
+    quiet: Duration,
+}
+
+#[derive(Debug)]
+struct Episode {
+    started: Instant,
+    last_failure: Instant,
+    failures: u64,
+    /// The cause, once a misconfiguration was seen in this episode.
+    misconfigured: Option<String>,
+}
+
+impl Default for Episodes {
+    fn default() -> Self {
+        Self::new(DEFAULT_QUIET)
+    }
+}
+
+impl Episodes {
+    /// A tracker whose episodes end after `quiet` without a failure.
+    pub fn new(quiet: Duration) -> Self {
+        Self {
+            open: AtomicBool::new(false),
+            state: Mutex::new(None),
+            quiet,
+        }
+    }
+
+    /// A store call failed with `error`. Logs when this opens an episode
+    /// (warn; error for a misconfiguration) and when the first
+    /// misconfiguration of an open episode is seen; otherwise debug only.
+    pub fn failure(
+        &self,
+        store: &str,
+        op: &str,
+        error: &StoreError,
+        policy: &dyn std::fmt::Display,
+    ) {
+        let now = Instant::now();
+        let mut state = self.lock();
+        let misconfigured = error.is_misconfiguration().then(|| error.to_string());
+        match state.as_mut() {
+            None => {
+                if let Some(cause) = &misconfigured {
+                    tracing::error!(
+                        store,
+                        op,
+                        error = %cause,
+                        policy = %policy,
+                        "store refuses slidelog's configuration; fix it (logged once until the store answers again)"
+                    );
+                } else {
+                    tracing::warn!(
+                        store,
+                        op,
+                        error = %error,
+                        transient = error.is_transient(),
+                        policy = %policy,
+                        "store failing; further failures are logged at debug level until it recovers"
+                    );
+                }
+                *state = Some(Episode {
+                    started: now,
+                    last_failure: now,
+                    failures: 1,
+                    misconfigured,
+                });
+                self.open.store(true, Ordering::Release);
+            }
+            Some(episode) => {
+                episode.failures += 1;
+                episode.last_failure = now;
+                if episode.misconfigured.is_none()
+                    && let Some(cause) = misconfigured
+                {
+                    tracing::error!(
+                        store,
+                        op,
+                        error = %cause,
+                        "store refuses slidelog's configuration; fix it (logged once until the store answers again)"
+                    );
+                    episode.misconfigured = Some(cause);
+                } else {
+                    tracing::debug!(store, op, error = %error, "store call failed");
+                }
+            }
+        }
+    }
+
+    /// A store call succeeded. `decided`: it was a decision (a ping can
+    /// succeed for a user who may not run the script, so only a decision
+    /// clears a misconfiguration). Ends the episode, with one log line,
+    /// once no call has failed for the quiet period.
+    pub fn success(&self, store: &str, decided: bool) {
+        if !self.open.load(Ordering::Acquire) {
+            return;
+        }
+        let mut state = self.lock();
+        let Some(episode) = state.as_mut() else {
+            return;
+        };
+        if decided {
+            episode.misconfigured = None;
+        }
+        if episode.misconfigured.is_some() || episode.last_failure.elapsed() < self.quiet {
+            return;
+        }
+        tracing::info!(
+            store,
+            outage = ?episode.started.elapsed(),
+            failed_calls = episode.failures,
+            "store answers again"
+        );
+        *state = None;
+        self.open.store(false, Ordering::Release);
+    }
+
+    /// Records a misconfiguration found outside a store call (the check at
+    /// start), logged as [`failure`](Self::failure) logs it.
+    pub fn misconfigured(&self, store: &str, cause: &str, policy: &dyn std::fmt::Display) {
+        self.failure(
+            store,
+            "start",
+            &StoreError::Misconfigured(cause.to_owned()),
+            policy,
+        );
+    }
+
+    /// The misconfiguration of the open episode, if one was seen and no
+    /// decision has succeeded since.
+    pub fn misconfiguration(&self) -> Option<String> {
+        if !self.open.load(Ordering::Acquire) {
+            return None;
+        }
+        self.lock().as_ref().and_then(|e| e.misconfigured.clone())
+    }
+
+    /// True while an episode is open.
+    pub fn is_open(&self) -> bool {
+        self.open.load(Ordering::Acquire)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Episode>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alternating_failures_are_one_episode() {
+        let episodes = Episodes::new(Duration::from_millis(50));
+        for _ in 0..20 {
+            episodes.failure(
+                "memory",
+                "check",
+                &StoreError::Unavailable("x".into()),
+                &"fail-open",
+            );
+            episodes.success("memory", true);
+            assert!(
+                episodes.is_open(),
+                "recovery is not declared between failures"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(60));
+        episodes.success("memory", true);
+        assert!(!episodes.is_open());
+    }
+
+    #[test]
+    fn a_misconfiguration_is_kept_until_a_decision_succeeds() {
+        let episodes = Episodes::new(Duration::ZERO);
+        episodes.failure(
+            "redis",
+            "ping",
+            &StoreError::Timeout(Duration::from_millis(1)),
+            &"fail-open",
+        );
+        episodes.failure(
+            "redis",
+            "check",
+            &StoreError::Misconfigured("NOPERM".into()),
+            &"fail-open",
+        );
+        episodes.success("redis", false);
+        assert_eq!(
+            episodes.misconfiguration().as_deref(),
+            Some("store misconfigured: NOPERM")
+        );
+        episodes.success("redis", true);
+        assert_eq!(episodes.misconfiguration(), None);
+        assert!(!episodes.is_open());
+    }
+}
