@@ -13,6 +13,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .build_server(true)
         .build_client(true)
+        // Undecodable requests are INVALID_ARGUMENT, not INTERNAL (src/codec.rs).
+        .codec_path("crate::codec::RequestCodec")
         .include_file("envoy_protos.rs")
         .compile_fds(fds)?;
     Ok(())

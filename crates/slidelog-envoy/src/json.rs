@@ -4,8 +4,9 @@
 //! The JSON is protobuf's canonical JSON mapping: field names in lowerCamelCase
 //! (snake_case accepted on input), enums by name, 64-bit integers as numbers
 //! or strings, durations as `"1.500s"`, default values omitted from the
-//! answer. The status is 200 for `OK`, 429 for `OVER_LIMIT`, 400 for a bad
-//! request and 503 when the store failed under fail-closed; errors are
+//! answer. A field the message does not have is refused, naming it, as
+//! `/v1/check` refuses one. The status is 200 for `OK`, 429 for `OVER_LIMIT`,
+//! 400 for a bad request and 503 when the store failed under fail-closed; errors are
 //! `{"error": "…"}`.
 //!
 //! ```text
@@ -187,6 +188,7 @@ fn duration_json(d: &prost_types::Duration) -> String {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct JsonRequest {
     #[serde(default)]
     domain: String,
@@ -197,6 +199,7 @@ struct JsonRequest {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct JsonDescriptor {
     #[serde(default)]
     entries: Vec<JsonEntry>,
@@ -207,6 +210,7 @@ struct JsonDescriptor {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct JsonEntry {
     #[serde(default)]
     key: String,
@@ -215,6 +219,7 @@ struct JsonEntry {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct JsonOverride {
     #[serde(default, alias = "requestsPerUnit")]
     requests_per_unit: Option<JsonU64>,
@@ -265,6 +270,13 @@ mod tests {
                 .unwrap_err()
                 .contains("hits_addend")
         );
+        let err = parse_request(
+            br#"{"domain":"d","descriptors":[{"entries":[{"key":"k","valeu":"v"}]}]}"#,
+        )
+        .unwrap_err();
+        assert!(err.contains("unknown field `valeu`"), "{err}");
+        let err = parse_request(br#"{"domian":"d"}"#).unwrap_err();
+        assert!(err.contains("unknown field `domian`"), "{err}");
     }
 
     #[test]

@@ -11,6 +11,15 @@
 //! `domain: api`, `[(user, alice)]` is `rate:sliding:envoy:api:user=alice`.
 //!
 //! Because one descriptor is one key, a Redis Cluster never sees CROSSSLOT.
+//! [`parse_descriptor_key`] reads a key back (for `slidelog inspect`, which
+//! compares each key with its own rule).
+//!
+//! `share_threshold: true` on a wildcard makes every value it matches share
+//! one log: that entry writes the configured pattern, stars included, in
+//! place of the request's value ([`crate::config::Rule::store_key`]). With
+//! `key: files, value: files/*`, both `files/a.pdf` and `files/b.csv` are
+//! decided on `envoy:api:files=files/*`. A request whose value is literally
+//! `files/*` matches that same rule, so it rightly shares the log too.
 //!
 //! A key longer than 512 bytes (the store's bound) is replaced, always the
 //! same way, by `envoy:<domain>:#<32 hex digits>` — the XXH3-128 hash of the
@@ -41,6 +50,41 @@ pub fn descriptor_key<K: AsRef<str>, V: AsRef<str>>(domain: &str, entries: &[(K,
     } else {
         format!("envoy:#{hash:032x}")
     }
+}
+
+/// The domain and `(key, value)` entries of a key that [`descriptor_key`]
+/// wrote (without the store's prefix); `None` for a hashed key (`#…`, a
+/// descriptor too long to spell out) or a key it did not write.
+pub fn parse_descriptor_key(key: &str) -> Option<(String, Vec<(String, String)>)> {
+    let mut parts = key.strip_prefix("envoy:")?.split(':');
+    let domain = unescape(parts.next()?)?;
+    let mut entries = Vec::new();
+    for part in parts {
+        let (k, v) = part.split_once('=')?;
+        entries.push((unescape(k)?, unescape(v)?));
+    }
+    Some((domain, entries))
+}
+
+/// Undoes [`escape`]; `None` for a hashed part or a bad escape.
+fn unescape(part: &str) -> Option<String> {
+    if part.starts_with('#') {
+        return None;
+    }
+    let bytes = part.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// Percent-encodes `%`, `:`, `=`, `#` and ASCII control bytes; keeps the rest.
@@ -80,6 +124,21 @@ mod tests {
         assert_eq!(descriptor_key("d:x", &[("k", "v")]), "envoy:d%3Ax:k=v");
         assert_eq!(descriptor_key("d", &[("k", "100%")]), "envoy:d:k=100%25");
         assert_eq!(descriptor_key("d", &[("k", "é")]), "envoy:d:k=é");
+    }
+
+    #[test]
+    fn keys_read_back_as_written() {
+        let entries = [("a:b", "c=d"), ("user", "100%"), ("k", "é#")];
+        let key = descriptor_key("do:main", &entries);
+        let (domain, back) = parse_descriptor_key(&key).unwrap();
+        assert_eq!(domain, "do:main");
+        let back: Vec<(&str, &str)> = back.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(back, entries);
+        assert_eq!(parse_descriptor_key("envoy:api:#0123"), None);
+        assert_eq!(parse_descriptor_key("envoy:#0123"), None);
+        assert_eq!(parse_descriptor_key("user123"), None);
+        assert_eq!(parse_descriptor_key("envoy:api:k=bad%4"), None);
+        assert_eq!(unescape("a%3Ab%25c%3D").as_deref(), Some("a:b%c="));
     }
 
     #[test]

@@ -3,9 +3,11 @@
 //! - [`proto`]: the `envoy.service.ratelimit.v3` messages and the tonic server
 //!   and client, compiled at build time from `proto/` (no system `protoc`).
 //! - [`config`]: the reference service's YAML (`domain`, `descriptors`, `key`,
-//!   `value`, `rate_limit`, `unlimited`, `shadow_mode`, …, plus slidelog's
-//!   `window`), from a file or a folder, and descriptor matching.
+//!   `value` with `*` wildcards, `rate_limit`, `unlimited`, `shadow_mode`,
+//!   `share_threshold`, …, plus slidelog's `window`), from a file or a
+//!   folder (domains merged on request), and descriptor matching.
 //! - [`key`]: the stable store key of a descriptor.
+//! - [`codec`]: protobuf for gRPC; an undecodable request is `INVALID_ARGUMENT`.
 //! - [`service`]: [`RateLimiter`], which turns a `RateLimitRequest` into
 //!   decisions on an `Arc<dyn Store>`, and the gRPC service around it.
 //! - [`json`]: `POST /json`, the same request and response as JSON.
@@ -26,6 +28,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod codec;
 pub mod config;
 pub mod json;
 pub mod key;
@@ -33,6 +36,6 @@ pub mod proto;
 pub mod reload;
 pub mod service;
 
-pub use config::{ConfigError, RateLimitConfig, Rule};
+pub use config::{ConfigError, LoadOptions, RateLimitConfig, Rule};
 pub use reload::ConfigHandle;
 pub use service::{FailurePolicy, GrpcService, RateLimiter, ServiceError, ServiceOptions};

@@ -7,7 +7,7 @@
 //! on every file system and sees atomic renames (as Kubernetes ConfigMaps
 //! do them) the same as edits.
 
-use crate::config::{ConfigError, RateLimitConfig, config_files};
+use crate::config::{ConfigError, LoadOptions, RateLimitConfig, config_files};
 use parking_lot::RwLock;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,21 +19,32 @@ use std::time::Duration;
 pub struct ConfigHandle {
     current: RwLock<Arc<RateLimitConfig>>,
     path: Option<PathBuf>,
+    options: LoadOptions,
     fingerprint: RwLock<u128>,
     last_error: RwLock<Option<String>>,
     reloads: AtomicU64,
 }
 
 impl ConfigHandle {
-    /// Loads `path` (a file or a folder); fails with the file, line and
-    /// problem when the config is invalid.
+    /// Loads `path` (a file or a folder) with the options of the environment
+    /// ([`LoadOptions::from_env`]); fails with the file, line and problem
+    /// when the config is invalid.
     pub fn load(path: impl Into<PathBuf>) -> Result<Arc<Self>, ConfigError> {
+        Self::load_with(path, LoadOptions::from_env())
+    }
+
+    /// [`ConfigHandle::load`] with explicit options, kept for every reload.
+    pub fn load_with(
+        path: impl Into<PathBuf>,
+        options: LoadOptions,
+    ) -> Result<Arc<Self>, ConfigError> {
         let path = path.into();
-        let config = RateLimitConfig::load(&path)?;
+        let config = RateLimitConfig::load_with(&path, &options)?;
         let fingerprint = fingerprint(&path).unwrap_or(0);
         Ok(Arc::new(Self {
             current: RwLock::new(Arc::new(config)),
             path: Some(path),
+            options,
             fingerprint: RwLock::new(fingerprint),
             last_error: RwLock::new(None),
             reloads: AtomicU64::new(0),
@@ -45,6 +56,7 @@ impl ConfigHandle {
         Arc::new(Self {
             current: RwLock::new(Arc::new(config)),
             path: None,
+            options: LoadOptions::default(),
             fingerprint: RwLock::new(0),
             last_error: RwLock::new(None),
             reloads: AtomicU64::new(0),
@@ -77,7 +89,7 @@ impl ConfigHandle {
             return Ok(());
         };
         let fp = fingerprint(path).unwrap_or(0);
-        match RateLimitConfig::load(path) {
+        match RateLimitConfig::load_with(path, &self.options) {
             Ok(config) => {
                 *self.current.write() = Arc::new(config);
                 *self.fingerprint.write() = fp;

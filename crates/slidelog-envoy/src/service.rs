@@ -18,7 +18,6 @@
 //! Descriptors are decided independently and concurrently.
 
 use crate::config::{RateLimitConfig, Rule, Unit};
-use crate::key::descriptor_key;
 use crate::proto::{
     HeaderValue, RateLimitRequest, RateLimitResponse, RateLimitService,
     rate_limit_response::{self, Code, DescriptorStatus, rate_limit::Unit as PbUnit},
@@ -81,6 +80,8 @@ pub struct RateLimiter {
 enum Plan {
     NotLimited,
     Unlimited,
+    /// `requests_per_unit: 0`: over the limit without asking the store.
+    Blocked(Arc<Rule>),
     Decide { rule: Arc<Rule>, request: Request },
 }
 
@@ -138,6 +139,7 @@ impl RateLimiter {
                     limit_remaining: u32::MAX,
                     ..Default::default()
                 },
+                (Plan::Blocked(rule), _) => blocked_status(rule),
                 (Plan::Decide { rule, request }, Some(result)) => {
                     let decision = match result {
                         Ok(d) => d,
@@ -184,7 +186,7 @@ impl RateLimiter {
                 Some(o) if config.has_domain(&req.domain) => {
                     Some(Arc::new(override_rule(o, &req.domain, &entries)?))
                 }
-                _ => config.find(&req.domain, &entries).cloned(),
+                _ => config.lookup(&req.domain, &entries),
             };
             matched.push(rule);
         }
@@ -203,6 +205,10 @@ impl RateLimiter {
                 plans.push(Plan::NotLimited);
                 continue;
             }
+            if rule.blocks_all() {
+                plans.push(Plan::Blocked(Arc::clone(rule)));
+                continue;
+            }
             let Some(limit) = rule.limit() else {
                 plans.push(Plan::Unlimited);
                 continue;
@@ -216,7 +222,7 @@ impl RateLimiter {
                 .iter()
                 .map(|e| (e.key.as_str(), e.value.as_str()))
                 .collect();
-            let key = descriptor_key(&req.domain, &entries);
+            let key = rule.store_key(&req.domain, &entries);
             let request = Request::new(key, vec![limit], cost).map_err(|e| {
                 ServiceError::InvalidArgument(format!(
                     "descriptor {}: hits_addend {e}",
@@ -308,6 +314,31 @@ fn status_for(rule: &Rule, d: &Decision) -> DescriptorStatus {
             unit: pb_unit(rule.unit()) as i32,
         }),
         limit_remaining: u32::try_from(d.remaining).unwrap_or(u32::MAX),
+        duration_until_reset: Some(prost_types::Duration {
+            seconds: (wait_ms / 1000) as i64,
+            nanos: ((wait_ms % 1000) * 1_000_000) as i32,
+        }),
+        quota: None,
+    }
+}
+
+/// A rule with `requests_per_unit: 0`: over the limit (OK in shadow mode),
+/// nothing remaining, and a whole window until anything could change.
+fn blocked_status(rule: &Rule) -> DescriptorStatus {
+    let code = if rule.shadow_mode() {
+        Code::Ok
+    } else {
+        Code::OverLimit
+    };
+    let wait_ms = rule.window_ms();
+    DescriptorStatus {
+        code: code as i32,
+        current_limit: Some(rate_limit_response::RateLimit {
+            name: rule.name().unwrap_or_default().to_owned(),
+            requests_per_unit: 0,
+            unit: pb_unit(rule.unit()) as i32,
+        }),
+        limit_remaining: 0,
         duration_until_reset: Some(prost_types::Duration {
             seconds: (wait_ms / 1000) as i64,
             nanos: ((wait_ms % 1000) * 1_000_000) as i32,

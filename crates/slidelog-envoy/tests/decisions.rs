@@ -196,3 +196,93 @@ async fn response_headers_report_the_tightest_descriptor() {
         ]
     );
 }
+
+async fn ask_compat(l: &RateLimiter, entries: &[(&str, &str)]) -> RateLimitResponse {
+    l.should_rate_limit(&request("compat", vec![descriptor(entries)]))
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn share_threshold_and_blocking_decide_as_the_reference_on_redis() {
+    let server = RedisServer::start();
+    let prefix = unique_prefix("envoy-compat");
+    let store = RedisStore::connect(&server.url(), RedisOptions::default().with_prefix(&prefix))
+        .await
+        .unwrap();
+    let l = common::limiter_for(Arc::new(store), common::COMPAT);
+
+    // share_threshold: files/a, files/b and files/c spend one budget of 3.
+    for (name, remaining) in [("a", 2), ("b", 1), ("c", 0)] {
+        let value = format!("files/{name}");
+        let r = ask_compat(&l, &[("files", value.as_str())]).await;
+        assert_eq!(
+            (r.overall_code, r.statuses[0].limit_remaining),
+            (OK, remaining)
+        );
+    }
+    let r = ask_compat(&l, &[("files", "files/d")]).await;
+    assert_eq!(r.overall_code, OVER);
+
+    // A wildcard without share_threshold: one log per value.
+    for value in ["bar-1-b", "bar-2-b"] {
+        let r = ask_compat(&l, &[("mid", value)]).await;
+        assert_eq!(r.statuses[0].limit_remaining, 1, "{value}");
+    }
+
+    // requests_per_unit: 0 is over the limit, with the configured unit, and
+    // nothing is written: the store is not asked.
+    for _ in 0..3 {
+        let r = ask_compat(&l, &[("blocked", "anyone")]).await;
+        assert_eq!(r.overall_code, OVER);
+        let s = &r.statuses[0];
+        let cl = s.current_limit.as_ref().unwrap();
+        assert_eq!((cl.requests_per_unit, cl.unit), (0, Unit::Hour as i32));
+        assert_eq!(s.limit_remaining, 0);
+        assert_eq!(s.duration_until_reset.unwrap().seconds, 3600);
+    }
+
+    // unlimited beside requests_per_unit, without a unit.
+    let r = ask_compat(&l, &[("trusted", "me")]).await;
+    assert_eq!(
+        (r.overall_code, r.statuses[0].limit_remaining),
+        (OK, u32::MAX)
+    );
+
+    let mut c = server.client();
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}*"))
+        .query(&mut c)
+        .unwrap();
+    keys.sort();
+    let keys: Vec<&str> = keys.iter().map(|k| &k[prefix.len()..]).collect();
+    assert_eq!(
+        keys,
+        vec![
+            "envoy:compat:files=files/*",
+            "envoy:compat:mid=bar-1-b",
+            "envoy:compat:mid=bar-2-b",
+        ]
+    );
+    let n: u64 = redis::cmd("ZCARD")
+        .arg(format!("{prefix}envoy:compat:files=files/*"))
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 3);
+}
+
+#[tokio::test]
+async fn blocking_in_shadow_mode_answers_ok() {
+    let yaml = "domain: compat\ndescriptors:\n  - key: b\n    shadow_mode: true\n    rate_limit: {unit: minute, requests_per_unit: 0}\n";
+    let l = common::limiter_for(Arc::new(slidelog_memory::MemoryStore::new()), yaml);
+    let r = ask_compat(&l, &[("b", "x")]).await;
+    assert_eq!(r.overall_code, OK);
+    assert_eq!(
+        r.statuses[0]
+            .current_limit
+            .as_ref()
+            .unwrap()
+            .requests_per_unit,
+        0
+    );
+}

@@ -1,7 +1,9 @@
 //! Calls from an independent client: Python `grpcio` with Envoy's published
 //! protos (PyPI `xds-protos`) runs `tests/python/rls_client.py` against the
 //! gRPC server, and compares slidelog's compiled protos with the published
-//! descriptors field by field.
+//! descriptors field by field; and, against a config in the reference
+//! service's own style, checks wildcards, `share_threshold`, blocking and
+//! `INVALID_ARGUMENT` for bytes that are no protobuf message.
 //!
 //! The Python environment is `target/envoy-venv` (made by `scripts/test.sh`),
 //! or the interpreter named by `SLIDELOG_ENVOY_PYTHON`. When it is missing the
@@ -9,7 +11,7 @@
 
 mod common;
 
-use common::{limiter, start_grpc};
+use common::{COMPAT, limiter, limiter_for, start_grpc};
 use slidelog_envoy::ServiceOptions;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -29,14 +31,11 @@ fn python() -> PathBuf {
     venv
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_grpcio_client_with_envoy_published_protos() {
+/// Runs the Python client against `limiter`'s gRPC server, with `args`
+/// after the address and the descriptor set.
+async fn run_client(limiter: Arc<slidelog_envoy::RateLimiter>, args: &[&str]) {
     let python = python();
-    let addr = start_grpc(limiter(
-        Arc::new(slidelog_memory::MemoryStore::new()),
-        ServiceOptions::default(),
-    ))
-    .await;
+    let addr = start_grpc(limiter).await;
     let dir = tempfile::tempdir().unwrap();
     let fds = dir.path().join("rls_descriptor.bin");
     std::fs::write(&fds, slidelog_envoy::proto::FILE_DESCRIPTOR_SET).unwrap();
@@ -45,6 +44,7 @@ async fn python_grpcio_client_with_envoy_published_protos() {
         .arg(&script)
         .arg(addr.to_string())
         .arg(&fds)
+        .args(args)
         .output()
         .await
         .expect("run the python client");
@@ -56,4 +56,16 @@ async fn python_grpcio_client_with_envoy_published_protos() {
         "python client failed ({}):\n{stdout}\n{stderr}",
         output.status
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_grpcio_client_with_envoy_published_protos() {
+    let store = Arc::new(slidelog_memory::MemoryStore::new());
+    run_client(limiter(store, ServiceOptions::default()), &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_client_gets_the_reference_answers_for_a_reference_style_config() {
+    let store = Arc::new(slidelog_memory::MemoryStore::new());
+    run_client(limiter_for(store, COMPAT), &["compat"]).await;
 }

@@ -152,3 +152,74 @@ async fn store_failure_follows_the_policy_and_recovers() {
     }
     assert!(recovered, "decisions resume after the store returns");
 }
+
+#[tokio::test]
+async fn undecodable_protobuf_is_invalid_argument() {
+    let l = limiter(
+        Arc::new(slidelog_memory::MemoryStore::new()),
+        ServiceOptions::default(),
+    );
+    let addr = start_grpc(l).await;
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    // A Duration's field 1 is a varint; RateLimitRequest's field 1 (domain)
+    // is a string, so these bytes are no RateLimitRequest.
+    let not_a_request = prost_types::Duration {
+        seconds: 5,
+        nanos: 0,
+    };
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static(
+        "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
+    );
+    let codec = tonic_prost::ProstCodec::<
+        prost_types::Duration,
+        slidelog_envoy::proto::RateLimitResponse,
+    >::default();
+    let err = grpc
+        .unary(tonic::Request::new(not_a_request), path, codec)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+    assert!(
+        err.message().contains("not a valid protobuf message"),
+        "{}",
+        err.message()
+    );
+}
+
+#[tokio::test]
+async fn post_json_refuses_unknown_fields_naming_them() {
+    let l = limiter(
+        Arc::new(slidelog_memory::MemoryStore::new()),
+        ServiceOptions::default(),
+    );
+    let addr = start_http(l).await;
+    let http = reqwest::Client::new();
+    let url = format!("http://{addr}/json");
+    let bodies = [
+        (
+            serde_json::json!({"domain": "api", "colour": 1, "descriptors": []}),
+            "colour",
+        ),
+        (
+            serde_json::json!({"domain": "api", "descriptors": [{"entries": [{"key": "user", "valeu": "x"}]}]}),
+            "valeu",
+        ),
+        (
+            serde_json::json!({"domain": "api", "descriptors": [{"entries": [], "hits": 2}]}),
+            "hits",
+        ),
+    ];
+    for (body, field) in bodies {
+        let r = http.post(&url).json(&body).send().await.unwrap();
+        assert_eq!(r.status(), 400, "{body}");
+        let v: serde_json::Value = r.json().await.unwrap();
+        let msg = v["error"].as_str().unwrap();
+        assert!(msg.contains(&format!("unknown field `{field}`")), "{msg}");
+    }
+}

@@ -48,12 +48,16 @@ impl Store for AppStore {
 }
 
 /// Loads `--config` (or no rules at all without it) and starts its watcher.
-pub fn load_config(path: Option<&PathBuf>, poll: Duration) -> anyhow::Result<Arc<ConfigHandle>> {
+pub fn load_config(
+    path: Option<&PathBuf>,
+    poll: Duration,
+    options: slidelog_envoy::LoadOptions,
+) -> anyhow::Result<Arc<ConfigHandle>> {
     let Some(path) = path else {
         tracing::info!("no --config: the Envoy API answers OK to every descriptor");
         return Ok(ConfigHandle::fixed(RateLimitConfig::empty()));
     };
-    let handle = ConfigHandle::load(path).context("invalid --config")?;
+    let handle = ConfigHandle::load_with(path, options).context("invalid --config")?;
     let config = handle.get();
     tracing::info!(
         path = %path.display(),

@@ -40,6 +40,48 @@ pub fn limiter(store: Arc<dyn slidelog_core::Store>, options: ServiceOptions) ->
     ))
 }
 
+/// The service over `store` with the rules of `yaml` (default limiter).
+pub fn limiter_for(store: Arc<dyn slidelog_core::Store>, yaml: &str) -> Arc<RateLimiter> {
+    let config = RateLimitConfig::from_yaml_str("test.yaml", yaml).unwrap();
+    Arc::new(RateLimiter::new(
+        store,
+        ConfigHandle::fixed(config),
+        ServiceOptions::default(),
+    ))
+}
+
+/// A config in the reference service's own style: wildcards anywhere,
+/// `share_threshold`, `requests_per_unit: 0`, `unlimited` beside
+/// `requests_per_unit`, and the three kinds of match for one key.
+pub const COMPAT: &str = r#"
+domain: compat
+descriptors:
+  - key: mid
+    value: bar*b
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: multi
+    value: foo*bar*baz
+    rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: files
+    value: files/*
+    share_threshold: true
+    rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: blocked
+    rate_limit: {unit: hour, requests_per_unit: 0}
+  - key: trusted
+    rate_limit:
+      unlimited: true
+      requests_per_unit: 10
+  - key: k
+    value: ab
+    rate_limit: {unit: minute, requests_per_unit: 7}
+  - key: k
+    value: a*
+    rate_limit: {unit: minute, requests_per_unit: 8}
+  - key: k
+    rate_limit: {unit: minute, requests_per_unit: 9}
+"#;
+
 pub fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
     RateLimitDescriptor {
         entries: entries

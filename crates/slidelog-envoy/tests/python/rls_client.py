@@ -1,13 +1,18 @@
 """An independent Envoy rate limit client: Python grpcio with Envoy's
 published protos (the PyPI package xds-protos), not slidelog's own code.
 
-Usage: rls_client.py HOST:PORT DESCRIPTOR_SET_FILE
+Usage: rls_client.py HOST:PORT DESCRIPTOR_SET_FILE [compat]
 
 1. Compares every message of slidelog's compiled protos (DESCRIPTOR_SET_FILE,
    a FileDescriptorSet) with the published descriptors: same fields, numbers,
    types and labels. slidelog may declare fewer messages, never different ones.
 2. Calls ShouldRateLimit on the server (config: domain "api", key "user",
    3 per minute) and checks the answers. Prints "python client: ok" at the end.
+3. With "compat": instead of 2, calls a server loaded with a config in the
+   reference service's own style (domain "compat": wildcards anywhere,
+   share_threshold, requests_per_unit 0, unlimited without a unit) and checks
+   that the answers are the reference's, and that bytes that are no protobuf
+   message are refused with INVALID_ARGUMENT.
 """
 import sys
 
@@ -107,7 +112,62 @@ def call(addr):
     print("grpc calls: OK, OVER_LIMIT and INVALID_ARGUMENT as expected")
 
 
+def call_compat(addr):
+    Code = rls_pb2.RateLimitResponse.Code
+    Unit = rls_pb2.RateLimitResponse.RateLimit.Unit
+    with grpc.insecure_channel(addr) as channel:
+        stub = rls_pb2_grpc.RateLimitServiceStub(channel)
+
+        def ask(*entries):
+            d = ratelimit_pb2.RateLimitDescriptor(
+                entries=[ratelimit_pb2.RateLimitDescriptor.Entry(key=k, value=v) for k, v in entries]
+            )
+            req = rls_pb2.RateLimitRequest(domain="compat", descriptors=[d])
+            return stub.ShouldRateLimit(req, timeout=10).statuses[0]
+
+        # A wildcard in the middle matches; each value has its own log (2 per minute).
+        for value in ["bar-1-b", "bar-2-b"]:
+            s = ask(("mid", value))
+            assert s.code == Code.OK and s.limit_remaining == 1, s
+        assert not ask(("mid", "bar-1-bx")).HasField("current_limit")
+        # Several stars.
+        s = ask(("multi", "foo.x.bar.y.baz"))
+        assert s.code == Code.OK and s.current_limit.requests_per_unit == 5, s
+        # share_threshold: 3 per minute shared by every value of files/*.
+        remaining = [ask(("files", f"files/{n}")).limit_remaining for n in ["a", "b", "c"]]
+        assert remaining == [2, 1, 0], remaining
+        s = ask(("files", "files/d"))
+        assert s.code == Code.OVER_LIMIT, s
+        # requests_per_unit 0: always over the limit.
+        s = ask(("blocked", "anyone"))
+        assert s.code == Code.OVER_LIMIT and s.current_limit.requests_per_unit == 0, s
+        assert s.current_limit.unit == Unit.HOUR, s
+        # unlimited beside requests_per_unit, without a unit.
+        for _ in range(3):
+            s = ask(("trusted", "me"))
+            assert s.code == Code.OK and s.limit_remaining == 2**32 - 1, s
+        # Exact before wildcard before the value-less key.
+        assert ask(("k", "ab")).current_limit.requests_per_unit == 7
+        assert ask(("k", "axx")).current_limit.requests_per_unit == 8
+        assert ask(("k", "zz")).current_limit.requests_per_unit == 9
+
+        raw = channel.unary_unary(
+            "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
+            request_serializer=lambda b: b,
+            response_deserializer=lambda b: b,
+        )
+        try:
+            raw(b"\xff\xff\xff\xff", timeout=10)
+            raise AssertionError("bytes that are no message must be rejected")
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, e
+    print("compat calls: wildcards, share_threshold, blocking, unlimited and bad bytes as the reference")
+
+
 if __name__ == "__main__":
     check_descriptors(sys.argv[2])
-    call(sys.argv[1])
+    if sys.argv[3:] == ["compat"]:
+        call_compat(sys.argv[1])
+    else:
+        call(sys.argv[1])
     print("python client: ok")

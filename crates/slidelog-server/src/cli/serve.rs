@@ -29,6 +29,18 @@ pub struct ServeArgs {
     /// reference service's format (reloaded on SIGHUP and when a file changes).
     #[arg(long)]
     pub config: Option<std::path::PathBuf>,
+    /// Files of --config that configure the same domain add to it instead of
+    /// being refused (the reference service's MERGE_DOMAIN_CONFIG); a
+    /// descriptor configured twice is still refused.
+    #[arg(
+        long,
+        env = "MERGE_DOMAIN_CONFIG",
+        value_parser = clap::builder::BoolishValueParser::new(),
+        default_value_t = false,
+        num_args = 0..=1,
+        default_missing_value = "true"
+    )]
+    pub merge_domain_config: bool,
     /// How often the --config files are checked for changes.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub config_poll_interval: Duration,
@@ -87,7 +99,11 @@ pub enum LogFormat {
 pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     init_logs(args.log_format);
     validate(&args)?;
-    let envoy_config = crate::envoy::load_config(args.config.as_ref(), args.config_poll_interval)?;
+    let envoy_options = slidelog_envoy::LoadOptions {
+        merge_domains: args.merge_domain_config,
+    };
+    let envoy_config =
+        crate::envoy::load_config(args.config.as_ref(), args.config_poll_interval, envoy_options)?;
     let inspect_schedule = inspect_schedule(&args)?;
     let app = build_app(&args).await?;
     let limiter = crate::envoy::limiter(&app, envoy_config, args.envoy_response_headers);

@@ -1,0 +1,216 @@
+//! [`Rule`]: a configured rate limit, what a matched descriptor is decided
+//! against, and the store key it is decided on.
+
+use super::Unit;
+use crate::key::descriptor_key;
+use parking_lot::Mutex;
+use slidelog_core::Limit;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// How many distinct metric names (`detailed_metric`, `value_to_metric`) one
+/// rule may give out. Past it, further values are counted under the rule's
+/// configured path, so that a client sending endless values cannot grow the
+/// metrics without bound.
+pub const MAX_METRIC_KEYS_PER_RULE: usize = 1000;
+
+/// What a rule does with a matched descriptor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// Decided on the store against this limit.
+    Limited(Limit),
+    /// `unlimited: true`: always OK, the store is not asked.
+    Unlimited,
+    /// `requests_per_unit: 0`: always over limit, the store is not asked
+    /// (`Limit` cannot hold a max of 0, and nothing need be recorded).
+    Blocked,
+}
+
+/// A configured rate limit: what a matched descriptor is decided against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    pub(super) kind: Kind,
+    pub(super) unit: Unit,
+    pub(super) requests_per_unit: u64,
+    pub(super) window_ms: u64,
+    pub(super) name: Option<String>,
+    pub(super) replaces: Vec<String>,
+    pub(super) shadow_mode: bool,
+    pub(super) quota_mode: bool,
+    pub(super) detailed_metric: bool,
+    pub(super) metadata: Option<serde_json::Value>,
+    /// The metric name: the configured path, or for a rule returned by
+    /// [`super::RateLimitConfig::lookup`] the name the reference gives it.
+    pub(super) path: String,
+    pub(super) config_path: String,
+    /// Per descriptor level, the wildcard pattern that replaces the value in
+    /// the store key (`share_threshold: true`), else `None`.
+    pub(super) share: Vec<Option<String>>,
+    pub(super) budget: Arc<MetricBudget>,
+}
+
+impl Rule {
+    /// A rule from a limit that the client sent in the descriptor.
+    pub(crate) fn from_override(limit: Limit, unit: Unit, path: String) -> Self {
+        Self {
+            kind: Kind::Limited(limit),
+            unit,
+            requests_per_unit: limit.max(),
+            window_ms: limit.window_ms(),
+            name: None,
+            replaces: Vec::new(),
+            shadow_mode: false,
+            quota_mode: false,
+            detailed_metric: false,
+            metadata: None,
+            config_path: path.clone(),
+            path,
+            share: Vec::new(),
+            budget: Arc::default(),
+        }
+    }
+
+    /// The limit; `None` for `unlimited: true` and for `requests_per_unit: 0`
+    /// (see [`Rule::is_unlimited`] and [`Rule::blocks_all`]).
+    pub fn limit(&self) -> Option<Limit> {
+        match self.kind {
+            Kind::Limited(l) => Some(l),
+            Kind::Unlimited | Kind::Blocked => None,
+        }
+    }
+
+    /// `unlimited: true`: every request is OK and nothing is recorded.
+    pub fn is_unlimited(&self) -> bool {
+        self.kind == Kind::Unlimited
+    }
+
+    /// `requests_per_unit: 0`: every request is over the limit (OK in
+    /// shadow mode) and the store is not asked.
+    pub fn blocks_all(&self) -> bool {
+        self.kind == Kind::Blocked
+    }
+
+    /// The unit reported to Envoy.
+    pub fn unit(&self) -> Unit {
+        self.unit
+    }
+
+    /// The window in ms (the unit times `unit_multiplier`, or `window`).
+    pub fn window_ms(&self) -> u64 {
+        self.window_ms
+    }
+
+    /// `requests_per_unit` as configured (0 for unlimited and for a rule
+    /// that blocks all).
+    pub fn requests_per_unit(&self) -> u64 {
+        self.requests_per_unit
+    }
+
+    /// The rule's `name`, if any.
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// Names of the rules this rule replaces when both apply to one request.
+    pub fn replaces(&self) -> &[String] {
+        &self.replaces
+    }
+
+    /// Decisions are made and recorded but the answer is always OK.
+    pub fn shadow_mode(&self) -> bool {
+        self.shadow_mode
+    }
+
+    /// `quota_mode: true` was configured. slidelog reads it but enforces the
+    /// rule as an ordinary limit (see the README's Envoy section).
+    pub fn quota_mode(&self) -> bool {
+        self.quota_mode
+    }
+
+    /// The descriptor's `metadata`, as configured.
+    pub fn metadata(&self) -> Option<&serde_json::Value> {
+        self.metadata.as_ref()
+    }
+
+    /// The metric name, e.g. `api.user.path_/login`. For a rule found by
+    /// [`super::RateLimitConfig::lookup`] it is the name the reference
+    /// service gives the request (`detailed_metric`, `value_to_metric`).
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Where the rule sits in the config, e.g. `api.user.path_/api/*`.
+    pub fn config_path(&self) -> &str {
+        &self.config_path
+    }
+
+    /// The store key of a descriptor this rule matched: the descriptor's own
+    /// key ([`crate::key`]), except that an entry matched by a
+    /// `share_threshold` wildcard writes the pattern in place of its value,
+    /// so every value matching it shares one log.
+    pub fn store_key<K: AsRef<str>, V: AsRef<str>>(
+        &self,
+        domain: &str,
+        entries: &[(K, V)],
+    ) -> String {
+        let parts: Vec<(&str, &str)> = entries
+            .iter()
+            .enumerate()
+            .map(|(i, (k, v))| {
+                let shared = self.share.get(i).and_then(Option::as_deref);
+                (k.as_ref(), shared.unwrap_or(v.as_ref()))
+            })
+            .collect();
+        descriptor_key(domain, &parts)
+    }
+
+    /// This rule under another metric name, when the budget allows it.
+    pub(super) fn named(self: &Arc<Self>, metric: String) -> Arc<Self> {
+        if metric == self.path || !self.budget.admit(&metric, &self.config_path) {
+            return Arc::clone(self);
+        }
+        let mut rule = (**self).clone();
+        rule.path = metric;
+        Arc::new(rule)
+    }
+}
+
+/// The metric names one rule has given out, bounded by
+/// [`MAX_METRIC_KEYS_PER_RULE`]. Bookkeeping only: two rules are equal
+/// whatever their budgets hold.
+#[derive(Debug, Default)]
+pub(super) struct MetricBudget {
+    seen: Mutex<HashSet<String>>,
+}
+
+impl MetricBudget {
+    /// Whether `metric` may be used: already given out, or room for it.
+    fn admit(&self, metric: &str, config_path: &str) -> bool {
+        let mut seen = self.seen.lock();
+        if seen.contains(metric) {
+            return true;
+        }
+        if seen.len() >= MAX_METRIC_KEYS_PER_RULE {
+            if seen.len() == MAX_METRIC_KEYS_PER_RULE {
+                tracing::warn!(
+                    rule = config_path,
+                    bound = MAX_METRIC_KEYS_PER_RULE,
+                    "too many distinct metric names for one rule; further values are counted under the rule"
+                );
+                // One more entry marks that the warning was given.
+                seen.insert(String::new());
+            }
+            return false;
+        }
+        seen.insert(metric.to_owned());
+        true
+    }
+}
+
+impl PartialEq for MetricBudget {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for MetricBudget {}
