@@ -117,20 +117,22 @@ async fn library_load(store: Arc<RedisStore>, tasks: usize, n: u64) -> f64 {
 }
 
 /// redis-benchmark running the same script with the same arguments (a random
-/// key of [`KEYS`], record mode, Redis TIME, cost 1, one limit, one member).
+/// key of [`KEYS`] and its weights key, record mode, Redis TIME, one limit
+/// of cost 1, one member).
 fn redis_benchmark(server: &RedisServer, n: u64, pipeline: u32) -> f64 {
     let out = Command::new("redis-benchmark")
         .args(["-h", "127.0.0.1", "-p", &server.port().to_string()])
         .args(["-c", "50", "-n", &n.to_string(), "-r", &KEYS.to_string()])
         .args(["-P", &pipeline.to_string(), "--csv"])
-        .args(["EVALSHA", SCRIPT.get_hash(), "1", "bench:rb:__rand_int__"])
+        .args(["EVALSHA", SCRIPT.get_hash(), "2", "bench:rb:__rand_int__"])
+        .arg("{bench:rb:__rand_int__}#w")
         .args([
             "1",
             "-1",
             "1",
-            "1",
             &MAX.to_string(),
             &WINDOW_MS.to_string(),
+            "1",
         ])
         .arg("m:__rand_int__")
         .output()

@@ -63,13 +63,10 @@ local function cost_of(m, position)
   return last
 end
 
--- The extra units (cost - 1) at a position of the records with ts in
--- (lo, hi], or ts > lo when hi is nil.
-local function extra_between(position, lo, hi)
+-- The extra units (cost - 1) at a position of the records with ts > lo.
+local function extra_after(position, lo)
   local sum = 0
-  local upper = '+inf'
-  if hi ~= nil then upper = string.format('%d', hi) end
-  local ms = redis.call('ZRANGEBYSCORE', log, string.format('(%d', lo), upper)
+  local ms = redis.call('ZRANGEBYSCORE', log, string.format('(%d', lo), '+inf')
   for _, m in ipairs(ms) do sum = sum + cost_of(m, position) - 1 end
   return sum
 end
@@ -77,8 +74,9 @@ end
 -- Step 3: the weights, when the log holds weighted records. Every field's
 -- frontier moves before any record is removed: to now - window for this
 -- request's limits, and at least to the cutoff for the others (the records
--- the cutoff removes leave their sums). A field this request needs but the
--- hash lacks (a new set of limits) is counted once from the log.
+-- the cutoff removes leave their sums). The records that crossed any
+-- frontier are read in one ZRANGEBYSCORE. A field this request needs but
+-- the hash lacks (a new set of limits) is counted once from the log.
 local fields = {}
 local stored = redis.call('HGETALL', weights)
 local weighted = #stored > 0
@@ -94,34 +92,56 @@ local extras = {}
 if weighted then
   for j = 1, #stored, 2 do
     local e, f = string.match(stored[j + 1], '^(%-?%d+) (%-?%d+)$')
-    fields[stored[j]] = {tonumber(e), tonumber(f), false}
+    -- {extra, frontier, changed, position, new frontier}
+    fields[stored[j]] = {tonumber(e), tonumber(f), false, tonumber(string.match(stored[j], '^(%d+)/')), nil}
   end
+  local names = {}
   for i = 1, n do
     local name = string.format('%d/%d', i, windows[i])
+    names[i] = name
     local target = now - windows[i]
-    local field = fields[name]
-    if field == nil then
-      field = {extra_between(i, target, nil), target, true}
-      fields[name] = field
-    elseif target > field[2] then
-      field[1] = field[1] - extra_between(i, field[2], target)
-      field[2], field[3] = target, true
-    elseif target < field[2] then
-      -- A clock that stepped back: records re-enter the window.
-      field[1] = field[1] + extra_between(i, target, field[2])
-      field[2], field[3] = target, true
+    if fields[name] == nil then
+      fields[name] = {extra_after(i, target), target, true, i, nil}
+    else
+      fields[name][5] = target
     end
-    extras[i] = field[1]
   end
   if record then
-    for name, field in pairs(fields) do
-      if field[2] < cutoff then
-        local position = tonumber(string.match(name, '^(%d+)/'))
-        field[1] = field[1] - extra_between(position, field[2], cutoff)
-        field[2], field[3] = cutoff, true
-      end
+    for _, field in pairs(fields) do
+      local to = field[5] or field[2]
+      if to < cutoff then field[5] = cutoff end
     end
   end
+  -- One read of every record between the lowest and highest frontier moved.
+  local lo, hi = nil, nil
+  for _, field in pairs(fields) do
+    local to = field[5]
+    if to ~= nil and to ~= field[2] then
+      local a, b = math.min(to, field[2]), math.max(to, field[2])
+      if lo == nil or a < lo then lo = a end
+      if hi == nil or b > hi then hi = b end
+    end
+  end
+  local crossed = {}
+  if lo ~= nil then
+    crossed = redis.call('ZRANGEBYSCORE', log, string.format('(%d', lo), string.format('%d', hi), 'WITHSCORES')
+  end
+  for _, field in pairs(fields) do
+    local to = field[5]
+    if to ~= nil and to ~= field[2] then
+      local a, b = math.min(to, field[2]), math.max(to, field[2])
+      local sum = 0
+      for j = 1, #crossed, 2 do
+        local ts = tonumber(crossed[j + 1])
+        if ts > a and ts <= b then sum = sum + cost_of(crossed[j], field[4]) - 1 end
+      end
+      -- Forward, records leave the window; back (a clock that stepped
+      -- back), they re-enter it.
+      if to > field[2] then field[1] = field[1] - sum else field[1] = field[1] + sum end
+      field[2], field[3] = to, true
+    end
+  end
+  for i = 1, n do extras[i] = fields[names[i]][1] end
 end
 
 -- Step 4: drop the expired records, ts <= now - longest (ZREMRANGEBYSCORE is
@@ -251,12 +271,11 @@ if record then
   if weighted_request then
     for i = 1, n do
       local name = string.format('%d/%d', i, windows[i])
-      if fields[name] == nil then fields[name] = {0, now - windows[i], true} end
+      if fields[name] == nil then fields[name] = {0, now - windows[i], true, i, nil} end
     end
-    for name, field in pairs(fields) do
+    for _, field in pairs(fields) do
       if now > field[2] then
-        local position = tonumber(string.match(name, '^(%d+)/'))
-        field[1] = field[1] + costs[math.min(position, n)] - 1
+        field[1] = field[1] + costs[math.min(field[4], n)] - 1
         field[3] = true
       end
     end

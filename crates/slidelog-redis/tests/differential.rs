@@ -95,3 +95,52 @@ async fn redis_and_memory_decide_identically_on_random_traces() {
     }
     assert!(decisions > 2_000);
 }
+
+/// Keys whose limits change from request to request (a key is meant to keep
+/// one set, but nothing stops a client): weighted records still decide as
+/// the memory store does, through every frontier the weights hash keeps.
+#[tokio::test]
+async fn weighted_keys_with_changing_limits_decide_as_the_memory_store() {
+    let server = RedisServer::start();
+    let redis = common::store(&server, "diffmix").await;
+    let l = |m, w| Limit::new(m, w).unwrap();
+    let pool = [
+        vec![l(50, 10_000)],
+        vec![l(5, 12_000), l(60, 30_000)],
+        vec![l(40, 30_000), l(8, 10_000)],
+        vec![l(100, 20_000), l(30, 10_000), l(200, 40_000)],
+    ];
+    let mut decisions = 0;
+    for seed in 0..24u64 {
+        let memory = MemoryStore::new();
+        let mut rng = StdRng::seed_from_u64(1_000 + seed);
+        let key = format!("mix{seed}");
+        let mut now: u64 = 1_767_225_600_000;
+        for step in 0..120 {
+            let limits = &pool[rng.random_range(0..pool.len())];
+            now = match rng.random_range(0..8) {
+                0 => now,
+                1 => now.saturating_sub(rng.random_range(1..8_000)),
+                _ => now + rng.random_range(1..6_000),
+            };
+            let costs: Vec<u64> = limits
+                .iter()
+                .map(|l| rng.random_range(1..=l.max().min(12)))
+                .collect();
+            let request = Request::with_costs(key.clone(), limits.clone(), costs).unwrap();
+            let mode = if rng.random_ratio(1, 6) {
+                Mode::Peek
+            } else {
+                Mode::Record
+            };
+            let a = redis.decide(&request, mode, Now::At(now)).await.unwrap();
+            let b = memory.decide(&request, mode, Now::At(now)).await.unwrap();
+            assert_eq!(
+                a, b,
+                "seed {seed} step {step}: {request:?} {mode:?} at {now}"
+            );
+            decisions += 1;
+        }
+    }
+    assert!(decisions > 2_000);
+}
