@@ -708,6 +708,11 @@ fn refusals_match_the_reference_and_name_file_line_column() {
         ),
         ("domain: d\ndescriptors:\n  - a\n", 3, ""),
         ("domain: d\n0.25: x\n", 2, "0.25"),
+        (
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: -1\n",
+            6,
+            "expected a whole number, 0 or more, got -1",
+        ),
     ];
     for (yaml, line, needle) in cases {
         let (got, msg) = invalid(yaml);
@@ -715,5 +720,7 @@ fn refusals_match_the_reference_and_name_file_line_column() {
         assert!(msg.contains(needle), "{yaml:?}: {msg}");
         let column = msg.split(':').nth(2).unwrap();
         assert!(column.parse::<u64>().unwrap() >= 1, "{msg}");
+        // The place is said once, in front.
+        assert!(!msg.contains(" column "), "{msg}");
     }
 }

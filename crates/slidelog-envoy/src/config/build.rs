@@ -219,7 +219,7 @@ fn limited(
     let window_ms = window_ms(ctx, r, unit, place)?;
     let unit = unit.unwrap_or_else(|| Unit::for_window(window_ms));
     let rpu = r.requests_per_unit.as_ref();
-    match rpu.map(|n| n.value) {
+    match rpu.map(|n| n.value.0) {
         None | Some(0) => {
             if rpu.is_none() {
                 tracing::warn!(
@@ -276,13 +276,13 @@ fn window_ms(
     };
     let multiplier = match &r.unit_multiplier {
         None => 1,
-        Some(m) if m.value == 0 => {
+        Some(m) if m.value.0 == 0 => {
             return Err(ctx.invalid(
                 at(&m.referenced),
                 "unit_multiplier must be at least 1, got 0",
             ));
         }
-        Some(m) => m.value,
+        Some(m) => m.value.0,
     };
     let ms = unit.millis().saturating_mul(multiplier);
     Limit::new(1, ms).map_err(|e| {

@@ -55,7 +55,7 @@ pub(super) struct RateLimitYaml {
     #[serde(default)]
     pub unit: Option<Spanned<Option<Text>>>,
     #[serde(default)]
-    pub requests_per_unit: Option<Spanned<u64>>,
+    pub requests_per_unit: Option<Spanned<Count>>,
     #[serde(default)]
     pub unlimited: Option<bool>,
     #[serde(default)]
@@ -67,7 +67,7 @@ pub(super) struct RateLimitYaml {
     pub window: Option<Spanned<String>>,
     /// The window is this many units (1 when absent).
     #[serde(default)]
-    pub unit_multiplier: Option<Spanned<u64>>,
+    pub unit_multiplier: Option<Spanned<Count>>,
 }
 
 /// One entry of `replaces`.
@@ -116,6 +116,31 @@ impl<'de> Deserialize<'de> for Text {
     }
 }
 
+/// A whole number, 0 or more (`requests_per_unit`, `unit_multiplier`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Count(pub u64);
+
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Count;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a whole number, 0 or more")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Count, E> {
+                Ok(Count(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Count, E> {
+                u64::try_from(v)
+                    .map(Count)
+                    .map_err(|_| E::custom(format!("expected a whole number, 0 or more, got {v}")))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 /// The text of an optional, possibly null, scalar ("" when absent or null).
 pub(super) fn text(s: &Option<Spanned<Option<Text>>>) -> &str {
     s.as_ref()
@@ -143,7 +168,14 @@ pub(super) fn parse_file(file: &Path, text: &str) -> Result<FileYaml, ConfigErro
         let (line, column) = e.location().map_or((0, 0), |l| at(&l));
         // The crate's message may carry a source snippet: keep its first line.
         let message = e.to_string();
-        let message = message.lines().next().unwrap_or("invalid YAML").to_owned();
+        let message = message.lines().next().unwrap_or("invalid YAML");
+        // It may also repeat the place we already give: drop that.
+        let message = message.strip_prefix("error: ").unwrap_or(message);
+        let message = match message.split_once(": ") {
+            Some((head, rest)) if head.starts_with("line ") && head.contains(" column ") => rest,
+            _ => message,
+        }
+        .to_owned();
         ConfigError::Invalid {
             path: file.to_owned(),
             line,
