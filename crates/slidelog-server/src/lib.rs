@@ -14,6 +14,7 @@
 
 pub mod app;
 pub mod cli;
+pub mod conns;
 pub mod envoy;
 pub mod http;
 pub mod inspect_limits;
