@@ -140,7 +140,6 @@ impl Metrics {
             "allowed"
         } else {
             "rejected"
-            StoreError::Misconfigured(_) => "misconfigured",
         };
         let rule = self.rule_label(decision.limit, decision.window_ms);
         metrics::with_local_recorder(&self.recorder, || {
@@ -164,6 +163,7 @@ impl Metrics {
             StoreError::Unavailable(_) => "unavailable",
             StoreError::Full { .. } => "full",
             StoreError::Backend(_) => "backend",
+            StoreError::Misconfigured(_) => "misconfigured",
         };
         let transient = if error.is_transient() {
             "true"

@@ -94,6 +94,7 @@ pub fn redis_options(options: &StoreOptions) -> slidelog_redis::RedisOptions {
             slidelog_redis::TimeMode::Server
         },
         tls_root_cert_pem: options.tls_root_cert_pem.clone(),
+        ..slidelog_redis::RedisOptions::default()
     }
 }
 
@@ -123,7 +124,6 @@ async fn open_redis(url: &str, options: &StoreOptions) -> Result<Arc<dyn Store>,
 /// `redis+cluster://[user:pass@]host:port,host:port` (Redis Cluster) and
 /// `redis+sentinel://[user:pass@]host:port,host:port/master-name[/db]`
 /// (the master of a Sentinel group, followed across failovers); `rediss+…`
-        ..slidelog_redis::RedisOptions::default()
 /// for TLS.
 #[cfg(feature = "redis")]
 async fn open_redis_ha(
