@@ -9,7 +9,8 @@ use crate::names::*;
 use crate::report::Report;
 use metrics::{Unit, counter, describe_counter, describe_gauge, gauge};
 
-/// Registers the help text and units of the inspect metrics.
+/// Registers the help text and units of the inspect metrics, and exports the
+/// scan error counter at 0.
 pub fn describe() {
     describe_gauge!(
         INSPECT_KEYS,
@@ -61,6 +62,10 @@ pub fn describe() {
         "Unix time of the last successful scan."
     );
     describe_counter!(INSPECT_SCAN_ERRORS_TOTAL, "Inspect scans that failed.");
+    // Exported at 0 from the start: a counter that appears only with its
+    // first failure leaves the dashboard's increase() with no series ("No
+    // data") instead of 0 while all is well.
+    counter!(INSPECT_SCAN_ERRORS_TOTAL).absolute(0);
 }
 
 /// Sets every inspect gauge from `report`.

@@ -54,7 +54,7 @@ pub fn load_config(
     options: slidelog_envoy::LoadOptions,
 ) -> anyhow::Result<Arc<ConfigHandle>> {
     let Some(path) = path else {
-        tracing::info!("no --config: the Envoy API answers OK to every descriptor");
+        // `serve` says so at startup, with the addresses that answer.
         return Ok(ConfigHandle::fixed(RateLimitConfig::empty()));
     };
     let handle = ConfigHandle::load_with(path, options).context("invalid --config")?;

@@ -1,20 +1,61 @@
-//! `slidelog check` on the default memory store: exit 0 admitted, the JSON
-//! decision of docs/design.md §2, and exit 2 with a message naming the field and its
-//! bound for every bad input (never a clamp, never a panic).
+//! `slidelog check` on the memory store: without --store it refuses (each
+//! run would start empty), with `--store memory://` it decides and says the
+//! log starts empty; exit 0 admitted, the JSON decision of docs/design.md
+//! §2, and exit 2 with a message naming the field and its bound for every
+//! bad input (never a clamp, never a panic).
 
 use std::process::{Command, Output};
 
 fn slidelog(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_slidelog"))
         .args(args)
+        // The machine's own setting must not pick the store for the test.
+        .env_remove("SLIDELOG_STORE")
         .output()
         .expect("run slidelog")
 }
 
 #[test]
+fn without_a_store_check_refuses_instead_of_admitting_every_run() {
+    for _ in 0..3 {
+        let out = slidelog(&["check", "user123", "--max", "1", "--window", "60s"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("--store"), "{stderr}");
+        assert!(stderr.contains("empty on every run"), "{stderr}");
+        assert!(out.stdout.is_empty(), "no decision is printed");
+    }
+    // SLIDELOG_STORE counts as giving one.
+    let out = Command::new(env!("CARGO_BIN_EXE_slidelog"))
+        .args(["check", "user123", "--max", "1", "--window", "60s"])
+        .env("SLIDELOG_STORE", "memory://")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    // --help explains the choice.
+    let out = slidelog(&["check", "--help"]);
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("every run would start empty"), "{help}");
+}
+
+#[test]
+fn an_explicit_memory_store_decides_and_says_each_run_starts_empty() {
+    for _ in 0..3 {
+        let out = slidelog(&[
+            "check", "user123", "--max", "1", "--window", "60s", "--store", "memory://",
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        assert!(stderr.contains("starts empty on every run"), "{stderr}");
+        assert!(String::from_utf8_lossy(&out.stdout).starts_with("allowed: 1/1"));
+    }
+}
+
+#[test]
 fn an_admitted_check_exits_0_and_reports_the_decision() {
     let out = slidelog(&[
-        "check", "user123", "--max", "5", "--window", "60s", "--cost", "2", "--json",
+        "check", "user123", "--max", "5", "--window", "60s", "--cost", "2", "--json", "--store",
+        "memory://",
     ]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -27,7 +68,9 @@ fn an_admitted_check_exits_0_and_reports_the_decision() {
     assert_eq!(d["reset_after_ms"], 60_000);
     assert!(d.get("degraded").is_none(), "degraded only when it is true");
 
-    let out = slidelog(&["check", "user123", "--max", "5", "--window", "1m"]);
+    let out = slidelog(&[
+        "check", "user123", "--max", "5", "--window", "1m", "--store", "memory://",
+    ]);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("allowed: 1/5"), "{text}");

@@ -85,6 +85,22 @@ fn request(addr: &str, method: &str, path: &str, body: &str, extra: &str) -> (u1
     (status, body)
 }
 
+/// Waits until the server answers `100 Continue` to a request sent with
+/// `Expect: 100-continue`: it has accepted the connection, read the headers
+/// and started reading the body, so the request is in flight (the signal
+/// that a sleep used to stand in for).
+fn wait_in_flight(tcp: &mut TcpStream) {
+    let mut seen = Vec::new();
+    let mut byte = [0u8; 1];
+    while !seen.ends_with(b"\r\n\r\n") {
+        let n = tcp.read(&mut byte).expect("read the interim response");
+        assert_eq!(n, 1, "connection closed before 100 Continue");
+        seen.push(byte[0]);
+    }
+    let text = String::from_utf8_lossy(&seen);
+    assert!(text.starts_with("HTTP/1.1 100"), "{text}");
+}
+
 fn sigterm(child: &Child) {
     signal(child, "-TERM");
 }
@@ -123,12 +139,12 @@ fn the_binary_serves_and_drains_in_flight_requests_on_sigterm() {
     write!(
         slow,
         "POST /v1/check HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n",
+         Content-Length: {}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n",
         body.len()
     )
     .unwrap();
     slow.flush().unwrap();
-    std::thread::sleep(Duration::from_millis(200));
+    wait_in_flight(&mut slow);
 
     sigterm(&service.child);
     // Wait for the shutdown to begin, then check that new connections are refused.
@@ -182,10 +198,13 @@ fn the_grace_period_bounds_the_shutdown() {
     let mut stuck = TcpStream::connect(&addr).unwrap();
     write!(
         stuck,
-        "POST /v1/check HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 100\r\n\r\n{{"
+        "POST /v1/check HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: 100\r\nExpect: 100-continue\r\n\r\n"
     )
     .unwrap();
-    std::thread::sleep(Duration::from_millis(200));
+    stuck.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    wait_in_flight(&mut stuck);
+    stuck.write_all(b"{").unwrap();
     let started = Instant::now();
     sigterm(&service.child);
     let status = loop {

@@ -154,6 +154,13 @@ fn bad_input_exits_2_with_a_clear_message() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains(&format!("127.0.0.1:{port}")), "{stderr}");
     assert!(!stderr.contains("pw"), "{stderr}");
+    // Said once: the Redis error quotes the I/O error it also gives as its
+    // source, and the message used to repeat it three times.
+    assert_eq!(
+        stderr.matches("Connection refused").count(),
+        1,
+        "the cause is said once: {stderr}"
+    );
 }
 
 #[test]

@@ -6,6 +6,17 @@ use slidelog::{Limit, Request, open_store};
 use std::process::ExitCode;
 use std::time::Duration;
 
+/// `slidelog check --help`: why it wants a store.
+pub const LONG_ABOUT: &str = "\
+Make one decision and exit 0 admitted, 1 rejected, 2 error.
+
+A decision counts what the store remembers, so `check` needs a store that \
+outlives the command: give --store redis://... (or SLIDELOG_STORE). Without \
+one it refuses (exit 2) rather than use the in-memory store, which lives only \
+as long as this process: every run would start empty, so `check KEY --max 1` \
+would admit every time. `--store memory://` runs anyway (to try the flags and \
+see a decision), and says on stderr that its log starts empty.";
+
 /// Arguments of `slidelog check`.
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
@@ -30,10 +41,24 @@ pub struct CheckArgs {
     pub store: StoreArgs,
 }
 
-/// Runs one decision: exit 0 admitted, 1 rejected, 2 error.
-pub async fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
+/// Runs one decision: exit 0 admitted, 1 rejected, 2 error. `store_given`:
+/// --store or SLIDELOG_STORE was set (the default in-memory store is refused).
+pub async fn run(args: CheckArgs, store_given: bool) -> anyhow::Result<ExitCode> {
     let limit = Limit::per(args.max, args.window)?;
     let request = Request::new(args.key, vec![limit], args.cost)?;
+    if args.store.store.starts_with("memory://") {
+        if !store_given {
+            anyhow::bail!(
+                "check needs a shared store: give --store redis://HOST:PORT (or SLIDELOG_STORE). \
+                 The in-memory store would start empty on every run and admit every time; \
+                 `--store memory://` runs on it anyway"
+            );
+        }
+        eprintln!(
+            "note: memory:// lives only as long as this command: its log starts empty on every run, \
+             so this decision counts this request alone"
+        );
+    }
     let store = open_store(&args.store.store, &args.store.options()).await?;
     let decision = if args.peek {
         store.peek(&request).await?

@@ -7,7 +7,7 @@ mod check;
 mod inspect;
 mod serve;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -25,7 +25,8 @@ pub struct Cli {
 pub enum Command {
     /// Run the service: HTTP JSON API and the Envoy rate limit gRPC API.
     Serve(serve::ServeArgs),
-    /// Make one decision; exit 0 admitted, 1 rejected, 2 error.
+    /// Make one decision; exit 0 admitted, 1 rejected, 2 error. Needs --store.
+    #[command(long_about = check::LONG_ABOUT)]
     Check(check::CheckArgs),
     /// Look inside the Redis key space and flag the known problems.
     Inspect(inspect::InspectArgs),
@@ -74,7 +75,14 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 
 /// Parses the command line and runs it. Exit code 2 on every error.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // Whether --store (or SLIDELOG_STORE) was given, not defaulted: `check`
+    // refuses the default in-memory store (see check::LONG_ABOUT).
+    let store_given = matches.subcommand().is_some_and(|(_, sub)| {
+        sub.try_get_raw("store").is_ok_and(|v| v.is_some())
+            && sub.value_source("store") != Some(clap::parser::ValueSource::DefaultValue)
+    });
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -88,13 +96,32 @@ pub fn main() -> ExitCode {
     runtime.block_on(async move {
         let result = match cli.command {
             Command::Serve(args) => serve::run(args).await,
-            Command::Check(args) => check::run(args).await,
+            Command::Check(args) => check::run(args, store_given).await,
             Command::Inspect(args) => inspect::run(args).await,
             Command::Bench(args) => bench::run(args).await,
         };
         result.unwrap_or_else(|e| {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", said_once(&e));
             ExitCode::from(2)
         })
     })
+}
+
+/// The error and its causes, each said once: many errors already quote
+/// their source in their own message (a Redis error quotes the I/O error
+/// that it also returns as its source), so a cause whose text the message
+/// so far already contains adds nothing.
+pub fn said_once(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }

@@ -25,6 +25,10 @@ pub struct ServeArgs {
     /// Address of the Envoy rate limit gRPC API.
     #[arg(long, default_value = "127.0.0.1:8081")]
     pub grpc: String,
+    /// Do not serve the Envoy rate limit gRPC API (nothing is bound on
+    /// --grpc; POST /json stays on --http).
+    #[arg(long, conflicts_with = "grpc")]
+    pub no_grpc: bool,
     /// Envoy rate limit config: a YAML file or a folder of them, in the
     /// reference service's format (reloaded on SIGHUP and when a file changes).
     #[arg(long)]
@@ -109,7 +113,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let limiter = crate::envoy::limiter(&app, envoy_config, args.envoy_response_headers);
     let listener = TcpListener::bind(&args.http)
         .await
-        .with_context(|| format!("cannot listen on --http {}", args.http))?;
+        .with_context(|| format!("cannot listen on --http {}", args.http))
+        .map_err(|e| bind_error(e, "--http", &args.http, None))?;
     let addr = listener.local_addr()?;
     if !addr.ip().is_loopback() && args.admin_token.is_none() {
         tracing::warn!(
@@ -118,10 +123,40 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let (trigger, shutdown) = shutdown::channel();
-    let grpc_addr = crate::envoy::spawn_grpc(&args.grpc, limiter.clone(), shutdown.clone()).await?;
+    // Install the SIGTERM/SIGINT handlers before saying that we listen: a
+    // signal sent as soon as the log line shows must stop us gracefully,
+    // not by its default action. One poll registers them.
+    let mut signal = Box::pin(shutdown::os_signal());
+    let early = tokio::select! {
+        biased;
+        s = &mut signal => Some(s),
+        () = std::future::ready(()) => None,
+    };
+    let grpc_addr = if args.no_grpc {
+        None
+    } else {
+        let bound = crate::envoy::spawn_grpc(&args.grpc, limiter.clone(), shutdown.clone())
+            .await
+            .map_err(|e| bind_error(e, "--grpc", &args.grpc, Some("--no-grpc")))?;
+        Some(bound)
+    };
+    let grpc_shown = grpc_addr.map_or_else(|| "off".to_owned(), |a| a.to_string());
+    if args.config.is_none() {
+        // Without rules the Envoy APIs limit nothing: say so where an
+        // operator looks first, rather than let it pass for a limiter.
+        let apis = if grpc_addr.is_some() {
+            "gRPC ShouldRateLimit and POST /json answer"
+        } else {
+            "POST /json answers"
+        };
+        tracing::info!(
+            grpc_addr = %grpc_shown,
+            "no --config: {apis} every descriptor OK, unlimited (give --config to set limits)"
+        );
+    }
     tracing::info!(
         http_addr = %addr,
-        grpc_addr = %grpc_addr,
+        grpc_addr = %grpc_shown,
         store = %mask_password(&args.store.store),
         policy = %args.on_store_error,
         trust_client_time = args.trust_client_time,
@@ -130,7 +165,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 
     let grace = args.shutdown_grace;
     tokio::spawn(async move {
-        let signal = shutdown::os_signal().await;
+        let signal = match early {
+            Some(s) => s,
+            None => signal.await,
+        };
         tracing::info!(
             signal,
             grace = ?grace,
@@ -154,6 +192,23 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         Stopped::GraceExpired => tracing::warn!("stopped with requests cut off"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A failed bind, said once, and when the address is taken, with the flag
+/// that moves it (and the one that turns the API off, if any).
+fn bind_error(e: anyhow::Error, flag: &str, addr: &str, off: Option<&str>) -> anyhow::Error {
+    let in_use = e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::AddrInUse)
+    });
+    if !in_use {
+        return e;
+    }
+    let off = off.map_or(String::new(), |off| format!(", or turn it off with {off}"));
+    anyhow::anyhow!(
+        "cannot listen on {flag} {addr}: the address is in use by another program; \
+         choose another with {flag} HOST:PORT (port 0 picks a free one){off}"
+    )
 }
 
 /// The `--inspect-every` schedule, checked, when one is asked for.
