@@ -138,12 +138,22 @@ async fn suite(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert_eq!(codes(&r), vec![OK]);
+    let err = l
+        .should_rate_limit(&request("", vec![descriptor(&[("user", "a")])]))
+        .await
+        .unwrap_err();
     assert!(
-        l.should_rate_limit(&request("", vec![descriptor(&[("user", "a")])]))
-            .await
-            .is_err()
+        matches!(err, ServiceError::InvalidArgument(ref m) if m.contains("domain")),
+        "{err}"
     );
-    assert!(l.should_rate_limit(&request("api", vec![])).await.is_err());
+    let err = l
+        .should_rate_limit(&request("api", vec![]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ServiceError::InvalidArgument(ref m) if m.contains("descriptors")),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -178,7 +188,6 @@ async fn response_headers_report_the_tightest_descriptor() {
         Arc::new(slidelog_memory::MemoryStore::new()),
         ServiceOptions {
             response_headers: true,
-            ..Default::default()
         },
     );
     let r = ask(&l, &[&[("tenant", "t")], &[("user", "u")]]).await;

@@ -74,10 +74,14 @@ async fn sighup_reloads_at_once() {
     let path = dir.path().join("limits.yaml");
     std::fs::write(&path, config(5)).unwrap();
     let handle = ConfigHandle::load(&path).unwrap();
-    // Polling far slower than the test: only SIGHUP can reload in time.
+    // The readiness signal: the watcher installs its SIGHUP handler, then
+    // polls once at once. A change made before it starts is reloaded by that
+    // first poll, so seeing it reloaded means the handler is in place (and
+    // the next poll is an hour away: only SIGHUP can reload after it).
+    replace(&path, &config(7));
     let watcher = handle.spawn_watcher(Duration::from_secs(3600));
-    // Let the watcher install its SIGHUP handler (an unhandled SIGHUP would end the process).
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_until(|| max_of(&handle) == 7).await;
+    assert_eq!(handle.reload_count(), 1);
     replace(&path, &config(11));
     let status = std::process::Command::new("kill")
         .args(["-HUP", &std::process::id().to_string()])
@@ -85,5 +89,6 @@ async fn sighup_reloads_at_once() {
         .unwrap();
     assert!(status.success());
     wait_until(|| max_of(&handle) == 11).await;
+    assert_eq!(handle.reload_count(), 2, "one reload by poll, one by SIGHUP");
     watcher.abort();
 }
