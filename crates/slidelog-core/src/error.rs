@@ -59,6 +59,9 @@ pub enum InputError {
         /// That limit's `max`.
         max: u64,
     },
+    /// A value above a bound the operator set ([`crate::Bounds`]).
+    #[error(transparent)]
+    Bound(#[from] crate::BoundError),
     /// Per-limit costs whose number is not the number of limits.
     #[error("costs must hold one cost per limit ({limits}), got {got}")]
     CostCount {
@@ -79,6 +82,7 @@ impl InputError {
             Self::Cost { .. } | Self::CostCount { .. } => "cost",
             Self::LimitCount { .. } => "limits",
             Self::LimitCost { .. } => "limits[].cost",
+            Self::Bound(bound) => bound.field(),
         }
     }
 }

@@ -35,6 +35,8 @@ pub use bounds::{BoundError, Bounds};
 pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock};
 pub use decision::Decision;
 pub use error::{FullLimit, InputError, StoreError};
-pub use limit::{Limit, MAX_COST, MAX_KEY_BYTES, MAX_LIMITS, MAX_MAX, MAX_WINDOW_MS, Request};
+pub use limit::{
+    Limit, LimitParseError, MAX_COST, MAX_KEY_BYTES, MAX_LIMITS, MAX_MAX, MAX_WINDOW_MS, Request,
+};
 pub use log::Log;
 pub use store::{Mode, Now, Store};

@@ -62,6 +62,58 @@ impl Limit {
     }
 }
 
+/// `"<max>/<window>"`: `100/minute`, `10/1s`, `1000000/60s`, `5/500ms`,
+/// `3/hour`. The window is a unit (`second`, `minute`, `hour`, `day`,
+/// `week`, their plurals and `s`, `m`, `h`, `d`, `w`) or a number followed by
+/// one (`ms` too). Bounds are those of [`Limit::new`].
+impl std::str::FromStr for Limit {
+    type Err = LimitParseError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let bad = || LimitParseError::Syntax(text.to_owned());
+        let (max, window) = text.split_once('/').ok_or_else(bad)?;
+        let max: u64 = max.trim().parse().map_err(|_| bad())?;
+        let window = window.trim();
+        let digits = window.len()
+            - window
+                .trim_start_matches(|c: char| c.is_ascii_digit())
+                .len();
+        let (count, unit) = window.split_at(digits);
+        let count: u64 = if count.is_empty() {
+            1
+        } else {
+            count.parse().map_err(|_| bad())?
+        };
+        let unit_ms: u64 = match unit.trim() {
+            "ms" | "millisecond" | "milliseconds" => 1,
+            "s" | "sec" | "second" | "seconds" => 1_000,
+            "m" | "min" | "minute" | "minutes" => 60_000,
+            "h" | "hour" | "hours" => 3_600_000,
+            "d" | "day" | "days" => 86_400_000,
+            "w" | "week" | "weeks" => 604_800_000,
+            _ => return Err(bad()),
+        };
+        let window_ms =
+            count
+                .checked_mul(unit_ms)
+                .ok_or(LimitParseError::Input(InputError::Window {
+                    got_ms: u64::MAX,
+                }))?;
+        Ok(Self::new(max, window_ms)?)
+    }
+}
+
+/// Why a `"<max>/<window>"` text is not a [`Limit`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LimitParseError {
+    /// Not of the form `<max>/<window>`.
+    #[error("limit {0:?} is not <max>/<window>, e.g. 100/minute, 10/1s, 1000000/60s, 5/500ms")]
+    Syntax(String),
+    /// A bound of [`Limit::new`].
+    #[error(transparent)]
+    Input(#[from] InputError),
+}
+
 /// One decision to make: which key, under which limits, for how many units.
 ///
 /// Built only through [`Request::new`], so it always satisfies docs/design.md §1.
@@ -224,6 +276,28 @@ mod tests {
                 got_ms: MAX_WINDOW_MS + 1
             })
         );
+    }
+
+    #[test]
+    fn limits_parse_from_text() {
+        let p = |t: &str| t.parse::<Limit>();
+        assert_eq!(p("100/minute"), Ok(Limit::new(100, 60_000).unwrap()));
+        assert_eq!(p("10/1s"), Ok(Limit::new(10, 1_000).unwrap()));
+        assert_eq!(p("1000000/60s"), Ok(Limit::new(1_000_000, 60_000).unwrap()));
+        assert_eq!(p("5/500ms"), Ok(Limit::new(5, 500).unwrap()));
+        assert_eq!(p("3/hours"), Ok(Limit::new(3, 3_600_000).unwrap()));
+        assert_eq!(p(" 7 / 2d "), Ok(Limit::new(7, 172_800_000).unwrap()));
+        assert!(matches!(p("100"), Err(LimitParseError::Syntax(_))));
+        assert!(matches!(
+            p("100/fortnight"),
+            Err(LimitParseError::Syntax(_))
+        ));
+        assert!(matches!(p("x/1s"), Err(LimitParseError::Syntax(_))));
+        assert_eq!(
+            p("0/1s"),
+            Err(LimitParseError::Input(InputError::Max { got: 0 }))
+        );
+        assert!(matches!(p("1/400d"), Err(LimitParseError::Input(_))));
     }
 
     #[test]
