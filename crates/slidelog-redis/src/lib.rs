@@ -51,9 +51,12 @@ pub use cluster::{ClusterConnection, ClusterStore};
 pub use connect::{ConnectError, client, install_crypto_provider, mask_password};
 pub use multi_url::MultiHostUrl;
 pub use options::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_PREFIX, DEFAULT_PROBE_TIMEOUT, DEFAULT_TIMEOUT, RedisOptions, TimeMode,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_PREFIX, DEFAULT_PROBE_TIMEOUT, DEFAULT_SKEW_MARGIN, DEFAULT_TIMEOUT, RedisOptions,
+    TimeMode,
 };
 pub use pipelined::UnsafePipelinedStore;
 pub use script::Outcome;
 pub use sentinel::{SentinelConnection, SentinelStore};
-pub use store::{RedisStore, ScriptStore, StandaloneConnection};
+pub use store::{
+    LATE_WINDOW, RedisStore, ScriptStore, StandaloneConnection, late_records, unknown_outcomes,
+};

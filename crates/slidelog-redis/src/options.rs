@@ -9,6 +9,11 @@ pub const DEFAULT_PREFIX: &str = "rate:sliding:";
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
 /// The default upper bound on establishing the first connection.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// The default clock-skew margin between this host and Redis: a check's
+/// deadline (start + timeout) is sent this much earlier, so that a check
+/// Redis starts after the caller gave up is refused even when Redis's clock
+/// is this much behind.
+pub const DEFAULT_SKEW_MARGIN: Duration = Duration::from_millis(20);
 /// The default bound on the `PING` that checks a connection after a call
 /// got no answer; a connection silent for longer is replaced.
 pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_millis(300);
@@ -41,6 +46,13 @@ pub struct RedisOptions {
     /// replaced. Default 300 ms: with the 100 ms call timeout, a silent
     /// connection is replaced within about half a second.
     pub probe_timeout: Duration,
+    /// The largest difference assumed between this host's clock and Redis's
+    /// (NTP keeps it to a few ms): the script refuses a check that starts
+    /// after `start + timeout - skew_margin` (Redis `TIME`), so a check that
+    /// timed out is never recorded later. A larger skew (Redis behind) can
+    /// still let one through: those are counted ([`crate::late_records`]).
+    /// Default 20 ms.
+    pub skew_margin: Duration,
     /// Which clock decides when the caller passes `Now::Server`.
     pub time: TimeMode,
     /// A PEM root certificate to trust for `rediss://` in addition to the
@@ -55,6 +67,7 @@ impl Default for RedisOptions {
             timeout: DEFAULT_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             probe_timeout: DEFAULT_PROBE_TIMEOUT,
+            skew_margin: DEFAULT_SKEW_MARGIN,
             time: TimeMode::Server,
             tls_root_cert_pem: None,
         }

@@ -17,6 +17,14 @@ pub const SOURCE: &str = include_str!("sliding_log.lua");
 /// The script, hashed once per process.
 pub static SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(SOURCE));
 
+/// The error code of a check refused because its deadline had passed.
+pub const DEADLINE_CODE: &str = "DEADLINE";
+
+/// True when `err` is the script refusing a check past its deadline.
+pub fn is_deadline(err: &RedisError) -> bool {
+    err.code() == Some(DEADLINE_CODE)
+}
+
 /// Largest explicit time the script represents exactly (Lua numbers are
 /// doubles): the one bound of every interface, docs/design.md §3.
 pub use slidelog_core::MAX_NOW_MS;
@@ -31,13 +39,16 @@ pub struct Outcome {
 }
 
 /// Runs one decision on `redis_key` (prefix already applied). `now_ms` is
-/// `None` for Redis `TIME`. The caller bounds the time this takes.
+/// `None` for Redis `TIME`. `deadline_ms` (checks only): the script refuses
+/// the check, recording nothing, when Redis `TIME` is past it (an error
+/// whose code is [`DEADLINE_CODE`]). The caller bounds the time this takes.
 pub async fn run<C: ConnectionLike>(
     conn: &mut C,
     redis_key: &[u8],
     request: &Request,
     mode: Mode,
     now_ms: Option<u64>,
+    deadline_ms: Option<u64>,
 ) -> RedisResult<Outcome> {
     let mut invocation = SCRIPT.key(redis_key);
     invocation
@@ -52,7 +63,9 @@ pub async fn run<C: ConnectionLike>(
             .arg(request.cost_for(i));
     }
     if mode == Mode::Record {
-        invocation.arg(member(request));
+        invocation
+            .arg(member(request))
+            .arg(deadline_ms.map_or(-1, |ms| ms as i64));
     }
     let reply: Vec<i64> = invocation.invoke_async(conn).await?;
     parse_reply(&reply)

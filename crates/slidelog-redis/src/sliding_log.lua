@@ -19,6 +19,8 @@
 -- ARGV[3]   n, the number of limits (1 ..= 16)
 -- ARGV[4 .. 3+3n]  max_i, window_ms_i, cost_i for each limit
 -- ARGV[4+3n]       the member to add when admitted (checks only)
+-- ARGV[5+3n]       the caller's deadline in Unix ms, or '-1' (checks only):
+--                  a check that starts later is refused, nothing recorded
 -- Returns {allowed 0|1, max, window_ms, count, remaining, retry_after_ms,
 --          reset_after_ms, now_ms} for the deciding limit.
 
@@ -29,9 +31,21 @@ local n = tonumber(ARGV[3])
 -- Step 1: the time. Redis TIME by default, so every instance shares one
 -- clock (ms = sec * 1000 + usec / 1000, truncated); or the caller's ms.
 local now = tonumber(ARGV[2])
-if now < 0 then
+local function redis_ms()
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local given_now = now >= 0
+if not given_now then now = redis_ms() end
+
+-- Step 1b: a check whose caller has already given up (timed out) is refused
+-- before it changes anything, so a check that timed out is never recorded
+-- later (a stalled Redis running its backlog, a reply stuck in a frozen
+-- link). The deadline is on the caller's clock, less the clock-skew margin
+-- it assumes; it is compared with Redis TIME.
+local deadline = tonumber(ARGV[5 + 3 * n] or '-1')
+if record and deadline >= 0 and (given_now and redis_ms() or now) > deadline then
+  return redis.error_reply('DEADLINE the caller gave up on this check before it ran; nothing recorded')
 end
 
 -- Step 2: the limits, each with its own cost, and the longest window (how

@@ -10,6 +10,7 @@ use redis::aio::{ConnectionLike, ConnectionManager};
 use slidelog_core::{Clock, Decision, Mode, Now, Request, Store, StoreError, SystemClock};
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// A store whose every decision is one atomic run of `sliding_log.lua` on
@@ -19,9 +20,15 @@ use std::time::Duration;
 /// Redis errors become [`StoreError::Unavailable`] (transient) or
 /// [`StoreError::Backend`]. Cloning is cheap and clones share the connection.
 ///
-/// A timeout says nothing about the outcome: a check that timed out may still
-/// run in Redis and record its units (they count against later requests, so
-/// the limit is never exceeded; a caller may only see fewer admissions).
+/// A check that timed out is not recorded later: it carries a deadline
+/// (start + timeout - skew margin, [`RedisOptions::skew_margin`]) and the
+/// script refuses it once Redis `TIME` is past it, so a stalled Redis that
+/// runs its backlog, or a reply stuck in a frozen link, records nothing for
+/// callers that gave up. What stays possible (a check that started in time
+/// but answered too late, a Redis clock behind by more than the margin) is
+/// counted: [`late_records`] (the reply came, within [`LATE_WINDOW`] after
+/// the timeout, and it recorded) and [`unknown_outcomes`] (no reply even
+/// then).
 #[derive(Clone)]
 pub struct ScriptStore<C> {
     conn: C,
@@ -30,6 +37,28 @@ pub struct ScriptStore<C> {
     time: TimeMode,
     clock: Arc<dyn Clock>,
     kind: &'static str,
+    skew_margin: Duration,
+}
+
+/// How long after its caller timed out a check's reply is still awaited,
+/// to count a late record; then the call is dropped (and the connection
+/// becomes suspect, [`crate::heal`]).
+pub const LATE_WINDOW: Duration = Duration::from_millis(250);
+
+static LATE_RECORDS: AtomicU64 = AtomicU64::new(0);
+static UNKNOWN_OUTCOMES: AtomicU64 = AtomicU64::new(0);
+static SKEW_WARNED: AtomicBool = AtomicBool::new(false);
+
+/// Checks recorded after their caller had timed out (the reply came late),
+/// in this process so far.
+pub fn late_records() -> u64 {
+    LATE_RECORDS.load(Ordering::Relaxed)
+}
+
+/// Checks whose caller timed out and whose reply never came (within
+/// [`LATE_WINDOW`]): they may or may not have been recorded.
+pub fn unknown_outcomes() -> u64 {
+    UNKNOWN_OUTCOMES.load(Ordering::Relaxed)
 }
 
 /// The connection of [`RedisStore`]: a redis-rs `ConnectionManager` (one
@@ -69,6 +98,7 @@ where
             time: options.time,
             clock: Arc::new(SystemClock),
             kind,
+            skew_margin: options.skew_margin,
         }
     }
 
@@ -125,9 +155,75 @@ where
             )));
         }
         let key = self.redis_key(request.key());
+        // Only a check records, and only a decision on the current time can
+        // be late (an explicit time is a replay).
+        let deadline = (mode == Mode::Record && now == Now::Server)
+            .then(|| {
+                let budget = self.timeout.checked_sub(self.skew_margin)?;
+                Some(SystemClock.now_ms() + budget.as_millis() as u64)
+            })
+            .flatten();
+        match self.run_watched(key.clone(), request, mode, now_ms, deadline).await {
+            Err(StoreError::Backend(e)) if e.starts_with(script::DEADLINE_CODE) => {
+                // Refused while we still wait: Redis's clock is ahead of
+                // ours by more than the margin. Decide without a deadline.
+                if !SKEW_WARNED.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        store = self.kind,
+                        margin = ?self.skew_margin,
+                        "Redis's clock is ahead of this host's by more than the skew margin: \
+                         checks are sent without a deadline when refused (fix the clocks)"
+                    );
+                }
+                self.run_watched(key, request, mode, now_ms, None).await
+            }
+            other => other,
+        }
+    }
+
+    /// Runs the script on its own task, waiting at most the per-call
+    /// timeout; the task keeps waiting [`LATE_WINDOW`] more to count a late
+    /// record (see the type's docs).
+    async fn run_watched(
+        &self,
+        key: Vec<u8>,
+        request: &Request,
+        mode: Mode,
+        now_ms: Option<u64>,
+        deadline: Option<u64>,
+    ) -> Result<Outcome, StoreError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
         let mut conn = self.conn.clone();
-        self.bounded(script::run(&mut conn, &key, request, mode, now_ms))
-            .await
+        let request = request.clone();
+        let patience = self.timeout + LATE_WINDOW;
+        tokio::spawn(async move {
+            let run = script::run(&mut conn, &key, &request, mode, now_ms, deadline);
+            match tokio::time::timeout(patience, run).await {
+                Ok(result) => {
+                    if let Err(Ok(outcome)) = tx.send(result)
+                        && mode == Mode::Record
+                        && outcome.decision.allowed
+                    {
+                        LATE_RECORDS.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                Err(_) if mode == Mode::Record => {
+                    UNKNOWN_OUTCOMES.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(_) => {}
+            }
+        });
+        match tokio::time::timeout(self.timeout, rx).await {
+            Ok(Ok(result)) => result.map_err(|e| {
+                if script::is_deadline(&e) {
+                    StoreError::Backend(format!("{} {e}", script::DEADLINE_CODE))
+                } else {
+                    crate::errors::to_store_error(e)
+                }
+            }),
+            Ok(Err(_)) => Err(StoreError::Backend("the decision task ended without an answer".into())),
+            Err(_) => Err(StoreError::Timeout(self.timeout)),
+        }
     }
 
     /// Runs `call` within the per-call timeout and maps its error.

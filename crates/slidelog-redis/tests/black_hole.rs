@@ -26,7 +26,10 @@ async fn time_to_recover(store: &dyn Store, freeze: impl FnOnce() -> usize) -> D
     let request = Request::single("k", Limit::new(1_000_000, 60_000).unwrap()).unwrap();
     // Warm: the connection is up and used.
     for _ in 0..5 {
-        store.check(&request).await.expect("decides before the freeze");
+        store
+            .check(&request)
+            .await
+            .expect("decides before the freeze");
     }
     let frozen = freeze();
     assert!(frozen >= 1, "the proxy froze no connection");

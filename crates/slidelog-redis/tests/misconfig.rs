@@ -132,9 +132,17 @@ async fn a_failed_tls_handshake_is_not_transient() {
 async fn a_store_that_is_down_stays_transient() {
     let port = slidelog_testkit::free_port();
     let url = format!("redis://127.0.0.1:{port}");
-    let err = RedisStore::connect(&url, options("down")).await.unwrap_err();
+    let err = RedisStore::connect(&url, options("down"))
+        .await
+        .unwrap_err();
     assert!(
-        matches!(err, ConnectError::Connect { transient: true, .. }),
+        matches!(
+            err,
+            ConnectError::Connect {
+                transient: true,
+                ..
+            }
+        ),
         "{err}"
     );
 }
