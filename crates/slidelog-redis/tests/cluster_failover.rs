@@ -3,13 +3,14 @@
 //! during a bounded window (about twice the measured one), no call outlives
 //! the per-call timeout (plus a scheduling margin), decisions are exact
 //! again afterwards, and the admitted records the failover lost (each one a
-//! possible extra admission) stay within a stated bound.
+//! possible extra admission) stay within a stated bound. Each runs on a
+//! Redis Cluster and on a Valkey 8 cluster.
 
 mod ha;
 
 use slidelog_core::Store;
 use slidelog_redis::{ClusterStore, RedisOptions};
-use slidelog_testkit::{RedisCluster, unique_prefix};
+use slidelog_testkit::{RedisCluster, ServerKind, unique_prefix};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -38,12 +39,13 @@ fn keys() -> Vec<String> {
 /// Load for a while, run `fail` (blocking), load on until the store has
 /// answered for 2 s, then check exactness on fresh keys.
 async fn failover_under_load(
+    kind: ServerKind,
     test: &str,
     fail: impl FnOnce(RedisCluster) -> (RedisCluster, Duration) + Send + 'static,
     max_error_window: Duration,
     max_lost: u64,
 ) {
-    let cluster = tokio::task::spawn_blocking(RedisCluster::start)
+    let cluster = tokio::task::spawn_blocking(move || RedisCluster::start_kind(kind))
         .await
         .unwrap();
     let prefix = unique_prefix(test);
@@ -64,7 +66,10 @@ async fn failover_under_load(
     stop.store(true, Ordering::Relaxed);
     let load = load.await.unwrap();
     let counts = ha::record_counts(store.as_ref(), &keys).await;
-    eprintln!("{test}: failover took {took:?}; {}", load.summary(&counts));
+    eprintln!(
+        "{test} ({kind}): failover took {took:?}; {}",
+        load.summary(&counts)
+    );
 
     load.assert_failover_bounds(TIMEOUT + MARGIN, max_error_window);
     assert!(
@@ -80,7 +85,27 @@ async fn failover_under_load(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn manual_failover_under_load() {
+    manual_failover(ServerKind::Redis).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manual_failover_under_load_on_valkey() {
+    manual_failover(ServerKind::Valkey).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_master_under_load() {
+    killed_master(ServerKind::Redis).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_master_under_load_on_valkey() {
+    killed_master(ServerKind::Valkey).await;
+}
+
+async fn manual_failover(kind: ServerKind) {
     failover_under_load(
+        kind,
         "cluster-manual-failover",
         |cluster| {
             let master = cluster.master_ports()[0];
@@ -98,9 +123,9 @@ async fn manual_failover_under_load() {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killed_master_under_load() {
+async fn killed_master(kind: ServerKind) {
     failover_under_load(
+        kind,
         "cluster-killed-master",
         |mut cluster| {
             let master = cluster.master_ports()[1];
