@@ -89,6 +89,10 @@ async fn sighup_reloads_at_once() {
         .unwrap();
     assert!(status.success());
     wait_until(|| max_of(&handle) == 11).await;
-    assert_eq!(handle.reload_count(), 2, "one reload by poll, one by SIGHUP");
+    assert_eq!(
+        handle.reload_count(),
+        2,
+        "one reload by poll, one by SIGHUP"
+    );
     watcher.abort();
 }

@@ -42,7 +42,14 @@ fn without_a_store_check_refuses_instead_of_admitting_every_run() {
 fn an_explicit_memory_store_decides_and_says_each_run_starts_empty() {
     for _ in 0..3 {
         let out = slidelog(&[
-            "check", "user123", "--max", "1", "--window", "60s", "--store", "memory://",
+            "check",
+            "user123",
+            "--max",
+            "1",
+            "--window",
+            "60s",
+            "--store",
+            "memory://",
         ]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{stderr}");
@@ -54,7 +61,16 @@ fn an_explicit_memory_store_decides_and_says_each_run_starts_empty() {
 #[test]
 fn an_admitted_check_exits_0_and_reports_the_decision() {
     let out = slidelog(&[
-        "check", "user123", "--max", "5", "--window", "60s", "--cost", "2", "--json", "--store",
+        "check",
+        "user123",
+        "--max",
+        "5",
+        "--window",
+        "60s",
+        "--cost",
+        "2",
+        "--json",
+        "--store",
         "memory://",
     ]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
@@ -69,7 +85,14 @@ fn an_admitted_check_exits_0_and_reports_the_decision() {
     assert!(d.get("degraded").is_none(), "degraded only when it is true");
 
     let out = slidelog(&[
-        "check", "user123", "--max", "5", "--window", "1m", "--store", "memory://",
+        "check",
+        "user123",
+        "--max",
+        "5",
+        "--window",
+        "1m",
+        "--store",
+        "memory://",
     ]);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);

@@ -202,7 +202,9 @@ fn the_grace_period_bounds_the_shutdown() {
          Content-Length: 100\r\nExpect: 100-continue\r\n\r\n"
     )
     .unwrap();
-    stuck.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    stuck
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
     wait_in_flight(&mut stuck);
     stuck.write_all(b"{").unwrap();
     let started = Instant::now();

@@ -77,7 +77,10 @@ fn promtool_unit_tests_fire_and_stay_quiet_for_every_alert() {
             }
         }
         assert!(fires, "no case in alerts_test.yml where {alert} fires");
-        assert!(quiet, "no case in alerts_test.yml where {alert} stays quiet");
+        assert!(
+            quiet,
+            "no case in alerts_test.yml where {alert} stays quiet"
+        );
     }
 }
 

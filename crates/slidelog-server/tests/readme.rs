@@ -167,7 +167,8 @@ fn every_shell_example_of_the_readme_runs_as_written() {
         bin_dir.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let redis = RedisServer::start_with_args(&["--user", "user", "on", ">pass", "~*", "&*", "+@all"]);
+    let redis =
+        RedisServer::start_with_args(&["--user", "user", "on", ">pass", "~*", "&*", "+@all"]);
     let redis_addr = redis.addr();
 
     let mut unused: Vec<&str> = NOT_RUN.iter().map(|(needle, _)| *needle).collect();

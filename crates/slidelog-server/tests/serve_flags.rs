@@ -80,7 +80,10 @@ fn no_grpc_conflicts_with_grpc() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("--no-grpc") && stderr.contains("--grpc"), "{stderr}");
+    assert!(
+        stderr.contains("--no-grpc") && stderr.contains("--grpc"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -92,7 +95,9 @@ fn without_config_the_startup_log_says_every_descriptor_is_unlimited() {
     });
     let log = with_grpc.early_log.join("\n");
     assert!(
-        log.contains("no --config: gRPC ShouldRateLimit and POST /json answer every descriptor OK, unlimited"),
+        log.contains(
+            "no --config: gRPC ShouldRateLimit and POST /json answer every descriptor OK, unlimited"
+        ),
         "{log}"
     );
     let without_grpc = child::serve(&[]);

@@ -239,7 +239,10 @@ impl RedisServer {
         }
         let _ = child.kill();
         let _ = child.wait();
-        Err(format!("{}-server did not answer PING within 10 s", self.kind))
+        Err(format!(
+            "{}-server did not answer PING within 10 s",
+            self.kind
+        ))
     }
 
     /// The server's log file (in its own directory).

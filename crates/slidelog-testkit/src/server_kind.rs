@@ -56,7 +56,8 @@ impl ServerKind {
     /// `scripts/test.sh` under `target/valkey-venv`, or `valkey-server` on
     /// `PATH`. Panics with what to install when there is none.
     pub fn binary(self) -> PathBuf {
-        self.find_binary().unwrap_or_else(|| panic!("{}", self.install_hint()))
+        self.find_binary()
+            .unwrap_or_else(|| panic!("{}", self.install_hint()))
     }
 
     /// The binary, or `None` when it is not installed.
