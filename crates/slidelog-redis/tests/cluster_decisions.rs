@@ -40,8 +40,11 @@ async fn keys_over_every_master_decide_as_the_memory_store_does_on(kind: ServerK
         .expect("connect to the cluster");
     assert_eq!(store.kind(), "redis-cluster");
 
-    // 60 keys for the differential run, which land on all three masters.
-    let keys: Vec<String> = (0..60).map(|i| format!("user{i}")).collect();
+    // 60 keys for the differential run, which land on all three masters,
+    // and keys whose weights key needs each of its three slot rules (no
+    // hash tag, a tag of their own, a `}` without a tag).
+    let mut keys: Vec<String> = (0..60).map(|i| format!("user{i}")).collect();
+    keys.extend(["{tenant7}:user".into(), "a}b".into(), "x{}y}z".into()]);
     let masters: HashSet<u16> = keys
         .iter()
         .map(|k| cluster.master_of_slot(cluster.key_slot(&format!("{prefix}{k}"))))

@@ -31,8 +31,14 @@ pub async fn differential(store: &dyn Store, keys: &[String], steps: usize, seed
             assert_eq!(a, b, "step {step}: reset of {key}");
             continue;
         }
+        // Weighted records: one cost for both limits, or one per limit.
         let cost = rng.random_range(1..=3);
-        let request = Request::new(key.clone(), limits.clone(), cost).unwrap();
+        let request = if rng.random_range(0..3) == 0 {
+            let tokens = rng.random_range(1..=12);
+            Request::with_costs(key.clone(), limits.clone(), vec![cost, tokens]).unwrap()
+        } else {
+            Request::new(key.clone(), limits.clone(), cost).unwrap()
+        };
         let mode = if rng.random_range(0..5) == 0 {
             Mode::Peek
         } else {
