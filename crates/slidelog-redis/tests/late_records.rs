@@ -62,7 +62,10 @@ async fn checks_that_timed_out_during_a_sigstop_are_never_recorded() {
     // Decisions come from Redis again, and record.
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while store.check(&request).await.is_err() {
-        assert!(std::time::Instant::now() < deadline, "no decision after SIGCONT");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no decision after SIGCONT"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
