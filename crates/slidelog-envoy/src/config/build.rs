@@ -145,7 +145,7 @@ fn load_descriptor(
         rule.shadow_mode = d.shadow_mode.unwrap_or(false);
         rule.quota_mode = d.quota_mode.unwrap_or(false);
         rule.detailed_metric = d.detailed_metric.unwrap_or(false);
-        rule.metadata = d.metadata.clone();
+        rule.metadata = d.metadata.clone().map(Arc::new);
         rule.share = share.clone();
         node.rule = Some(Arc::new(rule));
     }

@@ -38,7 +38,8 @@ pub struct Rule {
     pub(super) shadow_mode: bool,
     pub(super) quota_mode: bool,
     pub(super) detailed_metric: bool,
-    pub(super) metadata: Option<serde_json::Value>,
+    /// Shared: a rule renamed per request for metrics clones it.
+    pub(super) metadata: Option<Arc<serde_json::Value>>,
     /// The metric name: the configured path, or for a rule returned by
     /// [`super::RateLimitConfig::lookup`] the name the reference gives it.
     pub(super) path: String,
@@ -129,7 +130,7 @@ impl Rule {
 
     /// The descriptor's `metadata`, as configured.
     pub fn metadata(&self) -> Option<&serde_json::Value> {
-        self.metadata.as_ref()
+        self.metadata.as_deref()
     }
 
     /// The metric name, e.g. `api.user.path_/login`. For a rule found by

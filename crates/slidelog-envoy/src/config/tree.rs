@@ -28,6 +28,9 @@ pub(super) struct Node {
 pub(super) struct Children {
     exact: HashMap<String, Node>,
     wildcard: Vec<(Pattern, Node)>,
+    /// A pattern's text → its index in `wildcard`, for a request value that
+    /// is that text exactly (the reference finds it by exact lookup).
+    literal: HashMap<String, usize>,
     any: Option<Box<Node>>,
 }
 
@@ -62,14 +65,15 @@ impl Node {
         let slot = self.children.entry(key).or_default();
         match value {
             ValueKind::Exact(v) => {
-                let clash = slot.exact.contains_key(&v)
-                    || slot.wildcard.iter().any(|(p, _)| p.as_str() == v);
+                let clash = slot.exact.contains_key(&v) || slot.literal.contains_key(&v);
                 !clash && slot.exact.insert(v, child).is_none()
             }
             ValueKind::Wild(p) => {
-                let clash = slot.wildcard.iter().any(|(q, _)| q == &p)
-                    || slot.exact.contains_key(p.as_str());
+                let clash =
+                    slot.literal.contains_key(p.as_str()) || slot.exact.contains_key(p.as_str());
                 if !clash {
+                    slot.literal
+                        .insert(p.as_str().to_owned(), slot.wildcard.len());
                     slot.wildcard.push((p, child));
                 }
                 !clash
@@ -91,8 +95,8 @@ impl Node {
         if let Some(n) = slot.exact.get(value) {
             return step(How::Exact, n);
         }
-        if let Some((_, n)) = slot.wildcard.iter().find(|(p, _)| p.as_str() == value) {
-            return step(How::Exact, n);
+        if let Some(&i) = slot.literal.get(value) {
+            return step(How::Exact, &slot.wildcard[i].1);
         }
         if let Some((p, n)) = slot.wildcard.iter().find(|(p, _)| p.matches(value)) {
             return step(How::Wild(p.as_str()), n);
