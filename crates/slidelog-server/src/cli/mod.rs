@@ -22,6 +22,10 @@ pub struct Cli {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "parsed once at startup: boxing would only add noise"
+)]
 pub enum Command {
     /// Run the service: HTTP JSON API and the Envoy rate limit gRPC API.
     Serve(serve::ServeArgs),
