@@ -130,9 +130,9 @@ fn row(fault: &str, o: &Outcome) -> String {
     )
 }
 
-async fn standalone(redis: &RedisServer, test: &str) -> Arc<dyn Store> {
+async fn standalone(url: &str, test: &str) -> Arc<dyn Store> {
     Arc::new(
-        RedisStore::connect(&redis.url(), options(test))
+        RedisStore::connect(url, options(test))
             .await
             .unwrap(),
     )
@@ -144,7 +144,8 @@ async fn chaos_table() {
 
     // kill -9 and restart, nothing persisted: every log is forgotten.
     let redis = Arc::new(std::sync::Mutex::new(RedisServer::start()));
-    let store = standalone(&redis.lock().unwrap(), "chaos-kill").await;
+    let url = redis.lock().unwrap().url();
+    let store = standalone(&url, "chaos-kill").await;
     let r = redis.clone();
     let kill = under_load(store, Duration::from_secs(1), move || {
         let mut r = r.lock().unwrap();
@@ -163,7 +164,8 @@ async fn chaos_table() {
         "--appendfsync",
         "always",
     ])));
-    let store = standalone(&redis.lock().unwrap(), "chaos-aof").await;
+    let url = redis.lock().unwrap().url();
+    let store = standalone(&url, "chaos-aof").await;
     let r = redis.clone();
     let aof = under_load(store, Duration::from_secs(1), move || {
         let mut r = r.lock().unwrap();
@@ -178,7 +180,7 @@ async fn chaos_table() {
 
     // SIGSTOP for 2 s, then SIGCONT.
     let redis = Arc::new(RedisServer::start());
-    let store = standalone(&redis, "chaos-stop").await;
+    let store = standalone(&redis.url(), "chaos-stop").await;
     let r = redis.clone();
     let stopped = under_load(store, Duration::from_secs(1), move || {
         r.pause();
@@ -209,7 +211,7 @@ async fn chaos_table() {
 
     // SCRIPT FLUSH every 100 ms for 2 s.
     let redis = Arc::new(RedisServer::start());
-    let store = standalone(&redis, "chaos-flush").await;
+    let store = standalone(&redis.url(), "chaos-flush").await;
     let r = redis.clone();
     let flush = under_load(store, Duration::from_secs(1), move || {
         let mut c = r.client();
