@@ -1,6 +1,11 @@
 //! The reference service's YAML config: parsing, the matching rules (exact
 //! value, wildcard value, value-less key, nesting, depth), slidelog's
-//! `window`, and errors that name the file, the line and the problem.
+//! `window`, and errors that name the file, the line and the problem; then
+//! one test per feature of the reference service (wildcards anywhere and
+//! their precedence, `share_threshold`, `metadata` and `quota_mode`, metric
+//! names and their bound, `requests_per_unit: 0`, `unlimited` without a
+//! unit, null lists, scalar text, `unit_multiplier`, domain merging) and one
+//! for its refusals, each with file, line and column.
 
 use slidelog_envoy::config::{ConfigError, RateLimitConfig, Unit};
 use std::path::Path;

@@ -251,18 +251,7 @@ fn window_ms(
         return Err(ctx.invalid(at(&m.referenced), "set window or unit_multiplier, not both"));
     }
     if let Some(w) = &r.window {
-        let p = at(&w.referenced);
-        let d = humantime::parse_duration(&w.value).map_err(|e| {
-            ctx.invalid(
-                p,
-                format!(
-                    "rate_limit window {:?} is not a duration like 90s: {e}",
-                    w.value
-                ),
-            )
-        })?;
-        let limit = Limit::per(1, d).map_err(|e| ctx.invalid(p, format!("rate_limit {e}")))?;
-        return Ok(limit.window_ms());
+        return explicit_window(ctx, w);
     }
     let Some(unit) = unit else {
         let (p, raw) = r
@@ -274,29 +263,48 @@ fn window_ms(
             format!("invalid rate limit unit '{raw}': use second, minute, hour, day, week, month or year (or a window like 90s)"),
         ));
     };
-    let multiplier = match &r.unit_multiplier {
-        None => 1,
-        Some(m) if m.value.0 == 0 => {
-            return Err(ctx.invalid(
-                at(&m.referenced),
-                "unit_multiplier must be at least 1, got 0",
-            ));
-        }
-        Some(m) => m.value.0,
-    };
+    unit_window(ctx, r, unit, place)
+}
+
+/// slidelog's `window: 90s`.
+fn explicit_window(ctx: &Ctx<'_>, w: &Spanned<String>) -> Result<u64, ConfigError> {
+    let p = at(&w.referenced);
+    let d = humantime::parse_duration(&w.value).map_err(|e| {
+        let msg = format!(
+            "rate_limit window {:?} is not a duration like 90s: {e}",
+            w.value
+        );
+        ctx.invalid(p, msg)
+    })?;
+    let limit = Limit::per(1, d).map_err(|e| ctx.invalid(p, format!("rate_limit {e}")))?;
+    Ok(limit.window_ms())
+}
+
+/// The unit times `unit_multiplier` (1 when absent), within the window bound.
+fn unit_window(
+    ctx: &Ctx<'_>,
+    r: &RateLimitYaml,
+    unit: Unit,
+    place: (u64, u64),
+) -> Result<u64, ConfigError> {
+    let multiplier_place = r
+        .unit_multiplier
+        .as_ref()
+        .map_or(place, |m| at(&m.referenced));
+    let multiplier = r.unit_multiplier.as_ref().map_or(1, |m| m.value.0);
+    if multiplier == 0 {
+        return Err(ctx.invalid(
+            multiplier_place,
+            "unit_multiplier must be at least 1, got 0",
+        ));
+    }
     let ms = unit.millis().saturating_mul(multiplier);
     Limit::new(1, ms).map_err(|e| {
-        let p = r
-            .unit_multiplier
-            .as_ref()
-            .map_or(place, |m| at(&m.referenced));
-        ctx.invalid(
-            p,
-            format!(
-                "rate_limit unit {} x unit_multiplier {multiplier}: {e}",
-                unit.name()
-            ),
-        )
+        let msg = format!(
+            "rate_limit unit {} x unit_multiplier {multiplier}: {e}",
+            unit.name()
+        );
+        ctx.invalid(multiplier_place, msg)
     })?;
     Ok(ms)
 }

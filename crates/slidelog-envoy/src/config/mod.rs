@@ -21,7 +21,7 @@
 //! - `quota_mode` and `metadata` are read and kept on the rule; a quota-mode
 //!   descriptor is enforced as an ordinary limit (the README says why).
 //!
-//! Matching ([`tree`]): the exact value wins, then the first wildcard that
+//! Matching (the `tree` module): the exact value wins, then the first wildcard that
 //! matches in config order, then the value-less key. An unknown domain or a
 //! descriptor that matches nothing is not limited. Several files may
 //! configure one domain when merging is on ([`LoadOptions`]).
