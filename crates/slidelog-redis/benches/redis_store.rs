@@ -77,6 +77,9 @@ fn main() {
     println!("| redis-benchmark EVALSHA, 50 clients, -P 16 (again) | 50 | {rate:.0} |");
 
     println!();
+    redis_cpu_table(&server, scale.redis_benchmark);
+
+    println!();
     println!("| records | encoding | MEMORY USAGE (B) | bytes per record |");
     println!("|---|---|---|---|");
     for &n in scale.records {
@@ -85,6 +88,93 @@ fn main() {
             "| {n} | {encoding} | {bytes} | {:.1} |",
             bytes as f64 / n as f64
         );
+    }
+}
+
+/// The original design's script, as the tests keep it.
+const ORIGINAL: &str = include_str!("../tests/original_sliding_window.lua");
+
+/// Redis CPU per decision (`usec_per_call` of `EVALSHA` in `INFO
+/// commandstats` after `CONFIG RESETSTAT`), the original script against
+/// slidelog's on the same server in the same run, alternating, each over
+/// fresh keys: admitted (100k keys, max 100) and rejected (one full key).
+fn redis_cpu_table(server: &RedisServer, n: u64) {
+    let mut c = server.client();
+    let original: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(ORIGINAL)
+        .query(&mut c)
+        .unwrap();
+    let ours = SCRIPT.get_hash().to_owned();
+    let per_call = |c: &mut redis::Connection| -> f64 {
+        let info: String = redis::cmd("INFO").arg("commandstats").query(c).unwrap();
+        info.lines()
+            .find(|l| l.starts_with("cmdstat_evalsha:"))
+            .and_then(|l| l.split("usec_per_call=").nth(1))
+            .and_then(|v| v.split(',').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(f64::NAN)
+    };
+    println!(
+        "| workload (redis-benchmark -P 16, 50 clients) | round | original µs/call | slidelog µs/call | ratio |"
+    );
+    println!("|---|---|---|---|---|");
+    for (label, keys, max) in [
+        ("admitted, 100k keys", KEYS, MAX),
+        ("rejected, 1 full key", 1, 1),
+    ] {
+        for round in 1..=3 {
+            let mut cpu = [0.0; 2];
+            for (i, sha) in [&original, &ours].into_iter().enumerate() {
+                let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
+                let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut c).unwrap();
+                let mut cmd = Command::new("redis-benchmark");
+                cmd.args(["-h", "127.0.0.1", "-p", &server.port().to_string()])
+                    .args(["-c", "50", "-n", &n.to_string(), "-r", &keys.to_string()])
+                    .args(["-P", "16", "-q", "EVALSHA", sha.as_str()]);
+                let key = if keys == 1 {
+                    "cpu:hot"
+                } else {
+                    "cpu:__rand_int__"
+                };
+                if i == 0 {
+                    // KEYS[1]; now (ms); window (s); max; member.
+                    cmd.args([
+                        "1",
+                        key,
+                        "1767225600000",
+                        "60",
+                        &max.to_string(),
+                        "m:__rand_int__",
+                    ]);
+                } else {
+                    let wkey = format!("{{{key}}}#w");
+                    cmd.args([
+                        "2",
+                        key,
+                        &wkey,
+                        "1",
+                        "-1",
+                        "1",
+                        &max.to_string(),
+                        "60000",
+                        "1",
+                    ])
+                    .arg("m:__rand_int__");
+                }
+                let out = cmd
+                    .output()
+                    .expect("redis-benchmark (apt-get install -y redis-tools)");
+                assert!(out.status.success());
+                cpu[i] = per_call(&mut c);
+            }
+            println!(
+                "| {label} | {round} | {:.2} | {:.2} | {:.2} |",
+                cpu[0],
+                cpu[1],
+                cpu[1] / cpu[0]
+            );
+        }
     }
 }
 

@@ -7,8 +7,8 @@
 -- per limit, by position; a later position takes the last listed cost).
 --
 -- KEYS[1]   the log (sorted set)
--- KEYS[2]   its weights (hash, same Cluster slot): exists only while the log
---           holds weighted records. Field `<position>/<window_ms>` holds
+-- KEYS[2]   its weights (hash, same Cluster slot): read only when the log's
+--           newest record carries a '#' (see "The marker" below). Field `<position>/<window_ms>` holds
 --           "<extra> <frontier>": the extra units (cost - 1, summed) of the
 --           weighted records with ts > frontier. Each decision moves the
 --           frontier of its limits to now - window, reading only the records
@@ -23,6 +23,22 @@
 --                  a check that starts later is refused, nothing recorded
 -- Returns {allowed 0|1, max, window_ms, count, remaining, retry_after_ms,
 --          reset_after_ms, now_ms} for the deciding limit.
+
+-- The marker: while a log is weighted, every record appended to it carries
+-- a '#' (a cost-1 request on a weighted log writes `<id>#1`), so the newest
+-- record (ZRANGE -1 -1, read anyway for reset_after_ms) tells a plain log
+-- from a weighted one without touching the weights key. A plain newest
+-- record means every record is plain and any weights hash left is stale.
+-- When a log turns weighted, its plain records at or after `now` (same-ms
+-- ties, or records in the future after a clock step back) are renamed to
+-- `<id>#1`, so the newest record carries the mark from then on.
+--
+-- Cost (docs/design.md §4.1): the common path (one limit, cost 1, plain
+-- log) takes the early return below: TIME, ZRANGE newest, then only the
+-- calls its answer needs (a new key: ZADD + PEXPIRE), no tables, no
+-- string.format, numbers passed to redis.call as numbers (Redis formats
+-- them with 17 digits; Lua's own tostring keeps 14, so exclusive bounds
+-- are still built with %d).
 
 local log, weights = KEYS[1], KEYS[2]
 local record = ARGV[1] == '1'
@@ -46,6 +62,50 @@ if not given_now then now = redis_ms() end
 local deadline = tonumber(ARGV[5 + 3 * n] or '-1')
 if record and deadline >= 0 and (given_now and redis_ms() or now) > deadline then
   return redis.error_reply('DEADLINE the caller gave up on this check before it ran; nothing recorded')
+end
+
+-- Step 1c: the newest record: its member is the marker (above), its score
+-- the reset_after_ms. Read before anything is removed, so that a weighted
+-- log's frontiers (step 3) still see every record.
+local top = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')
+local newest_member, newest = top[1], tonumber(top[2])
+local marked = newest_member ~= nil and string.find(newest_member, '#', 1, true) ~= nil
+
+-- The common path: one limit, cost 1, a plain log. The live records are the
+-- newest ones, so the k-th oldest live one (k = count + 1 - max) is the
+-- max-th newest: rank -max, whatever the expired records before it.
+if n == 1 and ARGV[6] == '1' and not marked then
+  local max, window = tonumber(ARGV[4]), tonumber(ARGV[5])
+  local count = 0
+  if newest ~= nil then
+    if record then
+      -- Drop the expired records (inclusive, the original script's
+      -- boundary); the live ones are then the whole set.
+      redis.call('ZREMRANGEBYSCORE', log, '-inf', now - window)
+      if newest > now - window then count = redis.call('ZCARD', log) else newest = nil end
+    elseif newest > now - window then
+      count = redis.call('ZCOUNT', log, string.format('(%d', now - window), '+inf')
+    end
+  end
+  if count + 1 > max then
+    local kth = tonumber(redis.call('ZRANGE', log, -max, -max, 'WITHSCORES')[2])
+    local reset = newest + window - now
+    if reset < 0 then reset = 0 end
+    if record then
+      -- A rejection appends nothing but still leaves the TTL (step 10).
+      if newest > now then redis.call('PEXPIRE', log, newest + window - now) else redis.call('PEXPIRE', log, window) end
+    end
+    local remaining = max - count
+    if remaining < 0 then remaining = 0 end
+    return {0, max, window, count, remaining, kth + window - now, reset, now}
+  end
+  local newest_after = now
+  if newest ~= nil and newest > now then newest_after = newest end
+  if record then
+    redis.call('ZADD', log, now, ARGV[7])
+    redis.call('PEXPIRE', log, newest_after + window - now)
+  end
+  return {1, max, window, count + 1, max - count - 1, 0, newest_after + window - now, now}
 end
 
 -- Step 2: the limits, each with its own cost, and the longest window (how
@@ -92,16 +152,14 @@ end
 -- frontier are read in one ZRANGEBYSCORE. A field this request needs but
 -- the hash lacks (a new set of limits) is counted once from the log.
 local fields = {}
-local stored = redis.call('HGETALL', weights)
-local weighted = #stored > 0
+-- The hash is read only when the marker says the log is weighted; a plain
+-- log's hash (if any) is left over from an earlier weighted life.
+local weighted = marked
+local stored = {}
+if weighted then stored = redis.call('HGETALL', weights) end
 -- Fields of limits no request sends any more are dropped past this many
 -- (a client that varies its windows cannot grow the hash without bound).
 local field_cap = 64
-if weighted and redis.call('EXISTS', log) == 0 then
-  -- A hash without its log is left over (the log expired or was deleted).
-  weighted = false
-  if record then redis.call('DEL', weights) end
-end
 local extras = {}
 if weighted then
   for j = 1, #stored, 2 do
@@ -228,11 +286,9 @@ for i = 1, n do
   end
 end
 
--- Step 7: the newest record, for reset_after_ms (and the TTL below).
-local newest = nil
-if total > 0 then
-  newest = tonumber(redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')[2])
-end
+-- Step 7: the newest record (step 1c), for reset_after_ms and the TTL
+-- below; step 4 removes it only when it removes every record.
+if total == 0 then newest = nil end
 
 -- Step 8: write back the weights whose frontier moved, and (with the TTL
 -- of step 10) keep the hash exactly as long as the log.
@@ -240,7 +296,8 @@ local function save_weights(ttl)
   if not (weighted or (allowed and weighted_request)) then return end
   local changed = {}
   local keep_all = #stored / 2 <= field_cap
-  if not keep_all then redis.call('DEL', weights) end
+  -- A log turning weighted starts a new hash (a left-over one is stale).
+  if not keep_all or not weighted then redis.call('DEL', weights) end
   for name, field in pairs(fields) do
     local mine = tonumber(string.match(name, '/(%d+)$')) == windows[math.min(n, tonumber(string.match(name, '^(%d+)/')))]
     if (keep_all and field[3]) or (not keep_all and mine) then
@@ -281,6 +338,20 @@ if record then
   -- window (in ms, PEXPIRE), or longer when the newest record is in the
   -- future, so PTTL is never -1 and the key lives exactly as long as any of
   -- its records can be live.
+  if weighted and not string.find(member, '#', 1, true) then
+    -- The marker: every record of a weighted log carries a '#'.
+    member = member .. '#1'
+  elseif weighted_request and not weighted and newest ~= nil and newest >= now then
+    -- Turning weighted: the plain records at or after now would otherwise
+    -- stay the newest (ZRANGE -1 -1) and hide the marker.
+    local ties = redis.call('ZRANGEBYSCORE', log, string.format('%d', now), '+inf', 'WITHSCORES')
+    for j = 1, #ties, 2 do
+      if not string.find(ties[j], '#', 1, true) then
+        redis.call('ZREM', log, ties[j])
+        redis.call('ZADD', log, ties[j + 1], ties[j] .. '#1')
+      end
+    end
+  end
   redis.call('ZADD', log, now, member)
   if weighted_request then
     for i = 1, n do
