@@ -5,8 +5,12 @@
 //! Per descriptor, as the reference service answers:
 //! - no rule (unknown domain, nothing matches): `OK`, no `current_limit`;
 //! - `unlimited`: `OK`, `limit_remaining` = `u32::MAX`;
-//! - a limit: the store decides on the descriptor's key
-//!   ([`crate::key::descriptor_key`]) with cost = the descriptor's
+//! - `requests_per_unit: 0`: `OVER_LIMIT` (`OK` in `shadow_mode`) with
+//!   `requests_per_unit` 0 and a whole window until reset; the store is not
+//!   asked;
+//! - a limit: the store decides on the rule's key for the descriptor
+//!   ([`crate::config::Rule::store_key`]: the descriptor's own key, with a
+//!   `share_threshold` pattern in place of its value) with cost = the descriptor's
 //!   `hits_addend` when set, else the request's, 0 meaning 1. `OVER_LIMIT`
 //!   when rejected (a rejected request records nothing), `OK` in
 //!   `shadow_mode` even when rejected. `duration_until_reset` is the wait
