@@ -86,7 +86,10 @@ enum Plan {
     Unlimited,
     /// `requests_per_unit: 0`: over the limit without asking the store.
     Blocked(Arc<Rule>),
-    Decide { rule: Arc<Rule>, request: Request },
+    Decide {
+        rule: Arc<Rule>,
+        request: Request,
+    },
 }
 
 impl RateLimiter {

@@ -106,8 +106,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let envoy_options = slidelog_envoy::LoadOptions {
         merge_domains: args.merge_domain_config,
     };
-    let envoy_config =
-        crate::envoy::load_config(args.config.as_ref(), args.config_poll_interval, envoy_options)?;
+    let envoy_config = crate::envoy::load_config(
+        args.config.as_ref(),
+        args.config_poll_interval,
+        envoy_options,
+    )?;
     let inspect_schedule = inspect_schedule(&args)?;
     let app = build_app(&args).await?;
     let limiter = crate::envoy::limiter(&app, envoy_config, args.envoy_response_headers);
