@@ -47,6 +47,7 @@
 pub mod episode;
 pub mod headers;
 mod limiter;
+pub mod rejection_cache;
 #[cfg(feature = "tower")]
 pub mod middleware;
 mod url;
