@@ -76,16 +76,11 @@ local marked = newest_member ~= nil and string.find(newest_member, '#', 1, true)
 -- max-th newest: rank -max, whatever the expired records before it.
 if n == 1 and ARGV[6] == '1' and not marked then
   local max, window = tonumber(ARGV[4]), tonumber(ARGV[5])
+  -- The live records (ts > now - window). Expired ones are dropped only
+  -- when a record is appended: a rejection has no use for the removal.
   local count = 0
-  if newest ~= nil then
-    if record then
-      -- Drop the expired records (inclusive, the original script's
-      -- boundary); the live ones are then the whole set.
-      redis.call('ZREMRANGEBYSCORE', log, '-inf', now - window)
-      if newest > now - window then count = redis.call('ZCARD', log) else newest = nil end
-    elseif newest > now - window then
-      count = redis.call('ZCOUNT', log, string.format('(%d', now - window), '+inf')
-    end
+  if newest ~= nil and newest > now - window then
+    count = redis.call('ZCOUNT', log, string.format('(%d', now - window), '+inf')
   end
   if count + 1 > max then
     local kth = tonumber(redis.call('ZRANGE', log, -max, -max, 'WITHSCORES')[2])
@@ -102,6 +97,8 @@ if n == 1 and ARGV[6] == '1' and not marked then
   local newest_after = now
   if newest ~= nil and newest > now then newest_after = newest end
   if record then
+    -- Drop the expired records (inclusive, the original script's boundary).
+    if newest ~= nil then redis.call('ZREMRANGEBYSCORE', log, '-inf', now - window) end
     redis.call('ZADD', log, now, ARGV[7])
     redis.call('PEXPIRE', log, newest_after + window - now)
   end
