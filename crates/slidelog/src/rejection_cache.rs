@@ -32,7 +32,7 @@
 
 use slidelog_core::{Decision, Limit, Request};
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -135,10 +135,13 @@ pub struct RejectionCacheStats {
     pub entries: u64,
 }
 
+/// One lock shard: key -> its entries (one per set of limits and costs).
+type Shard = Mutex<HashMap<String, Vec<Entry>>>;
+
 /// The cache of one [`Limiter`](crate::Limiter) (see the module doc).
 #[derive(Debug)]
 pub struct RejectionCache {
-    shards: Box<[Mutex<HashMap<String, Vec<Entry>>>]>,
+    shards: Box<[Shard]>,
     hasher: std::collections::hash_map::RandomState,
     per_shard: usize,
     clock: Arc<dyn MonotonicClock>,
@@ -176,10 +179,8 @@ impl RejectionCache {
         }
     }
 
-    fn shard(&self, key: &str) -> &Mutex<HashMap<String, Vec<Entry>>> {
-        let mut h = self.hasher.build_hasher();
-        key.hash(&mut h);
-        &self.shards[h.finish() as usize % SHARDS]
+    fn shard(&self, key: &str) -> &Shard {
+        &self.shards[self.hasher.hash_one(key) as usize % SHARDS]
     }
 
     /// The local answer to `request` if a cached rejection covers it; else
