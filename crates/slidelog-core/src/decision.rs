@@ -28,6 +28,25 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// [`retry_after_ms`](Self::retry_after_ms) as a `Duration`: zero when
+    /// allowed, else the least wait before the same request is admitted.
+    ///
+    /// ```
+    /// # use slidelog_core::{Decision, Limit};
+    /// let d = Decision { allowed: false, retry_after_ms: 1_500, ..Decision::degraded_allow(&Limit::new(1, 60_000)?) };
+    /// assert_eq!(d.retry_after(), std::time::Duration::from_millis(1_500));
+    /// # Ok::<(), slidelog_core::InputError>(())
+    /// ```
+    pub fn retry_after(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.retry_after_ms)
+    }
+
+    /// [`reset_after_ms`](Self::reset_after_ms) as a `Duration`: the time
+    /// until the deciding limit's log is empty.
+    pub fn reset_after(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.reset_after_ms)
+    }
+
     /// The answer of the fail-open policy when the store failed: admitted,
     /// marked degraded, reporting the first limit with nothing counted.
     pub fn degraded_allow(limit: &crate::Limit) -> Self {

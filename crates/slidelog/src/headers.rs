@@ -19,8 +19,31 @@
 //!   older records expire.
 //! - A degraded (fail-open) answer carries the policy but no `RateLimit`
 //!   field: the store did not say what is left.
+//!
+//! Every function takes the request's limits first, then the decision.
+//! [`insert`] writes all the fields into an `http::HeaderMap`, for a
+//! hand-written handler or middleware:
+//!
+//! ```
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! use slidelog::{Limit, Limiter, headers};
+//! let limits = ["100/minute".parse::<Limit>()?];
+//! let decision = Limiter::memory().check("k", &limits, 1).await?;
+//! let mut map = http::HeaderMap::new();
+//! headers::insert(&mut map, &limits, &decision);
+//! assert_eq!(map[headers::RATELIMIT], r#""default";r=99;t=60"#);
+//! assert_eq!(map[headers::RATELIMIT_POLICY], r#""default";q=100;w=60"#);
+//! # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
+//! ```
 
+use http::header::RETRY_AFTER;
+use http::{HeaderMap, HeaderName, HeaderValue};
 use slidelog_core::{Decision, Limit};
+
+/// `RateLimit-Policy` (lower case: HTTP/2 field names).
+pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+/// `RateLimit`.
+pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
 /// The header values for one decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,17 +127,39 @@ pub fn ratelimit_value(limits: &[Limit], decision: &Decision) -> String {
 /// let limiter = Limiter::memory();
 /// limiter.check("k", &limits, 1).await?;
 /// let rejected = limiter.check("k", &limits, 1).await?;
-/// let fields = ratelimit_fields(&rejected, &limits);
+/// let fields = ratelimit_fields(&limits, &rejected);
 /// assert_eq!(fields.policy, r#""default";q=1;w=60"#);
 /// assert!(fields.ratelimit.unwrap().starts_with(r#""default";r=0;t="#));
 /// assert!(fields.retry_after.is_some());
 /// # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
 /// ```
-pub fn ratelimit_fields(decision: &Decision, limits: &[Limit]) -> RateLimitFields {
+pub fn ratelimit_fields(limits: &[Limit], decision: &Decision) -> RateLimitFields {
     RateLimitFields {
         policy: policy_value(limits),
         ratelimit: (!decision.degraded).then(|| ratelimit_value(limits, decision)),
         retry_after: (!decision.allowed).then(|| ceil_secs(decision.retry_after_ms).to_string()),
+    }
+}
+
+/// Writes `RateLimit-Policy`, `RateLimit` (not for a degraded decision) and,
+/// when rejected, `Retry-After` into `headers`, replacing any earlier values.
+/// The same fields as the tower layer and `slidelog serve` write.
+pub fn insert(headers: &mut HeaderMap, limits: &[Limit], decision: &Decision) {
+    insert_fields(headers, &ratelimit_fields(limits, decision));
+}
+
+/// Writes already formatted fields (see [`insert`]).
+pub fn insert_fields(headers: &mut HeaderMap, fields: &RateLimitFields) {
+    // The values are ASCII digits, letters, quotes and `;=,-`: always valid,
+    // so a failed conversion cannot happen and is skipped rather than unwrapped.
+    if let Ok(v) = HeaderValue::from_str(&fields.policy) {
+        headers.insert(RATELIMIT_POLICY, v);
+    }
+    if let Some(Ok(v)) = fields.ratelimit.as_deref().map(HeaderValue::from_str) {
+        headers.insert(RATELIMIT, v);
+    }
+    if let Some(Ok(v)) = fields.retry_after.as_deref().map(HeaderValue::from_str) {
+        headers.insert(RETRY_AFTER, v);
     }
 }
 
@@ -141,7 +186,7 @@ mod tests {
             Limit::new(10, 1_000).unwrap(),
             Limit::new(1_000, 3_600_000).unwrap(),
         ];
-        let f = ratelimit_fields(&decision(true, 3, 0, 901), &limits);
+        let f = ratelimit_fields(&limits, &decision(true, 3, 0, 901));
         assert_eq!(
             f.policy,
             "\"10per1000ms\";q=10;w=1, \"1000per3600000ms\";q=1000;w=3600"
@@ -153,10 +198,10 @@ mod tests {
     #[test]
     fn rejection_rounds_the_wait_up_to_whole_seconds() {
         let limits = [Limit::new(10, 1_000).unwrap()];
-        let f = ratelimit_fields(&decision(false, 0, 1_001, 1_500), &limits);
+        let f = ratelimit_fields(&limits, &decision(false, 0, 1_001, 1_500));
         assert_eq!(f.ratelimit.as_deref(), Some("\"default\";r=0;t=2"));
         assert_eq!(f.retry_after.as_deref(), Some("2"));
-        let f = ratelimit_fields(&decision(false, 0, 1, 1), &limits);
+        let f = ratelimit_fields(&limits, &decision(false, 0, 1, 1));
         assert_eq!(f.retry_after.as_deref(), Some("1"));
     }
 
@@ -171,8 +216,20 @@ mod tests {
         let limits = [Limit::new(10, 1_000).unwrap()];
         let mut d = decision(true, 10, 0, 0);
         d.degraded = true;
-        let f = ratelimit_fields(&d, &limits);
+        let f = ratelimit_fields(&limits, &d);
         assert_eq!(f.policy, "\"default\";q=10;w=1");
         assert_eq!((f.ratelimit, f.retry_after), (None, None));
+    }
+
+    #[test]
+    fn insert_writes_every_field_and_replaces_old_values() {
+        let limits = [Limit::new(10, 1_000).unwrap()];
+        let mut headers = HeaderMap::new();
+        headers.insert(RATELIMIT, HeaderValue::from_static("stale"));
+        insert(&mut headers, &limits, &decision(false, 0, 1_001, 1_500));
+        assert_eq!(headers[RATELIMIT], "\"default\";r=0;t=2");
+        assert_eq!(headers[RATELIMIT_POLICY], "\"default\";q=10;w=1");
+        assert_eq!(headers[RETRY_AFTER], "2");
+        assert_eq!(headers.len(), 3);
     }
 }

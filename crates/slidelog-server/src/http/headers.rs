@@ -36,7 +36,7 @@ pub const RATELIMIT: &str = "ratelimit";
 
 /// Adds `Retry-After` (on rejections) and the RateLimit fields.
 pub fn insert(headers: &mut HeaderMap, limits: &[Limit], decision: &Decision) {
-    let fields = ratelimit_fields(decision, limits);
+    let fields = ratelimit_fields(limits, decision);
     // Every value is ASCII digits, letters and punctuation: always valid.
     let mut put = |name: &'static str, value: &str| {
         if let Ok(v) = HeaderValue::from_str(value) {

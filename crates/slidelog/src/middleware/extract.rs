@@ -24,6 +24,12 @@ use std::net::{IpAddr, SocketAddr};
 pub trait KeyExtractor: Send + Sync + 'static {
     /// The key for the request whose head is `parts`, or `None`.
     fn extract(&self, parts: &Parts) -> Option<String>;
+
+    /// What the keys are (`ip`, `header-x-api-key`): the base of the layer's
+    /// derived key namespace when it is not given a name (`auto-ip`).
+    fn kind(&self) -> String {
+        "key".to_owned()
+    }
 }
 
 impl<F> KeyExtractor for F
@@ -44,6 +50,10 @@ impl<A: KeyExtractor, B: KeyExtractor> KeyExtractor for (A, B) {
             self.0.extract(parts)?,
             self.1.extract(parts)?
         ))
+    }
+
+    fn kind(&self) -> String {
+        format!("{}-{}", self.0.kind(), self.1.kind())
     }
 }
 
@@ -67,6 +77,10 @@ impl Constant {
 impl KeyExtractor for Constant {
     fn extract(&self, _: &Parts) -> Option<String> {
         Some(self.0.clone())
+    }
+
+    fn kind(&self) -> String {
+        "constant".to_owned()
     }
 }
 
@@ -99,6 +113,10 @@ impl KeyExtractor for Header {
         let value = parts.headers.get(&self.0)?.to_str().ok()?.trim();
         (!value.is_empty()).then(|| value.to_owned())
     }
+
+    fn kind(&self) -> String {
+        format!("header-{}", self.0)
+    }
 }
 
 /// The route: `"{METHOD} {path}"`, where the path is axum's matched route
@@ -116,6 +134,10 @@ pub struct Route;
 impl KeyExtractor for Route {
     fn extract(&self, parts: &Parts) -> Option<String> {
         Some(format!("{} {}", parts.method, route_path(parts)))
+    }
+
+    fn kind(&self) -> String {
+        "route".to_owned()
     }
 }
 
@@ -207,6 +229,10 @@ impl KeyExtractor for PeerIp {
             self.behind_proxies(peer, parts)
         };
         Some(client.to_string())
+    }
+
+    fn kind(&self) -> String {
+        "ip".to_owned()
     }
 }
 

@@ -32,12 +32,17 @@
 //! With tonic, per client address: `Server::builder().layer(RateLimitLayer::new(
 //! limiter, PeerIp::new(), routes))` (see the `tonic_per_client` example).
 
+mod cost;
 mod extract;
+mod namespace;
 mod response;
 mod routes;
 mod service;
 
+pub use crate::headers::{RATELIMIT, RATELIMIT_POLICY};
+pub use cost::{BodyCost, BufferedBody, Charge, Cost, CostError, HeadCost, UnitCost};
 pub use extract::{Constant, Header, KeyExtractor, PeerIp, Route};
-pub use response::{RATELIMIT, RATELIMIT_POLICY, RejectionBody};
+pub use namespace::MAX_NAME_BYTES;
+pub use response::{Rejection, RejectionBody, RejectionKind};
 pub use routes::RouteLimits;
-pub use service::{MissingKey, RateLimitLayer, RateLimitService, ResponseFuture};
+pub use service::{MissingKey, NameError, RateLimitLayer, RateLimitService, ResponseFuture};

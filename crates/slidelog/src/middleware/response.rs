@@ -1,16 +1,13 @@
 //! The answers the layer makes itself (429, 400, 503, or their gRPC
 //! statuses) and the RateLimit fields it adds to the inner service's answers.
 
-use crate::headers::{RateLimitFields, ratelimit_fields};
+use crate::headers::{RateLimitFields, insert_fields, ratelimit_fields};
 use bytes::Bytes;
-use http::header::{CONTENT_TYPE, RETRY_AFTER};
-use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
-use slidelog_core::{Decision, Limit};
-
-/// `RateLimit-Policy` (lower case: HTTP/2 field names).
-pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
-/// `RateLimit`.
-pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+use http::header::CONTENT_TYPE;
+use http::{HeaderMap, HeaderValue, Response, StatusCode};
+use slidelog_core::{Decision, InputError, Limit};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// A response body the layer can make its own answers with.
 ///
@@ -18,6 +15,12 @@ pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 /// one from text. Implemented for `String`, `http_body_util::Full<Bytes>`,
 /// `axum::body::Body` (feature `axum`) and `tonic::body::Body` (feature
 /// `tonic`); implement it for your own body type to use another.
+#[diagnostic::on_unimplemented(
+    message = "the rate limit layer cannot build its answers (429, 503) with the response body `{Self}`",
+    label = "the inner service answers with this body type",
+    note = "for axum enable slidelog's `axum` feature: slidelog = {{ version = \"0.1\", features = [\"axum\"] }}",
+    note = "for tonic enable slidelog's `tonic` feature; for another body type implement `slidelog::middleware::RejectionBody` for it"
+)]
 pub trait RejectionBody: Sized {
     /// A body holding `text` (possibly empty).
     fn from_text(text: String) -> Self;
@@ -54,101 +57,254 @@ impl RejectionBody for tonic::body::Body {
 }
 
 /// gRPC status codes the layer answers with.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum GrpcCode {
     InvalidArgument = 3,
     ResourceExhausted = 8,
+    Internal = 13,
     Unavailable = 14,
 }
 
-/// An answer the layer makes without calling the inner service.
-#[derive(Debug)]
-pub(crate) struct Refusal {
-    pub(crate) status: StatusCode,
-    pub(crate) grpc: GrpcCode,
-    pub(crate) message: String,
-    pub(crate) fields: Option<RateLimitFields>,
+/// Why the layer answered a request itself, without the inner service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RejectionKind {
+    /// Over the limit: 429 (gRPC RESOURCE_EXHAUSTED), with `Retry-After`.
+    Limited,
+    /// The request costs more than its limit ever admits (its cost is above a
+    /// limit's `max`, or above the limiter's bounds), or its body is longer
+    /// than the layer reads to count it: 413 (gRPC INVALID_ARGUMENT).
+    /// Waiting does not help.
+    TooCostly,
+    /// No usable key, a cost of 0, or a body that cannot be read: 400 (gRPC
+    /// INVALID_ARGUMENT).
+    BadRequest,
+    /// The store failed under fail-closed, or is full: 503 (gRPC
+    /// UNAVAILABLE).
+    Unavailable,
+    /// The layer's own cost function is wrong for its limits (e.g. a cost
+    /// per limit with the wrong number of costs): 500 (gRPC INTERNAL), with
+    /// the reason. A bug of the service, not of the client.
+    Misconfigured,
 }
 
-impl Refusal {
+/// An answer the layer makes without calling the inner service. A
+/// [`RateLimitLayer::on_rejection`](super::RateLimitLayer::on_rejection) hook
+/// sees it and may make its own HTTP response (e.g. a JSON body); the layer
+/// then adds `RateLimit-Policy`, `RateLimit` and `Retry-After` to it.
+#[derive(Debug, Clone)]
+pub struct Rejection {
+    kind: RejectionKind,
+    message: String,
+    decision: Option<Decision>,
+    limits: Option<Arc<[Limit]>>,
+    /// Seconds to wait before trying again (a full store says when a log expires).
+    retry_after_ms: Option<u64>,
+}
+
+impl Rejection {
+    /// Why the request was refused.
+    pub fn kind(&self) -> RejectionKind {
+        self.kind
+    }
+
+    /// The HTTP status of the default answer.
+    pub fn status(&self) -> StatusCode {
+        match self.kind {
+            RejectionKind::Limited => StatusCode::TOO_MANY_REQUESTS,
+            RejectionKind::TooCostly => StatusCode::PAYLOAD_TOO_LARGE,
+            RejectionKind::BadRequest => StatusCode::BAD_REQUEST,
+            RejectionKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            RejectionKind::Misconfigured => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn grpc(&self) -> GrpcCode {
+        match self.kind {
+            RejectionKind::Limited => GrpcCode::ResourceExhausted,
+            RejectionKind::TooCostly | RejectionKind::BadRequest => GrpcCode::InvalidArgument,
+            RejectionKind::Unavailable => GrpcCode::Unavailable,
+            RejectionKind::Misconfigured => GrpcCode::Internal,
+        }
+    }
+
+    /// The reason, in words (the default answer's body).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The decision, for [`RejectionKind::Limited`].
+    pub fn decision(&self) -> Option<&Decision> {
+        self.decision.as_ref()
+    }
+
+    /// The wait before the same request may be admitted, when known.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.decision
+            .filter(|d| !d.allowed)
+            .map(|d| d.retry_after())
+            .or(self.retry_after_ms.map(Duration::from_millis))
+    }
+
+    /// An HTTP response with this rejection's status, `content_type` (left
+    /// out if it is not a valid header value) and `body`: what an
+    /// [`on_rejection`](super::RateLimitLayer::on_rejection) hook returns.
+    ///
+    /// ```
+    /// use slidelog::middleware::Rejection;
+    /// fn json(r: &Rejection) -> http::Response<String> {
+    ///     let wait = r.retry_after().unwrap_or_default().as_secs();
+    ///     r.response("application/json", format!(r#"{{"error":"{:?}","retry_after_s":{wait}}}"#, r.kind()))
+    /// }
+    /// ```
+    pub fn response(&self, content_type: &str, body: impl Into<String>) -> Response<String> {
+        let mut response = Response::new(body.into());
+        *response.status_mut() = self.status();
+        if let Ok(v) = HeaderValue::from_str(content_type) {
+            response.headers_mut().insert(CONTENT_TYPE, v);
+        }
+        response
+    }
+
     /// 429 / RESOURCE_EXHAUSTED with `Retry-After` and the RateLimit fields.
-    pub(crate) fn limited(decision: &Decision, limits: &[Limit]) -> Self {
-        let fields = ratelimit_fields(decision, limits);
+    pub(crate) fn limited(decision: Decision, limits: Arc<[Limit]>) -> Self {
         Self {
-            status: StatusCode::TOO_MANY_REQUESTS,
-            grpc: GrpcCode::ResourceExhausted,
+            kind: RejectionKind::Limited,
             message: format!(
                 "rate limit exceeded: {} per {} ms; retry after {} s",
                 decision.limit,
                 decision.window_ms,
-                fields.retry_after.as_deref().unwrap_or("1")
+                crate::headers::ceil_secs(decision.retry_after_ms).max(1)
             ),
-            fields: Some(fields),
+            decision: Some(decision),
+            limits: Some(limits),
+            retry_after_ms: None,
+        }
+    }
+
+    fn plain(kind: RejectionKind, message: String) -> Self {
+        Self {
+            kind,
+            message,
+            decision: None,
+            limits: None,
+            retry_after_ms: None,
         }
     }
 
     /// 400 / INVALID_ARGUMENT: no usable key.
     pub(crate) fn bad_key(why: impl std::fmt::Display) -> Self {
-        Self {
-            status: StatusCode::BAD_REQUEST,
-            grpc: GrpcCode::InvalidArgument,
-            message: format!("cannot identify the client for rate limiting: {why}"),
-            fields: None,
-        }
+        Self::plain(
+            RejectionKind::BadRequest,
+            format!("cannot identify the client for rate limiting: {why}"),
+        )
     }
 
-    /// 503 / UNAVAILABLE: the store failed and the policy is fail-closed.
-    pub(crate) fn unavailable(error: impl std::fmt::Display) -> Self {
-        Self {
-            status: StatusCode::SERVICE_UNAVAILABLE,
-            grpc: GrpcCode::Unavailable,
-            message: format!("rate limiter unavailable: {error}"),
-            fields: None,
-        }
-    }
-
-    /// The HTTP answer, or for a gRPC request a trailers-only gRPC answer
-    /// (HTTP 200 with `grpc-status`), which gRPC clients read as a status
-    /// rather than as a transport failure.
-    pub(crate) fn into_response<B: RejectionBody>(self, grpc: bool) -> Response<B> {
-        let body = if grpc {
-            String::new()
-        } else {
-            format!("{}\n", self.message)
+    /// The answer to a request the limiter refused as input: a key out of
+    /// bounds (400), a cost no limit admits (413), a cost function that does
+    /// not fit its limits (500).
+    pub(crate) fn input(error: &InputError, limits: Arc<[Limit]>) -> Self {
+        use slidelog_core::BoundError;
+        let (kind, message) = match error {
+            InputError::Cost { got: 0, .. } | InputError::LimitCost { got: 0, .. } => (
+                RejectionKind::BadRequest,
+                format!("request with a cost of 0 (every request costs at least 1): {error}"),
+            ),
+            InputError::Cost { .. } | InputError::LimitCost { .. } => (
+                RejectionKind::TooCostly,
+                format!("request too costly to ever be admitted: {error}"),
+            ),
+            InputError::Bound(BoundError::Cost { .. }) => (
+                RejectionKind::TooCostly,
+                format!("request too costly to ever be admitted: {error}"),
+            ),
+            InputError::EmptyKey | InputError::KeyTooLong { .. } => {
+                return Self::bad_key(error);
+            }
+            _ => (
+                RejectionKind::Misconfigured,
+                format!("the rate limit layer's cost does not fit its limits: {error}"),
+            ),
         };
-        let mut response = Response::new(B::from_text(body));
-        if grpc {
+        Self {
+            limits: Some(limits),
+            ..Self::plain(kind, message)
+        }
+    }
+
+    /// The answer to a body that could not be counted.
+    pub(crate) fn cost(error: &super::CostError) -> Self {
+        let kind = match error {
+            super::CostError::BodyTooLarge { .. } => RejectionKind::TooCostly,
+            super::CostError::Body(_) => RejectionKind::BadRequest,
+        };
+        Self::plain(kind, error.to_string())
+    }
+
+    /// 503 / UNAVAILABLE: the store failed and the policy is fail-closed, or
+    /// it is full (with the time until a log expires, when known).
+    pub(crate) fn unavailable(error: &slidelog_core::StoreError) -> Self {
+        let retry_after_ms = match error {
+            slidelog_core::StoreError::Full { retry_after_ms, .. } => *retry_after_ms,
+            _ => None,
+        };
+        Self {
+            retry_after_ms,
+            ..Self::plain(
+                RejectionKind::Unavailable,
+                format!("rate limiter unavailable: {error}"),
+            )
+        }
+    }
+
+    /// The RateLimit fields this answer carries: all of them for a rejection
+    /// over the limit, the policy for another refusal of a limited request.
+    fn fields(&self) -> Option<RateLimitFields> {
+        let limits = self.limits.as_deref()?;
+        Some(match &self.decision {
+            Some(decision) => ratelimit_fields(limits, decision),
+            None => RateLimitFields {
+                policy: crate::headers::policy_value(limits),
+                ratelimit: None,
+                retry_after: None,
+            },
+        })
+    }
+
+    /// The HTTP answer (the hook's, when there is one), or for a gRPC request
+    /// a trailers-only gRPC answer (HTTP 200 with `grpc-status`), which gRPC
+    /// clients read as a status rather than as a transport failure.
+    pub(crate) fn into_response<B: RejectionBody>(
+        self,
+        grpc: bool,
+        hook: Option<&super::service::RejectionHook>,
+    ) -> Response<B> {
+        let mut response = if grpc {
+            let mut response = Response::new(B::from_text(String::new()));
             let headers = response.headers_mut();
             headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-            headers.insert("grpc-status", HeaderValue::from(self.grpc as u16));
+            headers.insert("grpc-status", HeaderValue::from(self.grpc() as u16));
             if let Ok(message) = HeaderValue::from_str(&grpc_message(&self.message)) {
                 headers.insert("grpc-message", message);
             }
+            response
+        } else if let Some(hook) = hook {
+            hook(&self).map(B::from_text)
         } else {
-            *response.status_mut() = self.status;
-            response.headers_mut().insert(
-                CONTENT_TYPE,
-                HeaderValue::from_static("text/plain; charset=utf-8"),
-            );
+            let mut response =
+                self.response("text/plain; charset=utf-8", format!("{}\n", self.message));
+            *response.status_mut() = self.status();
+            response.map(B::from_text)
+        };
+        let headers = response.headers_mut();
+        if let Some(fields) = self.fields() {
+            insert_fields(headers, &fields);
         }
-        if let Some(fields) = &self.fields {
-            insert_fields(response.headers_mut(), fields);
+        if let (None, Some(wait)) = (&self.decision, self.retry_after()) {
+            let secs = crate::headers::ceil_secs(wait.as_millis() as u64).max(1);
+            headers.insert(http::header::RETRY_AFTER, HeaderValue::from(secs));
         }
         response
-    }
-}
-
-/// Adds `RateLimit-Policy`, `RateLimit` and (when rejected) `Retry-After`.
-pub(crate) fn insert_fields(headers: &mut HeaderMap, fields: &RateLimitFields) {
-    // The values are ASCII digits, letters, quotes and `;=,-`: always valid.
-    if let Ok(v) = HeaderValue::from_str(&fields.policy) {
-        headers.insert(RATELIMIT_POLICY, v);
-    }
-    if let Some(Ok(v)) = fields.ratelimit.as_deref().map(HeaderValue::from_str) {
-        headers.insert(RATELIMIT, v);
-    }
-    if let Some(Ok(v)) = fields.retry_after.as_deref().map(HeaderValue::from_str) {
-        headers.insert(RETRY_AFTER, v);
     }
 }
 
@@ -184,12 +340,13 @@ mod tests {
 
     #[test]
     fn grpc_refusals_are_trailers_only_answers() {
-        let r: Response<String> = Refusal::unavailable("down").into_response(true);
+        let down = slidelog_core::StoreError::Unavailable("down".into());
+        let r: Response<String> = Rejection::unavailable(&down).into_response(true, None);
         assert_eq!(r.status(), StatusCode::OK);
         assert_eq!(r.headers()["grpc-status"], "14");
         assert_eq!(r.headers()[CONTENT_TYPE], "application/grpc");
         assert!(r.body().is_empty());
-        let r: Response<String> = Refusal::bad_key("no x-api-key").into_response(false);
+        let r: Response<String> = Rejection::bad_key("no x-api-key").into_response(false, None);
         assert_eq!(r.status(), StatusCode::BAD_REQUEST);
         assert!(r.body().contains("no x-api-key"));
     }

@@ -3,7 +3,7 @@
 
 use http::request::Parts;
 use http::{HeaderValue, Method};
-use slidelog_core::{InputError, Limit, MAX_LIMITS};
+use slidelog_core::{InputError, Limit, LimitParseError, MAX_LIMITS};
 use std::sync::Arc;
 
 /// The limits of one route (or of the default), validated once.
@@ -148,6 +148,36 @@ impl RouteLimits {
                     && (r.pattern.matches(path) || r.pattern.matches(routed))
             })
             .map_or(&self.default, |r| &r.rule)
+    }
+}
+
+/// One limit for every request (`"100/minute".parse::<Limit>()?`).
+impl From<Limit> for RouteLimits {
+    fn from(limit: Limit) -> Self {
+        Self {
+            routes: Vec::new(),
+            default: Rule::new("default".into(), Some(Arc::from([limit]))),
+        }
+    }
+}
+
+/// The same limits for every request, in the service's vocabulary:
+/// `"100/minute"`, or several separated by commas, `"10/second, 1000/hour"`.
+///
+/// ```
+/// use slidelog::middleware::RouteLimits;
+/// let routes: RouteLimits = "10/second, 1000/hour".parse()?;
+/// # Ok::<(), slidelog::LimitParseError>(())
+/// ```
+impl std::str::FromStr for RouteLimits {
+    type Err = LimitParseError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let limits = text
+            .split(',')
+            .map(str::parse)
+            .collect::<Result<Vec<Limit>, _>>()?;
+        Ok(Self::new(limits)?)
     }
 }
 

@@ -1,0 +1,225 @@
+//! What a request costs in the layer: 1 by default, a closure over the
+//! request head ([`RateLimitLayer::cost`](super::RateLimitLayer::cost)), or a
+//! closure over the head and a bounded, buffered body
+//! ([`RateLimitLayer::body_cost`](super::RateLimitLayer::body_cost)), for
+//! limits on tokens or bytes rather than requests.
+//!
+//! The way a layer charges is part of its type ([`Charge`]), so a body is
+//! only ever buffered by a layer that asked for it, and only body types the
+//! layer can rebuild ([`BufferedBody`]) compile.
+
+use bytes::Bytes;
+use http::request::Parts;
+use http_body_util::BodyExt;
+use std::future::Future;
+
+/// The units a request consumes: one cost for every limit, or one cost per
+/// limit, matched by position (e.g. 1 request and 4,000 tokens).
+///
+/// ```
+/// use slidelog::middleware::Cost;
+/// assert_eq!(Cost::from(5u64), Cost::All(5));
+/// assert_eq!(Cost::from([1, 4_000]), Cost::PerLimit(vec![1, 4_000]));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cost {
+    /// The same cost against every limit (`Request::new`).
+    All(u64),
+    /// `costs[i]` against `limits[i]` (`Request::with_costs`).
+    PerLimit(Vec<u64>),
+}
+
+impl Cost {
+    /// The cost of a plain request: 1.
+    pub const ONE: Self = Self::All(1);
+}
+
+impl From<u64> for Cost {
+    fn from(cost: u64) -> Self {
+        Self::All(cost)
+    }
+}
+
+impl From<Vec<u64>> for Cost {
+    fn from(costs: Vec<u64>) -> Self {
+        Self::PerLimit(costs)
+    }
+}
+
+impl<const N: usize> From<[u64; N]> for Cost {
+    fn from(costs: [u64; N]) -> Self {
+        Self::PerLimit(costs.to_vec())
+    }
+}
+
+/// Why a request's cost could not be found.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CostError {
+    /// The body is longer than the layer reads to count its cost (413).
+    #[error(
+        "request body over {max_bytes} bytes, the most the rate limiter reads to count its cost"
+    )]
+    BodyTooLarge {
+        /// The bound given to [`RateLimitLayer::body_cost`](super::RateLimitLayer::body_cost).
+        max_bytes: usize,
+    },
+    /// The body could not be read (400).
+    #[error("cannot read the request body to count its cost: {0}")]
+    Body(String),
+}
+
+/// How a layer finds a request's cost. Implemented by [`UnitCost`] (the
+/// default), [`HeadCost`] and [`BodyCost`]; the layer calls it, users pick
+/// one through the layer's builder methods.
+#[diagnostic::on_unimplemented(
+    message = "this rate limit layer cannot count the cost of a request with body `{B}`",
+    label = "the layer's `body_cost` must read and rebuild this body",
+    note = "for `axum::body::Body` enable slidelog's `axum` feature, for `tonic::body::Body` its `tonic` feature; for another body type implement `slidelog::middleware::BufferedBody`"
+)]
+pub trait Charge<B>: Send + Sync + 'static {
+    /// The cost of the request whose head is `parts`, and its body back
+    /// (rebuilt when it was read).
+    fn charge(
+        &self,
+        parts: &Parts,
+        body: B,
+    ) -> impl Future<Output = Result<(Cost, B), CostError>> + Send;
+}
+
+/// Every request costs 1 (the default).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UnitCost;
+
+impl<B: Send + 'static> Charge<B> for UnitCost {
+    async fn charge(&self, _: &Parts, body: B) -> Result<(Cost, B), CostError> {
+        Ok((Cost::ONE, body))
+    }
+}
+
+/// The cost is a function of the request head (a header, the path, the
+/// method). See [`RateLimitLayer::cost`](super::RateLimitLayer::cost).
+#[derive(Debug, Clone, Copy)]
+pub struct HeadCost<F>(pub(crate) F);
+
+impl<F, R, B> Charge<B> for HeadCost<F>
+where
+    F: Fn(&Parts) -> R + Send + Sync + 'static,
+    R: Into<Cost>,
+    B: Send + 'static,
+{
+    async fn charge(&self, parts: &Parts, body: B) -> Result<(Cost, B), CostError> {
+        Ok(((self.0)(parts).into(), body))
+    }
+}
+
+/// The cost is a function of the head and the whole body, read up to a
+/// bound. See [`RateLimitLayer::body_cost`](super::RateLimitLayer::body_cost).
+#[derive(Debug, Clone, Copy)]
+pub struct BodyCost<F> {
+    pub(crate) max_bytes: usize,
+    pub(crate) f: F,
+}
+
+/// A request body the layer can read whole and give back to the inner
+/// service (needed by [`RateLimitLayer::body_cost`](super::RateLimitLayer::body_cost)).
+/// Implemented for `axum::body::Body` (feature `axum`), `tonic::body::Body`
+/// (feature `tonic`) and `http_body_util::Full<Bytes>`.
+#[diagnostic::on_unimplemented(
+    message = "the rate limit layer cannot read and rebuild a request body of type `{Self}`",
+    note = "for `axum::body::Body` enable slidelog's `axum` feature, for `tonic::body::Body` its `tonic` feature; for another body type implement `slidelog::middleware::BufferedBody`"
+)]
+pub trait BufferedBody: http_body::Body<Data = Bytes> + Sized + Send + 'static {
+    /// A body holding `bytes`.
+    fn from_bytes(bytes: Bytes) -> Self;
+}
+
+impl BufferedBody for http_body_util::Full<Bytes> {
+    fn from_bytes(bytes: Bytes) -> Self {
+        Self::new(bytes)
+    }
+}
+
+#[cfg(feature = "axum")]
+impl BufferedBody for axum::body::Body {
+    fn from_bytes(bytes: Bytes) -> Self {
+        Self::from(bytes)
+    }
+}
+
+#[cfg(feature = "tonic")]
+impl BufferedBody for tonic::body::Body {
+    fn from_bytes(bytes: Bytes) -> Self {
+        Self::new(http_body_util::Full::new(bytes))
+    }
+}
+
+impl<F, R, B> Charge<B> for BodyCost<F>
+where
+    F: Fn(&Parts, &[u8]) -> R + Send + Sync + 'static,
+    R: Into<Cost>,
+    B: BufferedBody,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    async fn charge(&self, parts: &Parts, body: B) -> Result<(Cost, B), CostError> {
+        let too_large = CostError::BodyTooLarge {
+            max_bytes: self.max_bytes,
+        };
+        // A declared length over the bound is refused before reading a byte.
+        let declared = parts
+            .headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > self.max_bytes as u64) {
+            return Err(too_large);
+        }
+        let bytes = match http_body_util::Limited::new(body, self.max_bytes)
+            .collect()
+            .await
+        {
+            Ok(collected) => collected.to_bytes(),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => return Err(too_large),
+            Err(e) => return Err(CostError::Body(e.to_string())),
+        };
+        let cost = (self.f)(parts, &bytes).into();
+        Ok((cost, B::from_bytes(bytes)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::Full;
+
+    fn parts(len: Option<usize>) -> Parts {
+        let mut b = http::Request::post("/");
+        if let Some(n) = len {
+            b = b.header("content-length", n);
+        }
+        b.body(()).unwrap().into_parts().0
+    }
+
+    #[tokio::test]
+    async fn a_body_cost_reads_the_body_and_gives_it_back() {
+        let c = BodyCost {
+            max_bytes: 10,
+            f: |_: &Parts, b: &[u8]| b.len() as u64,
+        };
+        let body = Full::new(Bytes::from_static(b"hello"));
+        let (cost, body) = c.charge(&parts(None), body).await.unwrap();
+        assert_eq!(cost, Cost::All(5));
+        let back = body.collect().await.unwrap().to_bytes();
+        assert_eq!(&back[..], b"hello");
+    }
+
+    #[tokio::test]
+    async fn a_body_over_the_bound_is_refused_declared_or_not() {
+        let c = BodyCost {
+            max_bytes: 4,
+            f: |_: &Parts, _: &[u8]| 1u64,
+        };
+        let body = || Full::new(Bytes::from_static(b"hello"));
+        let want = CostError::BodyTooLarge { max_bytes: 4 };
+        assert_eq!(c.charge(&parts(None), body()).await.unwrap_err(), want);
+        assert_eq!(c.charge(&parts(Some(5)), body()).await.unwrap_err(), want);
+    }
+}
