@@ -58,5 +58,5 @@ fi
 
 cargo test --workspace --all-targets
 cargo test --workspace --doc
-# The library's rustdoc must build without warnings (every public item documented, links resolve).
-RUSTDOCFLAGS="-D warnings" cargo doc -p slidelog --no-deps --all-features --quiet
+# Every library crate's rustdoc must build without warnings (every public item documented, links resolve).
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --lib --no-deps --all-features --quiet

@@ -30,6 +30,7 @@ pub mod limit;
 pub mod log;
 pub mod redact;
 pub mod store;
+pub mod url;
 
 pub use bounds::{BoundError, Bounds};
 pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock};
@@ -39,4 +40,4 @@ pub use limit::{
     Limit, LimitParseError, MAX_COST, MAX_KEY_BYTES, MAX_LIMITS, MAX_MAX, MAX_WINDOW_MS, Request,
 };
 pub use log::Log;
-pub use store::{Mode, Now, Store};
+pub use store::{DEFAULT_KEY_PREFIX, MAX_NOW_MS, Mode, Now, Store};

@@ -4,6 +4,15 @@
 
 use crate::{Decision, Request, StoreError};
 
+/// The prefix of every store key unless configured otherwise: the original
+/// design's layout, `rate:sliding:<key>` (docs/design.md §4).
+pub const DEFAULT_KEY_PREFIX: &str = "rate:sliding:";
+
+/// The largest explicit time ([`Now::At`]) in Unix ms: 2^53 - 1, the largest
+/// integer below which every integer is exact in a double (Redis scores, JSON
+/// numbers); about the year 287,000 (docs/design.md §3).
+pub const MAX_NOW_MS: u64 = (1 << 53) - 1;
+
 /// Whether a decision appends records when it admits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Mode {

@@ -42,7 +42,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let config = RateLimitConfig::from_yaml_str("bench.yaml", CONFIG)?;
     let limiter = Arc::new(RateLimiter::new(
-        store,
+        slidelog::Limiter::from_store(store),
         ConfigHandle::fixed(config),
         ServiceOptions::default(),
     ));

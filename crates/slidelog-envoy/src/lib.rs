@@ -9,7 +9,9 @@
 //! - [`key`]: the stable store key of a descriptor.
 //! - [`codec`]: protobuf for gRPC; an undecodable request is `INVALID_ARGUMENT`.
 //! - [`service`]: [`RateLimiter`], which turns a `RateLimitRequest` into
-//!   decisions on an `Arc<dyn Store>`, and the gRPC service around it.
+//!   decisions through a `slidelog::Limiter` (the one place where a decision
+//!   is bounded in time and the failure policy applied), and the gRPC
+//!   service around it.
 //! - [`json`]: `POST /json`, the same request and response as JSON.
 //! - [`reload`]: the live config, reloaded on SIGHUP and when a file changes.
 //!
@@ -38,4 +40,4 @@ pub mod service;
 
 pub use config::{ConfigError, LoadOptions, RateLimitConfig, Rule};
 pub use reload::ConfigHandle;
-pub use service::{FailurePolicy, GrpcService, RateLimiter, ServiceError, ServiceOptions};
+pub use service::{GrpcService, RateLimiter, ServiceError, ServiceOptions};

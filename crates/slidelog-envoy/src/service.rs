@@ -27,25 +27,15 @@ use crate::proto::{
     rate_limit_response::{self, Code, DescriptorStatus, rate_limit::Unit as PbUnit},
 };
 use crate::reload::ConfigHandle;
-use slidelog_core::{Decision, Limit, Request, Store, StoreError};
+use slidelog::{Limiter, LimiterError};
+use slidelog_core::{Decision, Limit, Mode, Request, StoreError};
 use std::collections::HashSet;
 use std::sync::Arc;
 
-/// What to answer when the store fails (docs/design.md §6).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum FailurePolicy {
-    /// Admit (`OK`), count the degraded decision.
-    #[default]
-    Open,
-    /// Fail the call: gRPC `UNAVAILABLE`, HTTP 503.
-    Closed,
-}
-
-/// Options of the service.
+/// Options of the service. The store timeout and failure policy are the
+/// [`Limiter`]'s (docs/design.md §6).
 #[derive(Debug, Clone, Default)]
 pub struct ServiceOptions {
-    /// Store failure policy.
-    pub failure_policy: FailurePolicy,
     /// Add `x-ratelimit-limit`, `x-ratelimit-remaining`, `x-ratelimit-reset`
     /// to `response_headers_to_add`, from the most restrictive descriptor
     /// (as the reference service's `LIMIT_RESPONSE_HEADERS_ENABLED`).
@@ -63,6 +53,15 @@ pub enum ServiceError {
     Unavailable(#[from] StoreError),
 }
 
+impl From<LimiterError> for ServiceError {
+    fn from(e: LimiterError) -> Self {
+        match e {
+            LimiterError::Store(e) => Self::Unavailable(e),
+            LimiterError::Input(e) => Self::InvalidArgument(e.to_string()),
+        }
+    }
+}
+
 impl From<ServiceError> for tonic::Status {
     fn from(e: ServiceError) -> Self {
         match e {
@@ -72,12 +71,25 @@ impl From<ServiceError> for tonic::Status {
     }
 }
 
-/// Decides Envoy rate limit requests against a store and the live config.
-#[derive(Debug, Clone)]
+/// Decides Envoy rate limit requests through a [`Limiter`] (which bounds
+/// the store call, applies the failure policy and reports the decision)
+/// with the live config.
+#[derive(Clone)]
 pub struct RateLimiter {
-    store: Arc<dyn Store>,
+    limiter: Limiter,
     config: Arc<ConfigHandle>,
     options: ServiceOptions,
+    /// Where the `slidelog_envoy_*` counters go; `None`: the global recorder.
+    recorder: Option<Arc<dyn metrics::Recorder + Send + Sync>>,
+}
+
+impl std::fmt::Debug for RateLimiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimiter")
+            .field("limiter", &self.limiter)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The plan for one descriptor before the store is asked.
@@ -93,13 +105,21 @@ enum Plan {
 }
 
 impl RateLimiter {
-    /// A limiter over `store` with the rules of `config`.
-    pub fn new(store: Arc<dyn Store>, config: Arc<ConfigHandle>, options: ServiceOptions) -> Self {
+    /// The service over `limiter` with the rules of `config`.
+    pub fn new(limiter: Limiter, config: Arc<ConfigHandle>, options: ServiceOptions) -> Self {
         Self {
-            store,
+            limiter,
             config,
             options,
+            recorder: None,
         }
+    }
+
+    /// Records the `slidelog_envoy_*` counters in `recorder` (a server's own
+    /// registry) instead of the process-global one.
+    pub fn with_recorder(mut self, recorder: Arc<dyn metrics::Recorder + Send + Sync>) -> Self {
+        self.recorder = Some(recorder);
+        self
     }
 
     /// The live config.
@@ -122,11 +142,20 @@ impl RateLimiter {
                 "descriptors must not be empty".into(),
             ));
         }
+        // Every descriptor is a decision: their number is the operator's bound.
+        self.limiter
+            .bounds()
+            .check_descriptors(req.descriptors.len())
+            .map_err(|e| ServiceError::InvalidArgument(e.to_string()))?;
         let config = self.config.get();
         let plans = self.plan(&config, req)?;
         let decisions = futures::future::join_all(plans.iter().map(|p| async move {
             match p {
-                Plan::Decide { request, .. } => Some(self.store.check(request).await),
+                // The limit is the operator's rule (a client's override was
+                // checked against the bounds in `plan`); the cost is checked here.
+                Plan::Decide { request, .. } => {
+                    Some(self.limiter.decide_configured(request, Mode::Record).await)
+                }
                 _ => None,
             }
         }))
@@ -147,12 +176,11 @@ impl RateLimiter {
                     ..Default::default()
                 },
                 (Plan::Blocked(rule), _) => blocked_status(rule),
-                (Plan::Decide { rule, request }, Some(result)) => {
-                    let decision = match result {
-                        Ok(d) => d,
-                        Err(e) => self.on_store_error(e, request)?,
-                    };
-                    record_metrics(&req.domain, rule, &decision);
+                (Plan::Decide { rule, .. }, Some(result)) => {
+                    // Under fail-open the limiter answered a degraded
+                    // decision; an error here is fail-closed.
+                    let decision = result?;
+                    self.record_metrics(&req.domain, rule, &decision);
                     if tightest.is_none_or(|(t, _)| decision.remaining < t.remaining) {
                         tightest = Some((decision, rule.unit()));
                     }
@@ -191,7 +219,19 @@ impl RateLimiter {
                 // A limit sent by the client applies when the domain is
                 // configured, as in the reference service.
                 Some(o) if config.has_domain(&req.domain) => {
-                    Some(Arc::new(override_rule(o, &req.domain, &entries)?))
+                    let rule = override_rule(o, &req.domain, &entries)?;
+                    if let Some(limit) = rule.limit() {
+                        self.limiter
+                            .bounds()
+                            .check_limits(&[limit])
+                            .map_err(|e| {
+                                ServiceError::InvalidArgument(format!(
+                                    "descriptor limit override: {}",
+                                    e.to_string().replacen("max", "requests_per_unit", 1)
+                                ))
+                            })?;
+                    }
+                    Some(Arc::new(rule))
                 }
                 _ => config.lookup(&req.domain, &entries),
             };
@@ -244,15 +284,26 @@ impl RateLimiter {
         Ok(plans)
     }
 
-    fn on_store_error(&self, e: StoreError, request: &Request) -> Result<Decision, ServiceError> {
-        metrics::counter!("slidelog_envoy_store_errors_total").increment(1);
-        match self.options.failure_policy {
-            FailurePolicy::Closed => Err(ServiceError::Unavailable(e)),
-            FailurePolicy::Open => {
-                tracing::warn!(error = %e, "store failed; fail-open admits");
-                metrics::counter!("slidelog_envoy_degraded_total").increment(1);
-                Ok(Decision::degraded_allow(&request.limits()[0]))
-            }
+    /// Counts one descriptor's decision by domain, rule and result.
+    fn record_metrics(&self, domain: &str, rule: &Rule, d: &Decision) {
+        let result = match (d.allowed, d.degraded, rule.shadow_mode()) {
+            (true, true, _) => "degraded",
+            (true, false, _) => "ok",
+            (false, _, true) => "shadow_over_limit",
+            (false, _, false) => "over_limit",
+        };
+        let count = || {
+            metrics::counter!(
+                "slidelog_envoy_decisions_total",
+                "domain" => domain.to_owned(),
+                "rule" => rule.path().to_owned(),
+                "result" => result,
+            )
+            .increment(1);
+        };
+        match &self.recorder {
+            Some(recorder) => metrics::with_local_recorder(recorder.as_ref(), count),
+            None => count(),
         }
     }
 }
@@ -320,7 +371,13 @@ fn status_for(rule: &Rule, d: &Decision) -> DescriptorStatus {
             requests_per_unit: u32::try_from(rule.requests_per_unit()).unwrap_or(u32::MAX),
             unit: pb_unit(rule.unit()) as i32,
         }),
-        limit_remaining: u32::try_from(d.remaining).unwrap_or(u32::MAX),
+        // A degraded (fail-open) decision counted nothing: it claims no
+        // remaining count (0 is left out of the answer).
+        limit_remaining: if d.degraded {
+            0
+        } else {
+            u32::try_from(d.remaining).unwrap_or(u32::MAX)
+        },
         duration_until_reset: Some(prost_types::Duration {
             seconds: (wait_ms / 1000) as i64,
             nanos: ((wait_ms % 1000) * 1_000_000) as i32,
@@ -368,30 +425,19 @@ fn rate_limit_headers(d: &Decision) -> Vec<HeaderValue> {
         value,
         raw_value: Vec::new(),
     };
-    vec![
-        header(
-            "x-ratelimit-limit",
-            format!("{}, {};w={}", d.limit, d.limit, window_s),
-        ),
-        header("x-ratelimit-remaining", d.remaining.to_string()),
-        header("x-ratelimit-reset", wait_ms.div_ceil(1000).to_string()),
-    ]
-}
-
-fn record_metrics(domain: &str, rule: &Rule, d: &Decision) {
-    let result = match (d.allowed, d.degraded, rule.shadow_mode()) {
-        (true, true, _) => "degraded",
-        (true, false, _) => "ok",
-        (false, _, true) => "shadow_over_limit",
-        (false, _, false) => "over_limit",
-    };
-    metrics::counter!(
-        "slidelog_envoy_decisions_total",
-        "domain" => domain.to_owned(),
-        "rule" => rule.path().to_owned(),
-        "result" => result,
-    )
-    .increment(1);
+    let mut headers = vec![header(
+        "x-ratelimit-limit",
+        format!("{}, {};w={}", d.limit, d.limit, window_s),
+    )];
+    // A degraded (fail-open) decision counted nothing: no remaining count.
+    if !d.degraded {
+        headers.push(header("x-ratelimit-remaining", d.remaining.to_string()));
+    }
+    headers.push(header(
+        "x-ratelimit-reset",
+        wait_ms.div_ceil(1000).to_string(),
+    ));
+    headers
 }
 
 /// The tonic `RateLimitService`.

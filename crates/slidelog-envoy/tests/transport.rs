@@ -4,10 +4,10 @@
 
 mod common;
 
-use common::{descriptor, limiter, request, start_grpc, start_http};
+use common::{descriptor, limiter, limiter_with, request, start_grpc, start_http};
+use slidelog_envoy::ServiceOptions;
 use slidelog_envoy::proto::RateLimitServiceClient;
 use slidelog_envoy::proto::rate_limit_response::Code;
-use slidelog_envoy::{FailurePolicy, ServiceOptions};
 use slidelog_redis::{RedisOptions, RedisStore};
 use slidelog_testkit::{RedisServer, unique_prefix};
 use std::sync::Arc;
@@ -99,12 +99,9 @@ async fn store_failure_follows_the_policy_and_recovers() {
     let store: Arc<dyn slidelog_core::Store> =
         Arc::new(RedisStore::connect(&server.url(), options).await.unwrap());
     let open = start_grpc(limiter(store.clone(), ServiceOptions::default())).await;
-    let closed = start_grpc(limiter(
-        store,
-        ServiceOptions {
-            failure_policy: FailurePolicy::Closed,
-            ..Default::default()
-        },
+    let closed = start_grpc(limiter_with(
+        slidelog::Limiter::builder().fail_closed().build(store),
+        ServiceOptions::default(),
     ))
     .await;
     let mut open = RateLimitServiceClient::connect(format!("http://{open}"))

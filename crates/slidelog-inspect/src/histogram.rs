@@ -3,7 +3,7 @@
 
 use crate::report::Bucket;
 
-/// Number of buckets: [1], [2,10], [11,100], …, [1e6+1,1e7], [1e7+1, ∞).
+/// Number of buckets: `[1]`, `[2,10]`, `[11,100]`, …, `[1e6+1,1e7]`, `[1e7+1, ∞)`.
 pub const BUCKETS: usize = 9;
 
 /// The bucket index of a ZCARD (sorted sets are never empty; 0 goes to the first bucket).

@@ -62,7 +62,7 @@ pub struct InspectOptions {
 impl Default for InspectOptions {
     fn default() -> Self {
         Self {
-            pattern: "rate:sliding:*".to_owned(),
+            pattern: prefix_pattern(slidelog_core::DEFAULT_KEY_PREFIX),
             count: 1_000,
             top: 10,
             list: 20,
@@ -111,7 +111,7 @@ impl InspectOptions {
         check(self.list <= 100_000, "--list", self.list, "0 ..= 100000")?;
         if let Some(max) = self.max {
             check(
-                (1..=10_000_000).contains(&max),
+                (1..=slidelog_core::MAX_MAX).contains(&max),
                 "--max",
                 max,
                 "1 ..= 10000000",

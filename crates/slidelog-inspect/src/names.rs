@@ -1,7 +1,7 @@
 //! Every Prometheus metric name the project exports, in one place: the
 //! inspect gauges that [`crate::export`] sets, and the service's own metrics
 //! (mirrored from `slidelog-server`'s metrics module). The Grafana dashboard
-//! and the alert rules under `deploy/` may only use names listed in [`ALL`];
+//! and the alert rules under `deploy/` may only use names listed in [`all()`];
 //! a test checks it, and the server's test checks that a running service
 //! really exports them.
 

@@ -5,6 +5,7 @@
 //! connection sees one node only, so each master is scanned on its own).
 
 use crate::error::InspectError;
+use slidelog_core::url::{StoreUrl, UrlError};
 use std::time::Duration;
 
 /// A parsed store URL.
@@ -37,67 +38,64 @@ pub struct Node {
     pub url: String,
 }
 
-/// Parses a store URL; only Redis URLs have a key space to inspect.
+/// Parses a store URL (the one model, [`StoreUrl`]); only Redis URLs have a
+/// key space to inspect.
 pub fn parse_target(url: &str) -> Result<Target, InspectError> {
     let bad = |reason: &str| InspectError::BadUrl {
         url: mask_password(url),
         reason: reason.to_owned(),
     };
-    let Some((scheme, rest)) = url.split_once("://") else {
+    if !url.contains("://") {
         return Err(bad(
             "not a URL: use redis://host:port or redis+cluster://h:p,h:p",
         ));
-    };
-    match scheme {
-        "redis" | "rediss" => {
+    }
+    match StoreUrl::parse(url) {
+        Ok(StoreUrl::Redis { .. }) => {
             redis::Client::open(url).map_err(|e| bad(&e.to_string()))?;
             Ok(Target::Standalone {
                 url: url.to_owned(),
             })
         }
-        "redis+cluster" | "rediss+cluster" => {
-            let node_scheme = if scheme == "rediss+cluster" {
-                "rediss"
-            } else {
-                "redis"
-            };
+        Ok(StoreUrl::Cluster(parsed)) => {
             // `?query` or `#insecure` (redis-rs options) apply to every node.
-            let (rest, query) = match rest.find(['?', '#']) {
-                Some(i) => (&rest[..i], rest[i..].to_owned()),
-                None => (rest, String::new()),
-            };
-            let rest = rest.trim_end_matches('/');
-            let (userinfo, hosts) = match rest.rsplit_once('@') {
-                Some((u, h)) => (format!("{u}@"), h),
-                None => (String::new(), rest),
-            };
-            let seeds: Vec<String> = hosts
-                .split(',')
-                .filter(|h| !h.is_empty())
-                .map(|h| format!("{node_scheme}://{userinfo}{h}{query}"))
+            let (scheme, userinfo) = (parsed.node_scheme(), parsed.userinfo());
+            let seeds: Vec<String> = parsed
+                .hosts
+                .iter()
+                .map(|(host, port)| {
+                    format!(
+                        "{}{}",
+                        parsed.single_url(
+                            host,
+                            *port,
+                            parsed.username.as_deref(),
+                            parsed.password.as_deref()
+                        ),
+                        parsed.suffix
+                    )
+                })
                 .collect();
-            if seeds.is_empty() {
-                return Err(bad("no seed node: use redis+cluster://host:port,host:port"));
-            }
             for seed in &seeds {
                 redis::Client::open(seed.as_str()).map_err(|e| bad(&e.to_string()))?;
             }
             Ok(Target::Cluster {
                 seeds,
-                scheme: node_scheme.to_owned(),
+                scheme: scheme.to_owned(),
                 userinfo,
-                query,
+                query: parsed.suffix,
             })
         }
-        "memory" => Err(bad(
+        Ok(StoreUrl::Memory) => Err(bad(
             "the in-memory store lives inside a process and has no key space to scan; \
              inspect a Redis store (redis://…, rediss://…, redis+cluster://…)",
         )),
-        "redis+sentinel" => Err(bad(
+        Ok(StoreUrl::Sentinel(_)) => Err(bad(
             "point --store at the current master instead (redis://host:port): \
              `redis-cli -p 26379 SENTINEL get-master-addr-by-name <name>` prints it",
         )),
-        _ => Err(bad(
+        Err(UrlError::Invalid { reason, .. }) => Err(bad(&reason)),
+        Err(UrlError::UnknownScheme { .. }) => Err(bad(
             "unknown scheme: use redis://, rediss://, redis+cluster:// or rediss+cluster://",
         )),
     }

@@ -35,6 +35,7 @@
 //! the probe timeout the whole cluster connection is replaced by a fresh
 //! one (new connections to every node, a fresh slot map).
 
+use crate::heal::{Healing, Maker, Probe};
 use crate::multi_url::MultiHostUrl;
 use crate::options::RedisOptions;
 use crate::store::ScriptStore;
@@ -42,12 +43,11 @@ use crate::{ConnectError, mask_password};
 use redis::aio::ConnectionLike;
 use redis::cluster::{ClusterClient, ClusterConfig};
 use redis::cluster_async::ClusterConnection as RawClusterConnection;
-use crate::heal::{Healing, Maker, Probe};
 use redis::cluster_routing::{
     MultipleNodeRoutingInfo, ResponsePolicy, Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr,
 };
-use std::sync::Arc;
 use redis::{Cmd, ErrorKind, Pipeline, RedisFuture, ServerErrorKind, TlsCertificates, Value};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The store on a Redis Cluster.

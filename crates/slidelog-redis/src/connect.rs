@@ -65,12 +65,11 @@ impl RedisStore {
     pub fn connect_lazy(url: &str, options: RedisOptions) -> Result<Self, ConnectError> {
         let client = client(url, &options)?;
         let config = manager_config(&options);
-        let manager = lazy_manager(client.clone(), config.clone()).map_err(|e| {
-            ConnectError::InvalidUrl {
+        let manager =
+            lazy_manager(client.clone(), config.clone()).map_err(|e| ConnectError::InvalidUrl {
                 url: mask_password(url),
                 reason: e.to_string(),
-            }
-        })?;
+            })?;
         // A silent connection is replaced by a new manager on the same client.
         let make: crate::heal::Maker<ConnectionManager> =
             std::sync::Arc::new(move || lazy_manager(client.clone(), config.clone()).ok());

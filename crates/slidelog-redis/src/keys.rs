@@ -93,6 +93,9 @@ mod tests {
             assert_eq!(slot(&w), slot(key), "{}", String::from_utf8_lossy(key));
             assert_ne!(w, key);
         }
-        assert_eq!(weights_key(b"rate:sliding:u"), b"{rate:sliding:u}#w".to_vec());
+        assert_eq!(
+            weights_key(b"rate:sliding:u"),
+            b"{rate:sliding:u}#w".to_vec()
+        );
     }
 }

@@ -59,7 +59,10 @@ mod tests {
         assert!(member(&big).ends_with("#10000000"));
         let per = Request::with_costs(
             "k",
-            vec![Limit::new(3_000, 60_000).unwrap(), Limit::new(1_000_000, 60_000).unwrap()],
+            vec![
+                Limit::new(3_000, 60_000).unwrap(),
+                Limit::new(1_000_000, 60_000).unwrap(),
+            ],
             vec![1, 4_000],
         )
         .unwrap();

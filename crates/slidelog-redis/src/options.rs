@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 /// The default key prefix, as in the original design: `rate:sliding:<key>`.
-pub const DEFAULT_PREFIX: &str = "rate:sliding:";
+pub const DEFAULT_PREFIX: &str = slidelog_core::DEFAULT_KEY_PREFIX;
 /// The default upper bound on one store call.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
 /// The default upper bound on establishing the first connection.

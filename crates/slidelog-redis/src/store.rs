@@ -151,7 +151,7 @@ where
         };
         if let Some(ms) = now_ms.filter(|&ms| ms > MAX_NOW_MS) {
             return Err(StoreError::Backend(format!(
-                "now_ms {ms} is beyond {MAX_NOW_MS} (2^53), the largest time Redis scores hold exactly"
+                "now_ms {ms} is beyond {MAX_NOW_MS} (2^53 - 1), the largest time Redis scores hold exactly"
             )));
         }
         let key = self.redis_key(request.key());

@@ -131,8 +131,14 @@ async fn no_slow_script_at_the_largest_cost_and_max() {
     let huge = Request::new("huge", vec![limit], slidelog_core::MAX_MAX).unwrap();
     let one = Request::single("huge", limit).unwrap();
     for i in 0..20 {
-        store.decide(&huge, Mode::Record, Now::At(t + i)).await.unwrap();
-        store.decide(&one, Mode::Record, Now::At(t + i)).await.unwrap();
+        store
+            .decide(&huge, Mode::Record, Now::At(t + i))
+            .await
+            .unwrap();
+        store
+            .decide(&one, Mode::Record, Now::At(t + i))
+            .await
+            .unwrap();
     }
     let records: i64 = redis::cmd("ZCARD")
         .arg(store.redis_key("huge"))

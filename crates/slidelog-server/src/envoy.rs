@@ -1,51 +1,17 @@
 //! Wiring of Envoy's rate limit API (crate `slidelog-envoy`) into the service:
 //! gRPC `ShouldRateLimit` on `--grpc` and `POST /json` on the HTTP router,
-//! both deciding through [`App`], so the store timeout, the failure policy and
-//! the metrics are the same as for `/v1/check`.
+//! both deciding through the app's [`slidelog::Limiter`], so the store
+//! timeout, the failure policy and the metrics are the same as for
+//! `/v1/check`; the Envoy API's own counters go to the app's recorder.
 
 use crate::app::App;
 use crate::shutdown::Shutdown;
 use anyhow::Context;
-use slidelog_core::{Decision, Mode, Now, Request, Store, StoreError};
 use slidelog_envoy::{ConfigHandle, RateLimitConfig, RateLimiter, ServiceOptions};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-
-/// The [`App`] as a [`Store`]: every decision gets the app's timeout and
-/// failure policy. Under fail-open a failed store answers a degraded
-/// admission; under fail-closed the error reaches the Envoy service, which
-/// answers gRPC UNAVAILABLE / HTTP 503.
-#[derive(Debug, Clone)]
-pub struct AppStore(pub App);
-
-#[async_trait::async_trait]
-impl Store for AppStore {
-    async fn decide(
-        &self,
-        request: &Request,
-        mode: Mode,
-        now: Now,
-    ) -> Result<Decision, StoreError> {
-        self.0
-            .decide(request, mode, now)
-            .await
-            .map_err(|refused| refused.0)
-    }
-
-    async fn reset(&self, key: &str) -> Result<bool, StoreError> {
-        self.0.reset(key).await
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.0.ready().await
-    }
-
-    fn kind(&self) -> &'static str {
-        self.0.store_kind()
-    }
-}
 
 /// Loads `--config` (or no rules at all without it) and starts its watcher.
 pub fn load_config(
@@ -69,25 +35,25 @@ pub fn load_config(
     Ok(handle)
 }
 
-/// The Envoy service over the app.
+/// The Envoy service over the app's limiter, counting into the app's metrics.
 pub fn limiter(app: &App, config: Arc<ConfigHandle>, response_headers: bool) -> Arc<RateLimiter> {
-    let store = Arc::new(AppStore(app.clone()));
-    Arc::new(RateLimiter::new(
-        store,
-        config,
-        ServiceOptions {
-            // The app already applied the policy: an error here is fail-closed.
-            failure_policy: slidelog_envoy::FailurePolicy::Closed,
-            response_headers,
-        },
-    ))
+    Arc::new(
+        RateLimiter::new(
+            app.limiter().clone(),
+            config,
+            ServiceOptions { response_headers },
+        )
+        .with_recorder(app.metrics().recorder()),
+    )
 }
 
-/// Binds `--grpc` and serves `ShouldRateLimit` until `shutdown` fires.
+/// Binds `--grpc` and serves `ShouldRateLimit` until `shutdown` fires,
+/// within the connection limits of `hygiene`.
 pub async fn spawn_grpc(
     addr: &str,
     limiter: Arc<RateLimiter>,
     shutdown: Shutdown,
+    hygiene: crate::server::Hygiene,
 ) -> anyhow::Result<std::net::SocketAddr> {
     let listener = TcpListener::bind(addr)
         .await
@@ -95,7 +61,7 @@ pub async fn spawn_grpc(
     let local = listener.local_addr()?;
     tokio::spawn(async move {
         if let Err(e) =
-            slidelog_envoy::service::serve_grpc(listener, limiter, shutdown.wait()).await
+            crate::server::serve_grpc(listener, limiter, shutdown, &hygiene).await
         {
             tracing::error!(error = %e, "gRPC server stopped");
         }

@@ -5,6 +5,7 @@
 //! the largest `requests_per_unit` of the config.
 
 use slidelog_envoy::RateLimitConfig;
+use slidelog_envoy::key::parse_descriptor_key;
 use slidelog_inspect::analysis::KeyLimits;
 use std::path::Path;
 use std::sync::Arc;
@@ -35,37 +36,9 @@ pub fn from_config(path: &Path, key_prefix: &str) -> anyhow::Result<ConfigLimits
 /// The max of the rule that `envoy:<domain>:<k>=<v>…` matches. Hashed keys
 /// (`#…`, descriptors too long for a key) name no rule.
 fn rule_max(config: &RateLimitConfig, key: &str) -> Option<u64> {
-    let mut parts = key.strip_prefix("envoy:")?.split(':');
-    let domain = decode(parts.next()?)?;
-    let mut entries = Vec::new();
-    for part in parts {
-        let (k, v) = part.split_once('=')?;
-        entries.push((decode(k)?, decode(v)?));
-    }
+    let (domain, entries) = parse_descriptor_key(key)?;
     let rule = config.find(&domain, &entries)?;
     rule.limit().map(|limit| limit.max())
-}
-
-/// Undoes `slidelog_envoy::key`'s escaping (`%XX` for `% : = #` and control
-/// bytes; everything else as is).
-fn decode(part: &str) -> Option<String> {
-    if part.starts_with('#') {
-        return None;
-    }
-    let bytes = part.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]
@@ -81,7 +54,7 @@ mod tests {
             "domain: api\ndescriptors:\n  - key: user\n    value: alice\n    rate_limit: {unit: minute, requests_per_unit: 5}\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 100}\n",
         )
         .unwrap();
-        let limits = from_config(&path, "rate:sliding:").unwrap();
+        let limits = from_config(&path, slidelog_core::DEFAULT_KEY_PREFIX).unwrap();
         assert_eq!(limits.max, 100);
         let of = |key: &str| (limits.key_limits.0)(key.as_bytes());
         assert_eq!(of("rate:sliding:envoy:api:user=alice"), Some(5));
@@ -90,7 +63,5 @@ mod tests {
         assert_eq!(of("rate:sliding:user123"), None);
         assert_eq!(of("other:envoy:api:user=alice"), None);
         assert_eq!(of("rate:sliding:envoy:api:#0123"), None);
-        assert_eq!(decode("a%3Ab%25c%3D").as_deref(), Some("a:b%c="));
-        assert_eq!(decode("bad%4"), None);
     }
 }

@@ -11,7 +11,9 @@ use metrics::{SharedString, counter, gauge, histogram};
 use metrics_exporter_prometheus::{
     Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
 };
-use slidelog::{Decision, MemoryStore, StoreError};
+use slidelog::metrics::{MetricsHook, Op};
+use slidelog::store::MemoryStore;
+use slidelog::{Decision, StoreError};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -36,32 +38,19 @@ const BAD_REQUESTS: &str = "slidelog_bad_requests_total";
 const MEMORY_KEYS: &str = "slidelog_memory_keys";
 const MEMORY_KEY_CAP: &str = "slidelog_memory_key_cap";
 const STORE_UP: &str = "slidelog_store_up";
-
-/// Whether a decision recorded (`check`) or only looked (`peek`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    /// Decide and record.
-    Check,
-    /// Decide without recording.
-    Peek,
-}
-
-impl Op {
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Check => "check",
-            Self::Peek => "peek",
-        }
-    }
-}
+const LATE_RECORDS: &str = "slidelog_store_late_records_total";
+const UNKNOWN_OUTCOMES: &str = "slidelog_store_unknown_outcomes_total";
+const CACHE_LOCAL: &str = "slidelog_rejection_cache_local_answers_total";
+const CACHE_ENTRIES: &str = "slidelog_rejection_cache_entries";
 
 /// One server's metrics: its own recorder, and the handle that renders it.
 pub struct Metrics {
-    recorder: PrometheusRecorder,
+    recorder: Arc<PrometheusRecorder>,
     handle: PrometheusHandle,
     rules: RwLock<HashMap<(u64, u64), SharedString>>,
     memory: Option<Arc<MemoryStore>>,
+    /// The limiter's rejection cache, when on: its counters are exported.
+    rejections: std::sync::OnceLock<Arc<slidelog::rejection_cache::RejectionCache>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -80,17 +69,18 @@ impl Metrics {
             .build_recorder();
         let handle = recorder.handle();
         let metrics = Self {
-            recorder,
+            recorder: Arc::new(recorder),
             handle,
             rules: RwLock::new(HashMap::new()),
             memory,
+            rejections: std::sync::OnceLock::new(),
         };
         metrics.describe();
         metrics
     }
 
     fn describe(&self) {
-        metrics::with_local_recorder(&self.recorder, || {
+        metrics::with_local_recorder(self.recorder.as_ref(), || {
             use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
             describe_counter!(
                 DECISIONS,
@@ -117,6 +107,14 @@ impl Metrics {
                 BAD_REQUESTS,
                 "Requests refused as bad input, by the field at fault."
             );
+            describe_counter!(
+                LATE_RECORDS,
+                "Redis checks recorded after their caller had timed out (a clock skew beyond the margin, or a reply that came too late)."
+            );
+            describe_counter!(
+                UNKNOWN_OUTCOMES,
+                "Redis checks whose caller timed out and whose reply never came: recorded or not, unknown."
+            );
             describe_gauge!(MEMORY_KEYS, "Keys held by the in-memory store.");
             describe_gauge!(MEMORY_KEY_CAP, "Key cap of the in-memory store.");
             describe_gauge!(
@@ -142,7 +140,7 @@ impl Metrics {
             "rejected"
         };
         let rule = self.rule_label(decision.limit, decision.window_ms);
-        metrics::with_local_recorder(&self.recorder, || {
+        metrics::with_local_recorder(self.recorder.as_ref(), || {
             counter!(DECISIONS, "op" => op.as_str(), "result" => result).increment(1);
             counter!(RULE_DECISIONS, "rule" => rule, "result" => result).increment(1);
             histogram!(LATENCY, "op" => op.as_str()).record(elapsed.as_secs_f64());
@@ -151,13 +149,7 @@ impl Metrics {
     }
 
     /// Counts a failed store call, and whether fail-open answered for it.
-    pub fn store_error(
-        &self,
-        op: &'static str,
-        error: &StoreError,
-        degraded: bool,
-        elapsed: Duration,
-    ) {
+    pub fn store_error(&self, op: Op, error: &StoreError, degraded: bool, elapsed: Duration) {
         let kind = match error {
             StoreError::Timeout(_) => "timeout",
             StoreError::Unavailable(_) => "unavailable",
@@ -170,14 +162,14 @@ impl Metrics {
         } else {
             "false"
         };
-        metrics::with_local_recorder(&self.recorder, || {
-            counter!(STORE_ERRORS, "op" => op, "kind" => kind, "transient" => transient)
+        metrics::with_local_recorder(self.recorder.as_ref(), || {
+            counter!(STORE_ERRORS, "op" => op.as_str(), "kind" => kind, "transient" => transient)
                 .increment(1);
             if degraded {
-                counter!(DEGRADED, "op" => op).increment(1);
+                counter!(DEGRADED, "op" => op.as_str()).increment(1);
             }
-            if op != "reset" && op != "ping" {
-                histogram!(LATENCY, "op" => op).record(elapsed.as_secs_f64());
+            if op.decides() {
+                histogram!(LATENCY, "op" => op.as_str()).record(elapsed.as_secs_f64());
             }
             gauge!(STORE_UP).set(0.0);
         });
@@ -185,14 +177,14 @@ impl Metrics {
 
     /// Records the outcome of a readiness probe.
     pub fn store_up(&self, up: bool) {
-        metrics::with_local_recorder(&self.recorder, || {
+        metrics::with_local_recorder(self.recorder.as_ref(), || {
             gauge!(STORE_UP).set(if up { 1.0 } else { 0.0 });
         });
     }
 
     /// Counts a request refused as bad input; `field` is a fixed name.
     pub fn bad_request(&self, field: &'static str) {
-        metrics::with_local_recorder(&self.recorder, || {
+        metrics::with_local_recorder(self.recorder.as_ref(), || {
             counter!(BAD_REQUESTS, "field" => field).increment(1);
         });
     }
@@ -200,18 +192,50 @@ impl Metrics {
     /// Runs `f` with this server's recorder current, for figures recorded
     /// by other crates (the `slidelog inspect` gauges of `--inspect-every`).
     pub fn with_recorder<T>(&self, f: impl FnOnce() -> T) -> T {
-        metrics::with_local_recorder(&self.recorder, f)
+        metrics::with_local_recorder(self.recorder.as_ref(), f)
+    }
+
+    /// This server's recorder, for crates that record from async code (the
+    /// Envoy API's `slidelog_envoy_*` counters).
+    pub fn recorder(&self) -> Arc<dyn metrics::Recorder + Send + Sync> {
+        self.recorder.clone()
+    }
+
+    /// Exports the counters of the limiter's rejection cache.
+    pub fn watch_rejection_cache(&self, cache: Arc<slidelog::rejection_cache::RejectionCache>) {
+        let _ = self.rejections.set(cache);
+        metrics::with_local_recorder(self.recorder.as_ref(), || {
+            use metrics::{describe_counter, describe_gauge};
+            describe_counter!(
+                CACHE_LOCAL,
+                "Decisions answered by the local rejection cache, without the store."
+            );
+            describe_gauge!(CACHE_ENTRIES, "Rejections held by the local rejection cache.");
+        });
     }
 
     /// The Prometheus text exposition of everything recorded so far.
     pub fn render(&self) -> String {
+        if let Some(cache) = self.rejections.get() {
+            let stats = cache.stats();
+            metrics::with_local_recorder(self.recorder.as_ref(), || {
+                counter!(CACHE_LOCAL).absolute(stats.local_answers);
+                gauge!(CACHE_ENTRIES).set(stats.entries as f64);
+            });
+        }
         if let Some(memory) = &self.memory {
             let (keys, cap) = (memory.key_count(), memory.key_cap());
-            metrics::with_local_recorder(&self.recorder, || {
+            metrics::with_local_recorder(self.recorder.as_ref(), || {
                 gauge!(MEMORY_KEYS).set(keys as f64);
                 gauge!(MEMORY_KEY_CAP).set(cap as f64);
             });
         }
+        // Checks of the Redis stores recorded after their caller timed out,
+        // and those whose outcome never came back (process-wide counters).
+        metrics::with_local_recorder(self.recorder.as_ref(), || {
+            counter!(LATE_RECORDS).absolute(slidelog::redis::late_records());
+            counter!(UNKNOWN_OUTCOMES).absolute(slidelog::redis::unknown_outcomes());
+        });
         self.handle.render()
     }
 
@@ -241,6 +265,22 @@ impl Metrics {
         let label = SharedString::from(format!("{max}/{window_ms}ms"));
         rules.insert((max, window_ms), label.clone());
         label
+    }
+}
+
+/// The limiter reports here: every transport's decisions are counted by
+/// the one hook.
+impl MetricsHook for Metrics {
+    fn decided(&self, op: Op, decision: &Decision, elapsed: Duration) {
+        self.decision(op, decision, elapsed);
+    }
+
+    fn store_failed(&self, op: Op, error: &StoreError, degraded: bool, elapsed: Duration) {
+        self.store_error(op, error, degraded, elapsed);
+    }
+
+    fn store_up(&self) {
+        Metrics::store_up(self, true);
     }
 }
 

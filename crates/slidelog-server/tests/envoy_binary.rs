@@ -132,3 +132,58 @@ fn a_config_error_at_start_exits_2_naming_file_and_line() {
         "{stderr}"
     );
 }
+
+/// The Envoy API's own counters reach the running server's `/metrics`
+/// (they once went to a global recorder that nothing installed), next to
+/// the decisions the one limiter counts for every transport.
+#[tokio::test]
+async fn envoy_counters_appear_in_the_servers_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("limits.yaml");
+    std::fs::write(&path, CONFIG).unwrap();
+    let (_service, http, _grpc) = spawn(&path);
+    let http_client = reqwest::Client::new();
+    let body = serde_json::json!({
+        "domain": "api",
+        "descriptors": [{"entries": [{"key": "user", "value": "metrics"}]}]
+    });
+    for expected in [200, 200, 429] {
+        let r = http_client
+            .post(format!("http://{http}/json"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), expected);
+    }
+    let text = http_client
+        .get(format!("http://{http}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let value = |result: &str| -> f64 {
+        text.lines()
+            .find(|l| {
+                l.starts_with("slidelog_envoy_decisions_total{")
+                    && l.contains(r#"domain="api""#)
+                    && l.contains(&format!(r#"result="{result}""#))
+            })
+            .unwrap_or_else(|| panic!("no slidelog_envoy_decisions_total for {result}:\n{text}"))
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(value("ok"), 2.0, "{text}");
+    assert_eq!(value("over_limit"), 1.0, "{text}");
+    // The same three decisions, counted once by the limiter they went through.
+    assert!(
+        text.contains(r#"slidelog_decisions_total{op="check",result="allowed"} 2"#)
+            && text.contains(r#"slidelog_decisions_total{op="check",result="rejected"} 1"#),
+        "{text}"
+    );
+}

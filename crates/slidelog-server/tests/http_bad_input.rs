@@ -8,7 +8,7 @@ mod common;
 use common::{client, post_json, start_memory, start_with_body_cap};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use slidelog::MemoryStore;
+use slidelog::store::MemoryStore;
 use slidelog_server::app::{App, AppConfig};
 use std::sync::Arc;
 

@@ -9,7 +9,7 @@ mod common;
 use common::{client, post_json, start};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use slidelog::{StoreOptions, open_store};
+use slidelog::url::{StoreOptions, open_store};
 use slidelog_server::app::{App, AppConfig};
 use slidelog_server::policy::FailurePolicy;
 use slidelog_testkit::{RedisServer, unique_prefix};

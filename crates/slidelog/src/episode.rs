@@ -76,6 +76,15 @@ impl Episodes {
                         policy = %policy,
                         "store refuses slidelog's configuration; fix it (logged once until the store answers again)"
                     );
+                } else if error.is_full() {
+                    // Not an outage: no failure policy applies to it.
+                    tracing::warn!(
+                        store,
+                        op,
+                        error = %error,
+                        "store full: new keys are refused, held keys decided exactly; \
+                         logged once until a decision succeeds again"
+                    );
                 } else {
                     tracing::warn!(
                         store,

@@ -5,15 +5,26 @@
 //! live ones and admits while `count + cost <= max`. No interleaving of callers
 //! can admit more than `max` per window.
 //!
-//! This crate is the one dependency a Rust service adds:
+//! This crate is the one dependency a Rust service adds. Its root holds what
+//! a caller needs to decide:
 //!
-//! - [`Limiter`]: built from a store URL ([`Limiter::from_url`]: `memory://`,
-//!   `redis://…`) or a store ([`Limiter::from_store`]), with options through
-//!   [`Limiter::builder`]; [`check`](Limiter::check), [`peek`](Limiter::peek),
-//!   [`reset`](Limiter::reset); the store-error policy ([`FailurePolicy`]).
-//! - `middleware` (feature `tower`): a tower `Layer` for axum, tonic and any
-//!   `http::Request` service, with key extractors and per-route limits.
-//! - [`headers`]: the IETF RateLimit header fields.
+//! - [`Limiter`] and its [`LimiterBuilder`]: built from a store URL
+//!   ([`Limiter::from_url`]: `memory://`, `redis://…`) or a store
+//!   ([`Limiter::from_store`]); [`check`](Limiter::check),
+//!   [`peek`](Limiter::peek), [`reset`](Limiter::reset); the store-error
+//!   policy ([`FailurePolicy`]) and the clock ([`TimeMode`]). Every decision
+//!   is bounded in time, and reported to a [`metrics::MetricsHook`], there.
+//! - [`Limit`], [`Request`], [`Decision`]: what is asked and what is answered.
+//! - the errors: [`LimiterError`], [`OpenError`], [`InputError`], [`StoreError`].
+//! - [`RateLimitLayer`] (feature `tower`): a tower layer for axum, tonic and
+//!   any `http::Request` service; extractors and per-route limits in
+//!   [`middleware`].
+//!
+//! The rest lives in submodules: [`store`] (the `Store` trait, the memory
+//! store, clocks), `redis` (the Redis stores, including the unsafe pipelined
+//! variant kept for comparison), [`url`] (the store-URL model and
+//! [`url::open_store`]), [`redact`] (passwords out of logs), [`headers`] (the
+//! IETF RateLimit header fields) and [`metrics`] (the hook).
 //!
 //! Features: `redis` (default) adds the Redis stores; `tower` the layer;
 //! `axum` and `tonic` the integrations with those frameworks (peer address,
@@ -47,23 +58,47 @@
 pub mod episode;
 pub mod headers;
 mod limiter;
+pub mod metrics;
 pub mod rejection_cache;
 #[cfg(feature = "tower")]
 pub mod middleware;
-mod url;
+pub mod redact;
+pub mod url;
 
-pub use limiter::{BuildError, FailurePolicy, Limiter, LimiterBuilder, LimiterError, TimeMode};
-pub use slidelog_core::{
-    Clock, Decision, InputError, Limit, ManualClock, Mode, Now, Request, Store, StoreError,
-    SystemClock,
+pub use limiter::{
+    BuildError, FailurePolicy, Limiter, LimiterBuilder, LimiterError, TimeMode, UnknownPolicy,
 };
-pub use slidelog_memory::MemoryStore;
-/// The Redis store's own clock choice (as [`RedisOptions::time`]); a
-/// [`Limiter`] takes [`TimeMode`] instead, which works with every store.
+#[cfg(feature = "tower")]
+pub use middleware::RateLimitLayer;
+pub use slidelog_core::{
+    BoundError, Bounds, Decision, FullLimit, InputError, Limit, LimitParseError, Mode, Now, Request,
+    StoreError,
+};
+pub use url::OpenError;
+
+/// Stores and clocks: the [`Store`](store::Store) trait every backend
+/// implements, the in-process [`MemoryStore`](store::MemoryStore), and the
+/// clocks a [`TimeMode::Client`] limiter can read.
+pub mod store {
+    pub use slidelog_core::{
+        Clock, DEFAULT_KEY_PREFIX, MAX_NOW_MS, ManualClock, Store, SystemClock,
+    };
+    pub use slidelog_memory::MemoryStore;
+}
+
+/// The Redis stores: one atomic Lua script per decision on one server
+/// ([`RedisStore`](redis::RedisStore)), a Cluster or a Sentinel group; and
+/// [`UnsafePipelinedStore`](redis::UnsafePipelinedStore), the original's
+/// non-atomic variant, kept only to measure how far it overshoots.
 #[cfg(feature = "redis")]
-pub use slidelog_redis::TimeMode as RedisTimeMode;
-#[cfg(feature = "redis")]
-pub use slidelog_redis::{RedisOptions, RedisStore, UnsafePipelinedStore};
-#[cfg(feature = "redis")]
-pub use url::redis_options;
-pub use url::{OpenError, StoreOptions, mask_password, open_store};
+pub mod redis {
+    pub use crate::url::redis_options;
+    /// The Redis store's own clock choice (as [`RedisOptions::time`]); a
+    /// [`Limiter`](crate::Limiter) takes [`TimeMode`](crate::TimeMode)
+    /// instead, which works with every store.
+    pub use slidelog_redis::TimeMode as RedisTimeMode;
+    pub use slidelog_redis::{
+        ClusterStore, ConnectError, RedisOptions, RedisStore, SentinelStore, UnsafePipelinedStore,
+        late_records, unknown_outcomes,
+    };
+}

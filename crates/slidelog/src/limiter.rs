@@ -1,25 +1,62 @@
-//! The [`Limiter`]: one handle on a store that validates requests, applies
-//! the per-call timeout and the store-error policy of docs/design.md §6, and picks the
-//! clock of docs/design.md §3. Every interface of the library (direct calls, the tower
-//! layer) decides through it.
+//! The [`Limiter`]: one handle on a store, and the one place where a
+//! decision is bounded in time, the failure policy applied (docs/design.md §6),
+//! the clock picked (docs/design.md §3), and metrics and logs emitted (through
+//! a [`MetricsHook`]). Every interface decides through it: direct calls, the
+//! tower layer, and the `slidelog` server's HTTP, gRPC and `POST /json` APIs.
 
-use crate::url::{OpenError, StoreOptions, open_store};
+use crate::metrics::{MetricsHook, Op};
+use crate::url::{OpenError, StoreOptions, StoreUrl, open_store};
 use slidelog_core::{
-    Clock, Decision, InputError, Limit, Mode, Now, Request, Store, StoreError, SystemClock,
+    Bounds, Clock, Decision, InputError, Limit, Mode, Now, Request, Store, StoreError, SystemClock,
 };
+use slidelog_memory::MemoryStore;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What a decision does when the store fails (docs/design.md §6).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum FailurePolicy {
     /// Admit the request and mark the decision `degraded` (the default, as
     /// Envoy's rate limit filter does: an outage of the limiter does not
     /// become an outage of the service).
     #[default]
     FailOpen,
-    /// Return the store error ([`LimiterError::Store`]; HTTP 503 in the layer).
+    /// Return the store error ([`LimiterError::Store`]; HTTP 503, gRPC
+    /// `UNAVAILABLE`).
     FailClosed,
+}
+
+impl FailurePolicy {
+    /// The flag value: `fail-open` or `fail-closed`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::FailOpen => "fail-open",
+            Self::FailClosed => "fail-closed",
+        }
+    }
+}
+
+impl std::fmt::Display for FailurePolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A policy name that is neither `fail-open` nor `fail-closed`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown store-error policy {0:?}: use fail-open or fail-closed")]
+pub struct UnknownPolicy(pub String);
+
+impl std::str::FromStr for FailurePolicy {
+    type Err = UnknownPolicy;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "fail-open" => Ok(Self::FailOpen),
+            "fail-closed" => Ok(Self::FailClosed),
+            other => Err(UnknownPolicy(other.to_owned())),
+        }
+    }
 }
 
 /// Which clock decides what "now" is (docs/design.md §3).
@@ -70,11 +107,22 @@ pub struct Limiter {
 #[derive(Debug)]
 struct Inner {
     store: Arc<dyn Store>,
+    /// The same store when it is the in-process memory store (told apart by
+    /// type when the limiter is built), for its key count and sweeps.
+    memory: Option<Arc<MemoryStore>>,
     policy: FailurePolicy,
     time: TimeMode,
     /// `None` for the memory store: it answers in microseconds without I/O,
     /// so a timer would only add overhead.
     timeout: Option<Duration>,
+    /// `None` when nobody listens: then a decision is not even timed.
+    metrics: Option<Arc<dyn MetricsHook>>,
+    /// Store outages, logged once per episode rather than per request.
+    episodes: crate::episode::Episodes,
+    /// What callers may ask for (docs/design.md §5), checked before the store.
+    bounds: Bounds,
+    /// Rejections answered again without the store ([`crate::rejection_cache`]).
+    rejections: Option<Arc<crate::rejection_cache::RejectionCache>>,
 }
 
 impl Limiter {
@@ -102,7 +150,7 @@ impl Limiter {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// let limiter = slidelog::Limiter::from_store(Arc::new(slidelog::MemoryStore::new()));
+    /// let limiter = slidelog::Limiter::from_store(Arc::new(slidelog::store::MemoryStore::new()));
     /// assert_eq!(limiter.store().kind(), "memory");
     /// ```
     pub fn from_store(store: Arc<dyn Store>) -> Self {
@@ -116,7 +164,7 @@ impl Limiter {
     /// assert_eq!(limiter.failure_policy(), slidelog::FailurePolicy::FailOpen);
     /// ```
     pub fn memory() -> Self {
-        Self::from_store(Arc::new(slidelog_memory::MemoryStore::new()))
+        Self::builder().build_memory(Arc::new(MemoryStore::new()))
     }
 
     /// Decides on `cost` units for `key` under every limit in `limits` and,
@@ -144,6 +192,37 @@ impl Limiter {
     ) -> Result<Decision, LimiterError> {
         let request = Request::new(key, limits.to_vec(), cost)?;
         self.decide(&request, Mode::Record).await
+    }
+
+    /// A check where each limit is charged its own cost, matched by position
+    /// (docs/design.md §1): admitted only if every limit admits its cost; a
+    /// rejection records nothing in any of them.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use slidelog::{Limit, Limiter};
+    /// let limiter = Limiter::memory();
+    /// // 3,000 requests and 1,000,000 tokens per minute.
+    /// let limits = [Limit::new(3_000, 60_000)?, Limit::new(1_000_000, 60_000)?];
+    /// let d = limiter.check_costs("user-7", &limits, &[1, 4_000]).await?;
+    /// assert!(d.allowed);
+    /// let d = limiter.check_costs("user-7", &limits, &[1, 999_000]).await?;
+    /// assert!(!d.allowed && d.limit == 1_000_000);
+    /// # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
+    /// ```
+    pub async fn check_costs(
+        &self,
+        key: impl Into<String>,
+        limits: &[Limit],
+        costs: &[u64],
+    ) -> Result<Decision, LimiterError> {
+        let request = Request::with_costs(key, limits.to_vec(), costs.to_vec())?;
+        self.decide(&request, Mode::Record).await
+    }
+
+    /// What callers may ask for ([`LimiterBuilder::bounds`]).
+    pub fn bounds(&self) -> &Bounds {
+        &self.inner.bounds
     }
 
     /// The decision that [`check`](Self::check) would make, recording nothing.
@@ -182,8 +261,16 @@ impl Limiter {
     /// ```
     pub async fn reset(&self, key: &str) -> Result<bool, LimiterError> {
         slidelog_core::limit::validate_key(key)?;
-        let reset = self.inner.store.reset(key);
-        Ok(self.bounded(reset).await?)
+        if let Some(cache) = &self.inner.rejections {
+            cache.forget(key);
+        }
+        let started = self.start_timer();
+        let result = self.bounded(self.inner.store.reset(key)).await;
+        match &result {
+            Ok(_) => self.store_answered(false),
+            Err(e) => self.store_failed(Op::Reset, e, false, started),
+        }
+        Ok(result?)
     }
 
     /// Decides on an already validated request, on the limiter's clock.
@@ -223,13 +310,79 @@ impl Limiter {
         mode: Mode,
         now: Now,
     ) -> Result<Decision, LimiterError> {
+        self.inner.bounds.check(request).map_err(InputError::from)?;
+        self.decide_within_bounds(request, mode, now).await
+    }
+
+    /// Decides a request whose limits the operator configured (Envoy
+    /// `--config` rules): only its costs are checked against the bounds,
+    /// since its `max` is not a client's choice. On the limiter's clock.
+    pub async fn decide_configured(
+        &self,
+        request: &Request,
+        mode: Mode,
+    ) -> Result<Decision, LimiterError> {
+        for &cost in request.costs() {
+            self.inner
+                .bounds
+                .check_cost(cost)
+                .map_err(InputError::from)?;
+        }
+        let now = match &self.inner.time {
+            TimeMode::Store => Now::Server,
+            TimeMode::Client(clock) => Now::At(clock.now_ms()),
+        };
+        self.decide_within_bounds(request, mode, now).await
+    }
+
+    /// The decision of a request already checked against the bounds.
+    async fn decide_within_bounds(
+        &self,
+        request: &Request,
+        mode: Mode,
+        now: Now,
+    ) -> Result<Decision, LimiterError> {
+        let op = match mode {
+            Mode::Record => Op::Check,
+            Mode::Peek => Op::Peek,
+        };
+        let started = self.start_timer();
+        // Only on the store's clock is a cached rejection exact.
+        let cache = self.inner.rejections.as_ref().filter(|_| now == Now::Server);
+        let ticket = match cache.map(|c| c.answer(request)) {
+            Some(Ok(local)) => {
+                if let (Some(metrics), Some(started)) = (&self.inner.metrics, started) {
+                    metrics.decided(op, &local, started.elapsed());
+                }
+                return Ok(local);
+            }
+            Some(Err(ticket)) => Some(ticket),
+            None => None,
+        };
         let decided = self
             .bounded(self.inner.store.decide(request, mode, now))
             .await;
-        match (decided, self.inner.policy) {
-            (Ok(decision), _) => Ok(decision),
-            (Err(_), FailurePolicy::FailOpen) => Ok(degraded_allow(request)),
-            (Err(e), FailurePolicy::FailClosed) => Err(LimiterError::Store(e)),
+        match decided {
+            Ok(decision) => {
+                if let (Some(cache), Some(ticket)) = (cache, ticket) {
+                    cache.observe(request, &decision, ticket);
+                }
+                self.store_answered(true);
+                if let (Some(metrics), Some(started)) = (&self.inner.metrics, started) {
+                    metrics.decided(op, &decision, started.elapsed());
+                }
+                Ok(decision)
+            }
+            Err(e) => {
+                // A full store is not an outage: no policy admits past it.
+                let open = self.inner.policy == FailurePolicy::FailOpen && !e.is_full();
+                self.store_failed(op, &e, open, started);
+                if open {
+                    Ok(degraded_allow(request))
+                } else {
+                    Err(LimiterError::Store(e))
+                }
+            }
         }
     }
 
@@ -241,12 +394,29 @@ impl Limiter {
     /// # Ok::<(), slidelog::LimiterError>(()) }).unwrap();
     /// ```
     pub async fn ping(&self) -> Result<(), LimiterError> {
-        Ok(self.bounded(self.inner.store.ping()).await?)
+        let started = self.start_timer();
+        let result = self.bounded(self.inner.store.ping()).await;
+        match &result {
+            Ok(()) => {
+                self.store_answered(false);
+                if let Some(metrics) = &self.inner.metrics {
+                    metrics.store_up();
+                }
+            }
+            Err(e) => self.store_failed(Op::Ping, e, false, started),
+        }
+        Ok(result?)
     }
 
     /// The store decisions are made on.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.inner.store
+    }
+
+    /// The in-process memory store, when that is the store (its key count
+    /// and sweeps are the owner's business).
+    pub fn memory_store(&self) -> Option<&Arc<MemoryStore>> {
+        self.inner.memory.as_ref()
     }
 
     /// What a store failure does.
@@ -259,7 +429,13 @@ impl Limiter {
         &self.inner.time
     }
 
-    /// Runs a store call under the timeout, if any: a store never hangs a caller.
+    /// The local rejection cache, when on ([`LimiterBuilder::rejection_cache`]).
+    pub fn rejection_cache(&self) -> Option<&Arc<crate::rejection_cache::RejectionCache>> {
+        self.inner.rejections.as_ref()
+    }
+
+    /// Runs a store call under the timeout, if any: a store never hangs a
+    /// caller. The only timeout between a transport and the store.
     async fn bounded<T>(
         &self,
         call: impl std::future::Future<Output = Result<T, StoreError>>,
@@ -270,6 +446,44 @@ impl Limiter {
                 .await
                 .unwrap_or(Err(StoreError::Timeout(limit))),
         }
+    }
+
+    /// The start of a store call, read only when a hook will be told.
+    fn start_timer(&self) -> Option<Instant> {
+        self.inner.metrics.as_ref().map(|_| Instant::now())
+    }
+
+    /// Reports a failed store call: counted every time, logged once per
+    /// outage episode ([`crate::episode`]).
+    fn store_failed(&self, op: Op, error: &StoreError, degraded: bool, started: Option<Instant>) {
+        if let (Some(metrics), Some(started)) = (&self.inner.metrics, started) {
+            metrics.store_failed(op, error, degraded, started.elapsed());
+        }
+        let store = self.inner.store.kind();
+        self.inner
+            .episodes
+            .failure(store, op.as_str(), error, &self.inner.policy);
+    }
+
+    /// A store call succeeded (`decided`: a decision); ends an episode, once.
+    fn store_answered(&self, decided: bool) {
+        self.inner
+            .episodes
+            .success(self.inner.store.kind(), decided);
+    }
+
+    /// The misconfiguration the store reported (wrong password, NOPERM, …),
+    /// while no decision has succeeded since: readiness reports it.
+    pub fn misconfiguration(&self) -> Option<String> {
+        self.inner.episodes.misconfiguration()
+    }
+
+    /// Records a misconfiguration found before serving (logged at error
+    /// level, reported by [`misconfiguration`](Self::misconfiguration)).
+    pub fn note_misconfiguration(&self, cause: &str) {
+        self.inner
+            .episodes
+            .misconfigured(self.inner.store.kind(), cause, &self.inner.policy);
     }
 }
 
@@ -306,6 +520,9 @@ pub struct LimiterBuilder {
     options: StoreOptions,
     policy: FailurePolicy,
     time: TimeMode,
+    metrics: Option<Arc<dyn MetricsHook>>,
+    bounds: Bounds,
+    rejections: crate::rejection_cache::Setting,
 }
 
 impl LimiterBuilder {
@@ -323,6 +540,24 @@ impl LimiterBuilder {
         self
     }
 
+    /// Budget of bytes held by a memory store opened from a URL (records,
+    /// keys and their table slots). Default 1 GiB. New keys are refused with
+    /// [`StoreError::Full`] above it; no failure policy admits past it.
+    pub fn memory_limit(mut self, bytes: usize) -> Self {
+        self.options.memory_limit = bytes;
+        self
+    }
+
+    /// What callers may ask for: the largest `max`, the largest cost, the most
+    /// limits per request (and descriptors per Envoy request). A request above
+    /// one is an [`InputError::Bound`] naming it. Default
+    /// [`Bounds::ABSOLUTE`]: a service facing remote clients sets tighter
+    /// ones, as `slidelog serve` does ([`Bounds::SERVICE`]).
+    pub fn bounds(mut self, bounds: Bounds) -> Self {
+        self.bounds = bounds;
+        self
+    }
+
     /// Cap on the number of keys of a memory store opened from a URL.
     pub fn memory_key_cap(mut self, cap: usize) -> Self {
         self.options.memory_key_cap = cap;
@@ -337,8 +572,10 @@ impl LimiterBuilder {
     }
 
     /// Do not wait for Redis when opening: decisions fail (and the policy
-    /// answers) until it is reachable. For a service that must start while
-    /// Redis is down. Default: opening checks that Redis answers.
+    /// answers) until it is reachable. Default: opening tries Redis once,
+    /// and under fail-open falls back to connecting lazily when it is
+    /// unreachable ([`open`](Self::open)); this option skips that attempt,
+    /// and lets a fail-closed limiter start while Redis is down.
     pub fn lazy_connect(mut self) -> Self {
         self.options.lazy_connect = true;
         self
@@ -379,27 +616,107 @@ impl LimiterBuilder {
         self.time_mode(TimeMode::Client(Arc::new(SystemClock)))
     }
 
-    /// Decide on `clock` (a [`ManualClock`](crate::ManualClock) in tests).
+    /// Decide on `clock` (a [`ManualClock`](crate::store::ManualClock) in tests).
     pub fn clock(self, clock: Arc<dyn Clock>) -> Self {
         self.time_mode(TimeMode::Client(clock))
     }
 
+    /// Reports every decision, store failure and readiness answer to `hook`
+    /// (the server's Prometheus recorder). Default: none.
+    pub fn metrics(mut self, hook: Arc<dyn MetricsHook>) -> Self {
+        self.metrics = Some(hook);
+        self
+    }
+
+    /// Answers a rejected request again without the store until its
+    /// `retry_after_ms` has passed ([`crate::rejection_cache`]), with this
+    /// cache (its capacity and clock). Default: on, [`DEFAULT_CAPACITY`]
+    /// entries, wherever it is exact: a store reached over the network,
+    /// deciding on its own clock ([`TimeMode::Store`]).
+    ///
+    /// [`DEFAULT_CAPACITY`]: crate::rejection_cache::DEFAULT_CAPACITY
+    pub fn rejection_cache(mut self, cache: crate::rejection_cache::RejectionCache) -> Self {
+        self.rejections = crate::rejection_cache::Setting::With(Arc::new(cache));
+        self
+    }
+
+    /// Every decision goes to the store (`--no-rejection-cache`).
+    pub fn no_rejection_cache(mut self) -> Self {
+        self.rejections = crate::rejection_cache::Setting::Off;
+        self
+    }
+
     /// Opens the store that `url` names with these options.
+    ///
+    /// A store that cannot be reached at startup is a matter for the failure
+    /// policy, as it is on every later call. Under fail-open (the default)
+    /// `open` does not fail: after one attempt (at most the
+    /// [`connect_timeout`](Self::connect_timeout)) it returns a limiter that
+    /// connects lazily, whose decisions are admitted `degraded` until the
+    /// store answers and exact from then on. Under fail-closed it fails fast
+    /// with the connect error ([`OpenError::is_transient`] is true), so a
+    /// service that must not run unlimited does not start; add
+    /// [`lazy_connect`](Self::lazy_connect) to start anyway and answer errors
+    /// (503) until the store answers. A bad URL, or a store that refuses the
+    /// configuration (wrong password, TLS), fails under either policy.
     pub async fn open(self, url: &str) -> Result<Limiter, BuildError> {
-        let store = open_store(url, &self.options).await?;
+        if let StoreUrl::Memory = StoreUrl::parse(url)? {
+            let store = MemoryStore::new()
+                .with_key_cap(self.options.memory_key_cap)
+                .with_memory_limit(self.options.memory_limit);
+            return Ok(self.build_memory(Arc::new(store)));
+        }
+        let store = match open_store(url, &self.options).await {
+            Err(e) if e.is_transient() && self.policy == FailurePolicy::FailOpen => {
+                tracing::warn!(
+                    error = %e,
+                    "store unreachable at startup; fail-open: starting anyway, decisions are degraded until it answers"
+                );
+                let lazy = StoreOptions {
+                    lazy_connect: true,
+                    ..self.options.clone()
+                };
+                open_store(url, &lazy).await?
+            }
+            opened => opened?,
+        };
         Ok(self.build(store))
     }
 
     /// A limiter on `store` (the prefix and key cap options are the store's
     /// own business here; the timeout and policy apply).
     pub fn build(self, store: Arc<dyn Store>) -> Limiter {
-        let timeout = (store.kind() != "memory").then_some(self.options.timeout);
+        let timeout = Some(self.options.timeout);
+        self.finish(store, None, timeout)
+    }
+
+    /// A limiter on an in-process memory store: no timeout (it answers
+    /// without I/O), and [`Limiter::memory_store`] gives it back.
+    pub fn build_memory(self, store: Arc<MemoryStore>) -> Limiter {
+        self.finish(store.clone(), Some(store), None)
+    }
+
+    fn finish(
+        self,
+        store: Arc<dyn Store>,
+        memory: Option<Arc<MemoryStore>>,
+        timeout: Option<Duration>,
+    ) -> Limiter {
+        // Exact (and worth it) only for a remote store on its own clock.
+        let rejections = self
+            .rejections
+            .resolve(memory.is_none() && matches!(self.time, TimeMode::Store));
         Limiter {
             inner: Arc::new(Inner {
                 store,
+                memory,
                 policy: self.policy,
                 time: self.time,
                 timeout,
+                metrics: self.metrics,
+                episodes: crate::episode::Episodes::default(),
+                bounds: self.bounds,
+                rejections,
             }),
         }
     }

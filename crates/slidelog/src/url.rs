@@ -2,8 +2,11 @@
 //! library: `memory://` (default), `redis://…`, `rediss://…`,
 //! `redis+cluster://…` / `rediss+cluster://…` (Redis Cluster) and
 //! `redis+sentinel://…/master-name` / `rediss+sentinel://…` (Sentinel).
+//! The URL model itself is [`StoreUrl`], one for every crate.
 
-use slidelog_core::Store;
+use crate::redact::mask_password;
+pub use slidelog_core::url::{MultiHostUrl, StoreUrl, UrlError};
+use slidelog_core::{DEFAULT_KEY_PREFIX, Store};
 use slidelog_memory::MemoryStore;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +18,8 @@ pub struct StoreOptions {
     pub timeout: Duration,
     /// Key cap of the memory store. Default 1,000,000.
     pub memory_key_cap: usize,
+    /// Budget of bytes held by the memory store. Default 1 GiB.
+    pub memory_limit: usize,
     /// Prefix of Redis keys. Default `rate:sliding:`.
     pub key_prefix: String,
     /// Redis stores: decide on the caller's clock instead of Redis `TIME`
@@ -37,7 +42,8 @@ impl Default for StoreOptions {
         Self {
             timeout: Duration::from_millis(100),
             memory_key_cap: slidelog_memory::DEFAULT_KEY_CAP,
-            key_prefix: "rate:sliding:".to_owned(),
+            memory_limit: slidelog_memory::DEFAULT_MEMORY_LIMIT,
+            key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
             client_time: false,
             connect_timeout: Duration::from_secs(2),
             lazy_connect: false,
@@ -49,35 +55,63 @@ impl Default for StoreOptions {
 /// A store URL that cannot be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
-    /// The scheme is not one slidelog knows.
-    #[error(
-        "unknown store URL scheme in {0:?}: use memory://, redis://, rediss://, redis+cluster:// or redis+sentinel://"
-    )]
-    UnknownScheme(String),
+    /// The URL does not parse (an unknown scheme, a bad host list).
+    #[error(transparent)]
+    Url(#[from] UrlError),
     /// The store could not be reached or configured.
-    #[error("cannot open store {url}: {reason}")]
+    #[cfg(feature = "redis")]
+    #[error("cannot open store {url}: {}", connect_reason(.source))]
     Open {
         /// The URL with any password masked.
         url: String,
-        /// What went wrong.
-        reason: String,
+        /// What went wrong, with whether it may pass by itself.
+        source: slidelog_redis::ConnectError,
     },
+}
+
+impl OpenError {
+    /// True when trying again later may work (Redis refused or did not answer
+    /// in time); false for a URL or configuration that will not get better.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Url(_) => false,
+            #[cfg(feature = "redis")]
+            Self::Open { source, .. } => {
+                matches!(
+                    source,
+                    slidelog_redis::ConnectError::Connect {
+                        transient: true,
+                        ..
+                    }
+                )
+            }
+        }
+    }
+}
+
+#[cfg(feature = "redis")]
+fn connect_reason(e: &slidelog_redis::ConnectError) -> &str {
+    use slidelog_redis::ConnectError;
+    match e {
+        ConnectError::InvalidUrl { reason, .. } | ConnectError::Connect { reason, .. } => reason,
+    }
 }
 
 /// Opens the store that `url` names.
 pub async fn open_store(url: &str, options: &StoreOptions) -> Result<Arc<dyn Store>, OpenError> {
-    let scheme = url.split_once("://").map(|(s, _)| s).unwrap_or("");
-    match scheme {
-        "memory" => Ok(Arc::new(
-            MemoryStore::new().with_key_cap(options.memory_key_cap),
+    match StoreUrl::parse(url)? {
+        StoreUrl::Memory => Ok(Arc::new(
+            MemoryStore::new()
+                .with_key_cap(options.memory_key_cap)
+                .with_memory_limit(options.memory_limit),
         )),
         #[cfg(feature = "redis")]
-        "redis" | "rediss" => open_redis(url, options).await,
-        #[cfg(feature = "redis")]
-        "redis+cluster" | "rediss+cluster" | "redis+sentinel" | "rediss+sentinel" => {
-            open_redis_ha(url, scheme, options).await
-        }
-        _ => Err(OpenError::UnknownScheme(mask_password(url))),
+        parsed => open_redis(url, &parsed, options).await,
+        #[cfg(not(feature = "redis"))]
+        _ => Err(OpenError::Url(UrlError::Invalid {
+            url: mask_password(url),
+            reason: "this build of slidelog has no Redis support (feature `redis`)".into(),
+        })),
     }
 }
 
@@ -98,78 +132,38 @@ pub fn redis_options(options: &StoreOptions) -> slidelog_redis::RedisOptions {
     }
 }
 
-/// `redis://[user:pass@]host:port[/db]` and `rediss://…` (TLS): one Redis.
+/// One Redis (`redis://`, `rediss://`), a Redis Cluster, or the master of a
+/// Sentinel group (followed across failovers); lazily or checked at open.
 #[cfg(feature = "redis")]
-async fn open_redis(url: &str, options: &StoreOptions) -> Result<Arc<dyn Store>, OpenError> {
-    use slidelog_redis::{ConnectError, RedisStore};
-    let redis_options = redis_options(options);
-    let store = if options.lazy_connect {
-        RedisStore::connect_lazy(url, redis_options)
-    } else {
-        RedisStore::connect(url, redis_options).await
-    };
-    store.map(|s| Arc::new(s) as Arc<dyn Store>).map_err(|e| {
-        let reason = match &e {
-            ConnectError::InvalidUrl { reason, .. } | ConnectError::Connect { reason, .. } => {
-                reason.clone()
-            }
-        };
-        OpenError::Open {
-            url: mask_password(url),
-            reason,
-        }
-    })
-}
-
-/// `redis+cluster://[user:pass@]host:port,host:port` (Redis Cluster) and
-/// `redis+sentinel://[user:pass@]host:port,host:port/master-name[/db]`
-/// (the master of a Sentinel group, followed across failovers); `rediss+…`
-/// for TLS.
-#[cfg(feature = "redis")]
-async fn open_redis_ha(
+async fn open_redis(
     url: &str,
-    scheme: &str,
+    parsed: &StoreUrl,
     options: &StoreOptions,
 ) -> Result<Arc<dyn Store>, OpenError> {
-    use slidelog_redis::{ClusterStore, ConnectError, SentinelStore};
+    use slidelog_redis::{ClusterStore, RedisStore, SentinelStore};
     let o = redis_options(options);
-    let cluster = scheme.ends_with("+cluster");
-    let store: Result<Arc<dyn Store>, ConnectError> = match (cluster, options.lazy_connect) {
-        (true, true) => ClusterStore::connect_cluster_lazy(url, o).map(|s| Arc::new(s) as _),
-        (true, false) => ClusterStore::connect_cluster(url, o)
+    let lazy = options.lazy_connect;
+    let store: Result<Arc<dyn Store>, _> = match parsed {
+        StoreUrl::Memory => unreachable!("open_store opens the memory store"),
+        StoreUrl::Redis { .. } if lazy => {
+            RedisStore::connect_lazy(url, o).map(|s| Arc::new(s) as _)
+        }
+        StoreUrl::Redis { .. } => RedisStore::connect(url, o).await.map(|s| Arc::new(s) as _),
+        StoreUrl::Cluster(_) if lazy => {
+            ClusterStore::connect_cluster_lazy(url, o).map(|s| Arc::new(s) as _)
+        }
+        StoreUrl::Cluster(_) => ClusterStore::connect_cluster(url, o)
             .await
             .map(|s| Arc::new(s) as _),
-        (false, true) => SentinelStore::connect_sentinel_lazy(url, o).map(|s| Arc::new(s) as _),
-        (false, false) => SentinelStore::connect_sentinel(url, o)
+        StoreUrl::Sentinel(_) if lazy => {
+            SentinelStore::connect_sentinel_lazy(url, o).map(|s| Arc::new(s) as _)
+        }
+        StoreUrl::Sentinel(_) => SentinelStore::connect_sentinel(url, o)
             .await
             .map(|s| Arc::new(s) as _),
     };
-    store.map_err(|e| {
-        let reason = match &e {
-            ConnectError::InvalidUrl { reason, .. } | ConnectError::Connect { reason, .. } => {
-                reason.clone()
-            }
-        };
-        OpenError::Open {
-            url: mask_password(url),
-            reason,
-        }
+    store.map_err(|source| OpenError::Open {
+        url: mask_password(url),
+        source,
     })
-}
-
-pub use slidelog_core::redact::mask_password;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn passwords_are_masked() {
-        assert_eq!(
-            mask_password("redis://user:secret@127.0.0.1:6379/0"),
-            "redis://user:***@127.0.0.1:6379/0"
-        );
-        assert_eq!(mask_password("rediss://secret@h:1"), "rediss://***@h:1");
-        assert_eq!(mask_password("redis://h:1"), "redis://h:1");
-    }
 }

@@ -2,7 +2,7 @@
 //! by a real HTTP client (reqwest), on the memory store: exact admissions
 //! under concurrency, the RateLimit header fields on both paths, per-route
 //! limits, every key extractor, the missing-key policy, and the store-error
-//! policy with a store that really fails (a memory store at its key cap).
+//! policy with a store that really fails (a `redis-server`, killed).
 
 mod common;
 
@@ -13,7 +13,8 @@ use common::{client, concurrent_gets, count, serve};
 use slidelog::middleware::{
     Constant, Header, KeyExtractor, MissingKey, PeerIp, RateLimitLayer, Route, RouteLimits,
 };
-use slidelog::{Decision, Limit, Limiter, MemoryStore};
+use slidelog::redis::{RedisOptions, RedisStore};
+use slidelog::{Decision, Limit, Limiter};
 use std::sync::Arc;
 
 const MINUTE: u64 = 60_000;
@@ -272,16 +273,24 @@ async fn a_closure_extracts_the_key() {
 
 /// A memory store with room for one key: a second key makes it fail with
 /// `StoreError::Full`, a real store error.
-fn full_after_one_key() -> Arc<MemoryStore> {
-    Arc::new(MemoryStore::new().with_key_cap(1))
+/// A Redis store on `redis`, with keys of its own.
+async fn redis_store(redis: &slidelog_testkit::RedisServer, test: &str) -> Arc<RedisStore> {
+    let options = RedisOptions::default().with_prefix(slidelog_testkit::unique_prefix(test));
+    Arc::new(RedisStore::connect(&redis.url(), options).await.unwrap())
 }
 
 #[tokio::test]
 async fn store_errors_pass_through_degraded_when_fail_open_and_503_when_fail_closed() {
     let routes = RouteLimits::new(per_minute(1)).unwrap();
     let header = Header::named("x-api-key").unwrap();
-    let open = Limiter::builder().fail_open().build(full_after_one_key());
-    let closed = Limiter::builder().fail_closed().build(full_after_one_key());
+    // A real Redis, killed once the first key is decided: a store outage.
+    let mut redis = slidelog_testkit::RedisServer::start();
+    let open = Limiter::builder()
+        .fail_open()
+        .build(redis_store(&redis, "layer-open").await);
+    let closed = Limiter::builder()
+        .fail_closed()
+        .build(redis_store(&redis, "layer-closed").await);
     let open_base = serve(app_with(RateLimitLayer::new(
         open,
         header.clone(),
@@ -298,7 +307,8 @@ async fn store_errors_pass_through_degraded_when_fail_open_and_503_when_fail_clo
         assert_eq!(r.text().await.unwrap(), "counted");
         assert_eq!(send(base, "first").await.unwrap().status(), 429);
     }
-    // The second key hits the store error.
+    // The store goes away: every key hits the store error.
+    redis.kill();
     for _ in 0..3 {
         let r = send(&open_base, "second").await.unwrap();
         assert_eq!(r.status(), 200);
@@ -307,6 +317,6 @@ async fn store_errors_pass_through_degraded_when_fail_open_and_503_when_fail_clo
         assert_eq!(r.text().await.unwrap(), "degraded");
         let r = send(&closed_base, "second").await.unwrap();
         assert_eq!(r.status(), 503);
-        assert!(r.text().await.unwrap().contains("store full"));
+        assert!(r.text().await.unwrap().contains("store"));
     }
 }

@@ -2,7 +2,7 @@
 //! (`redis+sentinel://…/master-name`) URLs, as the CLI and the service do,
 //! and the stores decide.
 
-use slidelog::{StoreOptions, open_store};
+use slidelog::url::{StoreOptions, open_store};
 use slidelog_core::{Limit, Request};
 use slidelog_testkit::{RedisCluster, SentinelGroup, unique_prefix};
 use std::time::Duration;

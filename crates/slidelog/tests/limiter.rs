@@ -3,10 +3,8 @@
 //! that really fails (a memory store at its key cap), client time on a manual
 //! clock, and explicit times for replay.
 
-use slidelog::{
-    FailurePolicy, InputError, Limit, Limiter, LimiterError, ManualClock, MemoryStore, Mode, Now,
-    Request,
-};
+use slidelog::store::{ManualClock, MemoryStore};
+use slidelog::{FailurePolicy, InputError, Limit, Limiter, LimiterError, Mode, Now, Request};
 use std::sync::Arc;
 use std::time::Duration;
 

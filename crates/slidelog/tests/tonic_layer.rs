@@ -5,7 +5,8 @@
 //! UNAVAILABLE.
 
 use slidelog::middleware::{Constant, KeyExtractor, PeerIp, RateLimitLayer, RouteLimits};
-use slidelog::{Limit, Limiter, MemoryStore};
+use slidelog::store::MemoryStore;
+use slidelog::{Limit, Limiter};
 use std::sync::Arc;
 use tonic::Code;
 use tonic::transport::{Channel, Server, server::TcpIncoming};

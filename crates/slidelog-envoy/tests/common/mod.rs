@@ -31,10 +31,16 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 100, replaces: [{name: login}]}
 "#;
 
+/// The service over `store` with the default (fail-open) limiter.
 pub fn limiter(store: Arc<dyn slidelog_core::Store>, options: ServiceOptions) -> Arc<RateLimiter> {
+    limiter_with(slidelog::Limiter::from_store(store), options)
+}
+
+/// The service over `limiter` (its timeout and failure policy apply).
+pub fn limiter_with(limiter: slidelog::Limiter, options: ServiceOptions) -> Arc<RateLimiter> {
     let config = RateLimitConfig::from_yaml_str("test.yaml", CONFIG).unwrap();
     Arc::new(RateLimiter::new(
-        store,
+        limiter,
         ConfigHandle::fixed(config),
         options,
     ))
@@ -44,7 +50,7 @@ pub fn limiter(store: Arc<dyn slidelog_core::Store>, options: ServiceOptions) ->
 pub fn limiter_for(store: Arc<dyn slidelog_core::Store>, yaml: &str) -> Arc<RateLimiter> {
     let config = RateLimitConfig::from_yaml_str("test.yaml", yaml).unwrap();
     Arc::new(RateLimiter::new(
-        store,
+        slidelog::Limiter::from_store(store),
         ConfigHandle::fixed(config),
         ServiceOptions::default(),
     ))

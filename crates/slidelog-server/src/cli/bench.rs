@@ -11,7 +11,10 @@ mod overshoot;
 use super::{StoreArgs, parse_duration};
 use indicatif::{ProgressBar, ProgressStyle};
 use overshoot::{Admission, key_overshoot};
-use slidelog::{Limit, Request, Store, open_store};
+use slidelog::redact::mask_password;
+use slidelog::store::Store;
+use slidelog::url::{StoreUrl, open_store};
+use slidelog::{Limit, Request};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -136,16 +139,15 @@ async fn open(args: &BenchArgs) -> anyhow::Result<Arc<dyn Store>> {
     }
     let url = &args.store.store;
     anyhow::ensure!(
-        url.starts_with("redis://") || url.starts_with("rediss://"),
+        matches!(StoreUrl::parse(url), Ok(StoreUrl::Redis { .. })),
         "--unsafe-pipelined needs a redis:// or rediss:// store, got {}",
-        slidelog::mask_password(url)
+        mask_password(url)
     );
-    let redis_options = slidelog::redis_options(&options);
-    let script = slidelog::RedisStore::connect(url, redis_options.clone()).await?;
-    Ok(Arc::new(slidelog::UnsafePipelinedStore::with_connection(
-        script.connection(),
-        &redis_options,
-    )))
+    let redis_options = slidelog::redis::redis_options(&options);
+    let script = slidelog::redis::RedisStore::connect(url, redis_options.clone()).await?;
+    Ok(Arc::new(
+        slidelog::redis::UnsafePipelinedStore::with_connection(script.connection(), &redis_options),
+    ))
 }
 
 async fn load(args: &BenchArgs, store: Arc<dyn Store>, limit: Limit) -> anyhow::Result<Report> {
@@ -230,7 +232,7 @@ async fn load(args: &BenchArgs, store: Arc<dyn Store>, limit: Limit) -> anyhow::
         eprintln!("warning: some requests failed; the first error: {e}");
     }
     Ok(Report {
-        store: slidelog::mask_password(&args.store.store),
+        store: mask_password(&args.store.store),
         kind: store.kind().to_owned(),
         requests: args.requests,
         keys: args.keys,

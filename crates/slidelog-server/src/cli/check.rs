@@ -1,8 +1,9 @@
-//! `slidelog check KEY --max N --window 60s [--cost N] [--store URL] [--json]`:
+//! `slidelog check KEY --max N --window 60s [--cost N] [--store URL] [--json]`
+//! (or `--limit 3000/minute --limit 1000000/minute --cost 1 --cost 4000`):
 //! one decision, for scripts and for a look by hand.
 
 use super::{StoreArgs, parse_duration};
-use slidelog::{Limit, Request, open_store};
+use slidelog::{Limit, Limiter, Mode, Request};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -22,15 +23,22 @@ see a decision), and says on stderr that its log starts empty.";
 pub struct CheckArgs {
     /// The identity to decide on (1 to 512 bytes).
     pub key: String,
-    /// Units admitted per window (1 to 10000000).
-    #[arg(long)]
-    pub max: u64,
-    /// Window length, e.g. 60s, 1m, 500ms (1 ms to 366 days).
-    #[arg(long, value_parser = parse_duration)]
-    pub window: Duration,
-    /// Units this request consumes (1 to max).
-    #[arg(long, default_value_t = 1)]
-    pub cost: u64,
+    /// Units admitted per window (1 to 10000000); with --window.
+    #[arg(long, requires = "window")]
+    pub max: Option<u64>,
+    /// Window length, e.g. 60s, 1m, 500ms (1 ms to 366 days); with --max.
+    #[arg(long, value_parser = parse_duration, requires = "max")]
+    pub window: Option<Duration>,
+    /// A limit as <max>/<window> (100/minute, 10/1s, 1000000/60s); repeat it
+    /// for several limits on the key, all of which must admit (after --max
+    /// and --window when both are given).
+    #[arg(long = "limit", value_name = "MAX/WINDOW")]
+    pub limits: Vec<Limit>,
+    /// Units this request consumes (1 to max). Once: against every limit;
+    /// once per limit, in order: each limit counts its own unit (1 request
+    /// and 4000 tokens: --cost 1 --cost 4000).
+    #[arg(long = "cost", default_values_t = [1u64])]
+    pub costs: Vec<u64>,
     /// Decide without recording (a peek).
     #[arg(long)]
     pub peek: bool,
@@ -44,8 +52,18 @@ pub struct CheckArgs {
 /// Runs one decision: exit 0 admitted, 1 rejected, 2 error. `store_given`:
 /// --store or SLIDELOG_STORE was set (the default in-memory store is refused).
 pub async fn run(args: CheckArgs, store_given: bool) -> anyhow::Result<ExitCode> {
-    let limit = Limit::per(args.max, args.window)?;
-    let request = Request::new(args.key, vec![limit], args.cost)?;
+    let mut limits = Vec::with_capacity(args.limits.len() + 1);
+    if let (Some(max), Some(window)) = (args.max, args.window) {
+        limits.push(Limit::per(max, window)?);
+    }
+    limits.extend(args.limits.iter().copied());
+    if limits.is_empty() {
+        anyhow::bail!("give a limit: --max N --window D, or --limit MAX/WINDOW (e.g. 100/minute)");
+    }
+    let request = match args.costs.as_slice() {
+        [cost] => Request::new(args.key, limits, *cost)?,
+        costs => Request::with_costs(args.key, limits, costs.to_vec())?,
+    };
     if args.store.store.starts_with("memory://") {
         if !store_given {
             anyhow::bail!(
@@ -59,12 +77,15 @@ pub async fn run(args: CheckArgs, store_given: bool) -> anyhow::Result<ExitCode>
              so this decision counts this request alone"
         );
     }
-    let store = open_store(&args.store.store, &args.store.options()).await?;
-    let decision = if args.peek {
-        store.peek(&request).await?
-    } else {
-        store.check(&request).await?
-    };
+    // Through the library's Limiter, as every transport; fail-closed: a
+    // store failure is an error (exit 2), never a silent admission.
+    let limiter = Limiter::builder()
+        .store_options(args.store.options())
+        .fail_closed()
+        .open(&args.store.store)
+        .await?;
+    let mode = if args.peek { Mode::Peek } else { Mode::Record };
+    let decision = limiter.decide(&request, mode).await?;
     if args.json {
         println!("{}", serde_json::to_string(&decision)?);
     } else if decision.allowed {

@@ -13,15 +13,15 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Arguments of `slidelog inspect`.
-#[derive(Debug, clap::Args)]
+/// Arguments of `slidelog inspect` (`Debug` masks the store's password).
+#[derive(clap::Args)]
 pub struct InspectArgs {
     /// The Redis store: redis://[user:pass@]host:port[/db], rediss://…, or
     /// redis+cluster://h:p,h:p / rediss+cluster://… (every master is scanned).
-    #[arg(long, env = "SLIDELOG_STORE")]
+    #[arg(long, env = "SLIDELOG_STORE", hide_env_values = true)]
     pub store: String,
     /// Prefix of the limiter's keys; the default pattern is PREFIX*.
-    #[arg(long, default_value = "rate:sliding:")]
+    #[arg(long, default_value = slidelog::store::DEFAULT_KEY_PREFIX)]
     pub key_prefix: String,
     /// SCAN MATCH pattern (default: the key prefix followed by *).
     #[arg(long)]
@@ -55,6 +55,16 @@ pub struct InspectArgs {
     /// Print the report as JSON (stable schema, schema_version 1).
     #[arg(long)]
     pub json: bool,
+}
+
+impl std::fmt::Debug for InspectArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InspectArgs")
+            .field("store", &slidelog::redact::mask_password(&self.store))
+            .field("key_prefix", &self.key_prefix)
+            .field("pattern", &self.pattern)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Runs the scan: exit 0 clean, 1 problems found, 2 error.

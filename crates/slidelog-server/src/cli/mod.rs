@@ -39,17 +39,23 @@ pub enum Command {
 }
 
 /// Options that name and bound the store, shared by every subcommand.
-#[derive(Debug, Clone, clap::Args)]
+/// `Debug` masks the store URL's passwords.
+#[derive(Clone, clap::Args)]
 pub struct StoreArgs {
     /// The store: memory://, redis://[user:pass@]host:port[/db], rediss://…,
     /// redis+cluster://h:p,h:p, redis+sentinel://h:p,h:p/master.
-    #[arg(long, env = "SLIDELOG_STORE", default_value = "memory://")]
+    #[arg(
+        long,
+        env = "SLIDELOG_STORE",
+        default_value = "memory://",
+        hide_env_values = true
+    )]
     pub store: String,
     /// Upper bound on one store call (e.g. 100ms).
     #[arg(long, default_value = "100ms", value_parser = parse_duration)]
     pub store_timeout: Duration,
     /// Prefix of the Redis keys.
-    #[arg(long, default_value = "rate:sliding:")]
+    #[arg(long, default_value = slidelog::store::DEFAULT_KEY_PREFIX)]
     pub key_prefix: String,
     /// Redis stores: decide on this machine's clock instead of Redis TIME.
     #[arg(long)]
@@ -59,15 +65,27 @@ pub struct StoreArgs {
     pub connect_timeout: Duration,
 }
 
+impl std::fmt::Debug for StoreArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreArgs")
+            .field("store", &slidelog::redact::mask_password(&self.store))
+            .field("store_timeout", &self.store_timeout)
+            .field("key_prefix", &self.key_prefix)
+            .field("client_time", &self.client_time)
+            .field("connect_timeout", &self.connect_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
 impl StoreArgs {
     /// The options to open the store with.
-    pub fn options(&self) -> slidelog::StoreOptions {
-        slidelog::StoreOptions {
+    pub fn options(&self) -> slidelog::url::StoreOptions {
+        slidelog::url::StoreOptions {
             timeout: self.store_timeout,
             key_prefix: self.key_prefix.clone(),
             client_time: self.client_time,
             connect_timeout: self.connect_timeout,
-            ..slidelog::StoreOptions::default()
+            ..slidelog::url::StoreOptions::default()
         }
     }
 }

@@ -7,10 +7,13 @@ use crate::app::{App, AppConfig};
 use crate::http::{self, DEFAULT_MAX_BODY_BYTES};
 use crate::inspect_task::{self, InspectSchedule};
 use crate::policy::FailurePolicy;
+use crate::preflight::Preflight;
 use crate::server::{self, Stopped};
 use crate::shutdown::{self, Shutdown};
 use anyhow::Context;
-use slidelog::{MemoryStore, mask_password, open_store};
+use slidelog::redact::mask_password;
+use slidelog::store::MemoryStore;
+use slidelog::url::{StoreUrl, open_store};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,6 +51,12 @@ pub struct ServeArgs {
     /// How often the --config files are checked for changes.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub config_poll_interval: Duration,
+    /// Send every decision to the store. By default a rejection is answered
+    /// again locally until its retry_after_ms has passed (exact on a Redis
+    /// store; a reset through another instance is then seen by this one only
+    /// when the cached wait ends).
+    #[arg(long)]
+    pub no_rejection_cache: bool,
     /// Add x-ratelimit-limit/-remaining/-reset to Envoy responses
     /// (response_headers_to_add), as the reference service's option.
     #[arg(long)]
@@ -56,11 +65,21 @@ pub struct ServeArgs {
     pub store: StoreArgs,
     /// What to answer when the store fails or times out: fail-open admits with
     /// "degraded": true; fail-closed answers 503.
-    #[arg(long, value_enum, default_value_t = FailurePolicy::FailOpen)]
+    #[arg(long, value_parser = crate::policy::parser(), default_value = "fail-open")]
     pub on_store_error: FailurePolicy,
     /// Token that DELETE /v1/keys/{key} requires as `Authorization: Bearer <token>`.
     #[arg(long, env = "SLIDELOG_ADMIN_TOKEN", hide_env_values = true)]
-    pub admin_token: Option<String>,
+    pub admin_token: Option<slidelog::redact::Secret>,
+    /// Read the admin token from this file (trailing newline ignored), so it
+    /// appears neither in the process list nor in the environment.
+    #[arg(long, conflicts_with = "admin_token")]
+    pub admin_token_file: Option<std::path::PathBuf>,
+    /// Start even when the store refuses the configuration (wrong password,
+    /// unknown ACL user, NOPERM, a missing database, a failed TLS
+    /// handshake): /readyz then answers 503 naming the cause until it is
+    /// fixed. Without it, serve exits 2.
+    #[arg(long)]
+    pub allow_store_misconfig: bool,
     /// Accept `now_ms` in requests (a client that picks its time can empty its own log).
     #[arg(long)]
     pub trust_client_time: bool,
@@ -73,6 +92,26 @@ pub struct ServeArgs {
     /// Most keys the in-memory store holds (memory:// only).
     #[arg(long, default_value_t = slidelog_memory::DEFAULT_KEY_CAP)]
     pub memory_key_cap: usize,
+    /// Budget in bytes of the in-memory store: records, keys and their
+    /// table slots (memory:// only). At the budget or the key cap new keys
+    /// get 503 with Retry-After; existing keys are still decided exactly.
+    #[arg(long, env = "SLIDELOG_MEMORY_LIMIT", default_value_t = slidelog_memory::DEFAULT_MEMORY_LIMIT)]
+    pub memory_limit: usize,
+    /// Largest `max` a client may send (HTTP `max`, Envoy `limit` overrides;
+    /// --config limits are the operator's own). A key then holds at most this
+    /// many records. 1 to 10000000.
+    #[arg(long, env = "SLIDELOG_MAX_LIMIT", default_value_t = slidelog::Bounds::SERVICE.max_limit)]
+    pub max_limit: u64,
+    /// Largest cost of one request (HTTP `cost`, Envoy `hits_addend`). 1 to 10000000.
+    #[arg(long, env = "SLIDELOG_MAX_COST", default_value_t = slidelog::Bounds::SERVICE.max_cost)]
+    pub max_cost: u64,
+    /// Most limits in one HTTP request. 1 to 16.
+    #[arg(long, env = "SLIDELOG_MAX_LIMITS", default_value_t = slidelog::Bounds::SERVICE.max_limits)]
+    pub max_limits: usize,
+    /// Most descriptors in one Envoy rate limit request (gRPC or POST /json).
+    /// 1 to 1000.
+    #[arg(long, env = "SLIDELOG_MAX_DESCRIPTORS", default_value_t = slidelog::Bounds::SERVICE.max_descriptors)]
+    pub max_descriptors: usize,
     /// Scan the Redis key space this often and export the slidelog_inspect_*
     /// gauges on /metrics (e.g. 60s; at least 1s; Redis stores only).
     #[arg(long, value_parser = parse_duration)]
@@ -85,6 +124,31 @@ pub struct ServeArgs {
     /// requests_per_unit of --config, if any.
     #[arg(long, requires = "inspect_every")]
     pub inspect_max: Option<u64>,
+    /// Most open connections, HTTP and gRPC together (default: the open-file
+    /// limit less an eighth of it, at least 64 kept free). At the cap the
+    /// connection quiet the longest makes room for a new one.
+    #[arg(long)]
+    pub max_connections: Option<usize>,
+    /// Time an HTTP client gets to send a request's headers; also the
+    /// longest a kept-alive connection waits for its next request.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub http_header_timeout: Duration,
+    /// An HTTP connection that sends nothing for this long is closed.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub http_idle_timeout: Duration,
+    /// A gRPC connection that sends nothing (keep-alive answers count) for
+    /// this long is closed.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub grpc_idle_timeout: Duration,
+    /// Most concurrent HTTP/2 streams (requests) on one gRPC connection.
+    #[arg(long, default_value_t = crate::server::DEFAULT_GRPC_MAX_STREAMS)]
+    pub grpc_max_streams: u32,
+    /// Interval of the gRPC server's HTTP/2 keep-alive pings.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub grpc_keepalive_interval: Duration,
+    /// A keep-alive ping unanswered for this long closes the connection.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub grpc_keepalive_timeout: Duration,
     /// Log format on stderr (filter with RUST_LOG, default info).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -119,13 +183,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot listen on --http {}", args.http))
         .map_err(|e| bind_error(e, "--http", &args.http, None))?;
     let addr = listener.local_addr()?;
-    if !addr.ip().is_loopback() && args.admin_token.is_none() {
+    if !addr.ip().is_loopback() && args.admin_token.is_none() && args.admin_token_file.is_none() {
         tracing::warn!(
             http_addr = %addr,
             "listening beyond loopback without --admin-token: anyone who reaches it can reset keys"
         );
     }
     let (trigger, shutdown) = shutdown::channel();
+    let hygiene = hygiene(&args);
+    tracing::debug!(max_connections = hygiene.conns.max(), "connection cap (HTTP and gRPC together)");
     // Install the SIGTERM/SIGINT handlers before saying that we listen: a
     // signal sent as soon as the log line shows must stop us gracefully,
     // not by its default action. One poll registers them.
@@ -138,7 +204,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let grpc_addr = if args.no_grpc {
         None
     } else {
-        let bound = crate::envoy::spawn_grpc(&args.grpc, limiter.clone(), shutdown.clone())
+        let bound = crate::envoy::spawn_grpc(
+            &args.grpc,
+            limiter.clone(),
+            shutdown.clone(),
+            hygiene.clone(),
+        )
             .await
             .map_err(|e| bind_error(e, "--grpc", &args.grpc, Some("--no-grpc")))?;
         Some(bound)
@@ -190,7 +261,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         args.max_body_bytes,
         slidelog_envoy::json::router(limiter),
     );
-    match server::serve_http(listener, router, shutdown, grace).await? {
+    match server::serve_http_with(listener, router, shutdown, grace, &hygiene).await? {
         Stopped::Drained => tracing::info!("stopped"),
         Stopped::GraceExpired => tracing::warn!("stopped with requests cut off"),
     }
@@ -219,7 +290,10 @@ fn inspect_schedule(args: &ServeArgs) -> anyhow::Result<Option<InspectSchedule>>
     let Some(every) = args.inspect_every else {
         return Ok(None);
     };
-    if let Some(max) = args.inspect_max.filter(|m| !(1..=10_000_000).contains(m)) {
+    if let Some(max) = args
+        .inspect_max
+        .filter(|m| !(1..=slidelog_core::MAX_MAX).contains(m))
+    {
         anyhow::bail!("--inspect-max must be 1 ..= 10000000, got {max}");
     }
     // Without --inspect-max, the largest limit of --config (read once at
@@ -259,8 +333,41 @@ fn inspect_schedule(args: &ServeArgs) -> anyhow::Result<Option<InspectSchedule>>
     Ok(Some(schedule))
 }
 
+/// The connection limits of both ports, from the flags (checked by
+/// `validate`).
+fn hygiene(args: &ServeArgs) -> crate::server::Hygiene {
+    crate::server::Hygiene {
+        conns: crate::conns::Conns::new(
+            args.max_connections
+                .unwrap_or_else(crate::conns::default_max_connections),
+        ),
+        header_timeout: args.http_header_timeout,
+        http_idle_timeout: args.http_idle_timeout,
+        grpc_idle_timeout: args.grpc_idle_timeout,
+        grpc_max_streams: args.grpc_max_streams,
+        grpc_keepalive_interval: args.grpc_keepalive_interval,
+        grpc_keepalive_timeout: args.grpc_keepalive_timeout,
+    }
+}
+
+/// The admin token: --admin-token (or SLIDELOG_ADMIN_TOKEN), or the
+/// contents of --admin-token-file without its trailing newline. The error
+/// names the file, never its contents.
+fn admin_token(args: &ServeArgs) -> anyhow::Result<Option<slidelog::redact::Secret>> {
+    let Some(path) = &args.admin_token_file else {
+        return Ok(args.admin_token.clone());
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read --admin-token-file {}", path.display()))?;
+    let token = text.trim_end_matches(['\r', '\n']);
+    if token.is_empty() {
+        anyhow::bail!("--admin-token-file {} is empty", path.display());
+    }
+    Ok(Some(token.into()))
+}
+
 fn validate(args: &ServeArgs) -> anyhow::Result<()> {
-    if args.admin_token.as_deref().is_some_and(str::is_empty) {
+    if args.admin_token.as_ref().is_some_and(|t| t.expose().is_empty()) {
         anyhow::bail!("--admin-token must not be empty (leave it unset for no token)");
     }
     if args.max_body_bytes < 64 {
@@ -272,8 +379,42 @@ fn validate(args: &ServeArgs) -> anyhow::Result<()> {
     if args.memory_key_cap == 0 {
         anyhow::bail!("--memory-key-cap must be at least 1, got 0");
     }
+    if args.memory_limit < 1 << 20 {
+        anyhow::bail!(
+            "--memory-limit must be at least 1048576 (1 MiB), got {}",
+            args.memory_limit
+        );
+    }
+    let absolute = slidelog::Bounds::ABSOLUTE;
+    for (flag, value, top) in [
+        ("--max-limit", args.max_limit, absolute.max_limit),
+        ("--max-cost", args.max_cost, absolute.max_cost),
+        ("--max-limits", args.max_limits as u64, absolute.max_limits as u64),
+        ("--max-descriptors", args.max_descriptors as u64, absolute.max_descriptors as u64),
+    ] {
+        if !(1..=top).contains(&value) {
+            anyhow::bail!("{flag} must be between 1 and {top}, got {value}");
+        }
+    }
     if args.config_poll_interval.is_zero() {
         anyhow::bail!("--config-poll-interval must be at least 1ms, got 0");
+    }
+    if args.max_connections == Some(0) {
+        anyhow::bail!("--max-connections must be at least 1, got 0");
+    }
+    for (flag, value) in [
+        ("--http-header-timeout", args.http_header_timeout),
+        ("--http-idle-timeout", args.http_idle_timeout),
+        ("--grpc-idle-timeout", args.grpc_idle_timeout),
+        ("--grpc-keepalive-interval", args.grpc_keepalive_interval),
+        ("--grpc-keepalive-timeout", args.grpc_keepalive_timeout),
+    ] {
+        if value < Duration::from_millis(100) {
+            anyhow::bail!("{flag} must be at least 100ms, got {value:?}");
+        }
+    }
+    if args.grpc_max_streams == 0 {
+        anyhow::bail!("--grpc-max-streams must be at least 1, got 0");
     }
     if args.store.store_timeout.is_zero() {
         anyhow::bail!("--store-timeout must be at least 1ms, got 0");
@@ -286,29 +427,57 @@ pub async fn build_app(args: &ServeArgs) -> anyhow::Result<App> {
     let config = AppConfig {
         policy: args.on_store_error,
         store_timeout: args.store.store_timeout,
-        admin_token: args.admin_token.clone(),
+        admin_token: admin_token(args)?,
         trust_client_time: args.trust_client_time,
+        bounds: slidelog::Bounds {
+            max_limit: args.max_limit,
+            max_cost: args.max_cost,
+            max_limits: args.max_limits,
+            max_descriptors: args.max_descriptors,
+        },
     };
-    if args.store.store.starts_with("memory://") {
+    if StoreUrl::parse(&args.store.store)?.is_memory() {
         // Built here rather than by URL so that its key count is exported
         // and its expired logs are swept on a timer.
-        let store = Arc::new(MemoryStore::new().with_key_cap(args.memory_key_cap));
+        let store = Arc::new(
+            MemoryStore::new()
+                .with_key_cap(args.memory_key_cap)
+                .with_memory_limit(args.memory_limit),
+        );
         return Ok(App::with_memory_store(store, config));
     }
     let mut options = args.store.options();
     options.memory_key_cap = args.memory_key_cap;
+    options.memory_limit = args.memory_limit;
+    // A misconfiguration will not pass by itself: refuse to start on one.
+    let preflight = crate::preflight::check(&args.store.store, &options).await;
+    if let Preflight::Misconfigured(cause) = &preflight
+        && !args.allow_store_misconfig
+    {
+        anyhow::bail!(
+            "{cause}; the store refuses slidelog's configuration: fix --store (SLIDELOG_STORE) \
+             or the server, or start anyway with --allow-store-misconfig"
+        );
+    }
     // Start even while Redis is down: /readyz says unready and the failure
     // policy answers until it comes up, as it would during any later outage.
     options.lazy_connect = true;
     let store = open_store(&args.store.store, &options).await?;
-    let app = App::new(store, config);
-    if let Err(e) = app.ready().await {
-        tracing::warn!(
+    let app = if args.no_rejection_cache {
+        App::with_builder(store, config, |b| b.no_rejection_cache())
+    } else {
+        App::new(store, config)
+    };
+    match preflight {
+        Preflight::Ready => {}
+        Preflight::Unreachable(reason) => tracing::warn!(
             store = %mask_password(&args.store.store),
-            error = %e,
+            error = %reason,
             "store not reachable at start; serving with the {} policy until it is",
             args.on_store_error
-        );
+        ),
+        // Logged at error level; /readyz answers 503 with the cause.
+        Preflight::Misconfigured(cause) => app.limiter().note_misconfiguration(&cause),
     }
     Ok(app)
 }

@@ -9,7 +9,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use slidelog::{Mode, Now};
+use slidelog::{LimiterError, Mode, Now, StoreError};
 
 /// `POST /v1/check`: decide and record.
 pub async fn check(
@@ -64,9 +64,10 @@ async fn decide_inner(
     };
     let request = body.to_request()?;
     let decision = app
-        .decide(&request, mode, now)
+        .limiter()
+        .decide_at(&request, mode, now)
         .await
-        .map_err(|refused| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, refused.to_string()))?;
+        .map_err(|e| decision_error(app, e))?;
     let status = if decision.allowed {
         StatusCode::OK
     } else {
@@ -77,6 +78,30 @@ async fn decide_inner(
     Ok(response)
 }
 
+/// The answer when the limiter gave no decision: bad input (an operator's
+/// bound) is 400; a full store is 503 with the time until a log expires (not
+/// an outage: no policy admits past it); any other store error reached us
+/// because the policy is fail-closed.
+fn decision_error(app: &App, error: LimiterError) -> ApiError {
+    match error {
+        LimiterError::Input(e) => {
+            app.metrics().bad_request(e.field());
+            ApiError::bad_request(e.field(), e.to_string())
+        }
+        LimiterError::Store(e @ StoreError::Full { retry_after_ms, .. }) => {
+            let error = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string());
+            match retry_after_ms {
+                Some(ms) => error.retry_after(ms.div_ceil(1_000)),
+                None => error,
+            }
+        }
+        LimiterError::Store(e) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("rate limit store unavailable (fail-closed): {e}"),
+        ),
+    }
+}
+
 /// `DELETE /v1/keys/{key}`: delete the key's log. Needs the admin token
 /// when one is configured.
 pub async fn reset(
@@ -85,13 +110,13 @@ pub async fn reset(
     Path(key): Path<String>,
 ) -> Result<Response, ApiError> {
     if let Some(token) = &app.config().admin_token {
-        authorize(&headers, token)?;
+        authorize(&headers, token.expose())?;
     }
     slidelog_core::limit::validate_key(&key).map_err(|e| {
         app.metrics().bad_request("key");
         ApiError::bad_request("key", e.to_string())
     })?;
-    let existed = app.reset(&key).await.map_err(|e| {
+    let existed = app.limiter().reset(&key).await.map_err(|e| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("reset failed: {e}"),
@@ -143,7 +168,13 @@ pub async fn healthz() -> Json<serde_json::Value> {
 
 /// `GET /readyz`: the store answers a ping within its timeout; 503 otherwise.
 pub async fn readyz(State(app): State<App>) -> Result<Json<serde_json::Value>, ApiError> {
-    match app.ready().await {
+    if let Some(cause) = crate::preflight::standing_misconfiguration(app.limiter()).await {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: the {} store refuses slidelog's configuration: {cause}", app.store_kind()),
+        ));
+    }
+    match app.limiter().ping().await {
         Ok(()) => Ok(Json(
             serde_json::json!({ "status": "ready", "store": app.store_kind() }),
         )),

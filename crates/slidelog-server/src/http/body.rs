@@ -16,8 +16,8 @@ use axum::http::{StatusCode, header};
 use slidelog::{InputError, Limit, Request};
 
 /// Largest `now_ms` accepted: 2^53 - 1, the largest integer that a double
-/// (a Redis sorted-set score) holds exactly.
-pub const MAX_NOW_MS: u64 = (1 << 53) - 1;
+/// (a Redis sorted-set score) holds exactly; the one bound of every store.
+pub use slidelog::store::MAX_NOW_MS;
 
 /// The request body of a check or a peek.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
@@ -31,7 +31,8 @@ pub struct DecisionBody {
     /// Window in ms (1 to 366 days); with `max`.
     #[serde(default)]
     pub window_ms: Option<u64>,
-    /// Units this request consumes, 1 to the smallest `max`; default 1.
+    /// Units this request consumes, 1 to the smallest `max`; default 1. With
+    /// `limits`, the cost of every entry that gives none of its own.
     #[serde(default)]
     pub cost: Option<u64>,
     /// 1 to 16 limits that all apply, in place of `max`/`window_ms`.
@@ -50,6 +51,10 @@ pub struct LimitBody {
     pub max: u64,
     /// Window in ms.
     pub window_ms: u64,
+    /// This limit's own cost (1 to its `max`): each limit may count its own
+    /// unit, as 1 request and 4,000 tokens. Default: the request's `cost`.
+    #[serde(default)]
+    pub cost: Option<u64>,
 }
 
 impl DecisionBody {
@@ -94,7 +99,19 @@ impl DecisionBody {
                 ));
             }
         };
-        Request::new(self.key.clone(), limits, self.cost.unwrap_or(1)).map_err(input_error)
+        let cost = self.cost.unwrap_or(1);
+        let own_costs = self
+            .limits
+            .as_ref()
+            .filter(|entries| entries.iter().any(|l| l.cost.is_some()));
+        match own_costs {
+            // One cost per limit: an entry without its own takes `cost`.
+            Some(entries) => {
+                let costs: Vec<u64> = entries.iter().map(|l| l.cost.unwrap_or(cost)).collect();
+                Request::with_costs(self.key.clone(), limits, costs).map_err(input_error)
+            }
+            None => Request::new(self.key.clone(), limits, cost).map_err(input_error),
+        }
     }
 }
 
@@ -136,6 +153,7 @@ where
                               (or no Content-Type)"
                         .into(),
                     field: Some("body"),
+                    retry_after_s: None,
                 });
             }
         }
@@ -157,6 +175,7 @@ fn body_rejection(rejection: BytesRejection) -> ApiError {
         status,
         message,
         field: Some("body"),
+        retry_after_s: None,
     }
 }
 
@@ -212,6 +231,7 @@ fn field_at_fault(path: &str, message: &str) -> &'static str {
         return match path.rsplit('.').next() {
             Some("max") => "max",
             Some("window_ms") => "window_ms",
+            Some("cost") => "cost",
             _ => "limits",
         };
     }
@@ -238,7 +258,9 @@ fn bound_hint(field: &str) -> Option<&'static str> {
         "max" => "an integer from 1 to 10000000",
         "window_ms" => "an integer from 1 to 31622400000",
         "cost" => "an integer from 1 to the smallest max",
-        "limits" => "an array of 1 to 16 objects {\"max\": …, \"window_ms\": …}",
+        "limits" => {
+            "an array of 1 to 16 objects {\"max\": …, \"window_ms\": …, \"cost\": … (optional)}"
+        }
         "now_ms" => "an integer from 0 to 9007199254740991 (Unix ms)",
         _ => return None,
     })

@@ -14,6 +14,8 @@ pub struct ApiError {
     pub message: String,
     /// The request field at fault, for the bad-request metric.
     pub field: Option<&'static str>,
+    /// `Retry-After` in seconds for a 503 (default 1).
+    pub retry_after_s: Option<u64>,
 }
 
 impl ApiError {
@@ -23,6 +25,7 @@ impl ApiError {
             status: StatusCode::BAD_REQUEST,
             message: message.into(),
             field: Some(field),
+            retry_after_s: None,
         }
     }
 
@@ -32,7 +35,14 @@ impl ApiError {
             status,
             message: message.into(),
             field: None,
+            retry_after_s: None,
         }
+    }
+
+    /// The same error with `Retry-After: secs`.
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after_s = Some(secs.max(1));
+        self
     }
 }
 
@@ -56,10 +66,12 @@ impl IntoResponse for ApiError {
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         if self.status == StatusCode::SERVICE_UNAVAILABLE {
-            // A hint for well-behaved clients: try again in a second.
+            // A hint for well-behaved clients: when the store said when
+            // (a full store: its first log to expire), else in a second.
+            let secs = self.retry_after_s.unwrap_or(1);
             response
                 .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         response
     }

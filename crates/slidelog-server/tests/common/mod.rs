@@ -2,7 +2,7 @@
 //! free loopback port (port 0) and stop it through its shutdown signal.
 #![allow(dead_code)]
 
-use slidelog::MemoryStore;
+use slidelog::store::MemoryStore;
 use slidelog_server::app::{App, AppConfig};
 use slidelog_server::http;
 use slidelog_server::server::{Stopped, serve_http};

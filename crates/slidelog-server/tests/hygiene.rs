@@ -1,0 +1,248 @@
+//! Idle and hostile clients cannot lock anyone out (issue 12, reproduction
+//! 4). Before the fix, with 1,024 file descriptors, 1,050 connections that
+//! sent nothing stopped both ports from accepting ("Too many open files"
+//! every second) until they were released, and 500 slowloris connections
+//! were never closed.
+//!
+//! The service runs as a child under `prlimit --nofile=1024:1024`; this test
+//! process raises its own soft limit (with `prlimit --pid`) when it is too
+//! low to open 1,050 connections.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_slidelog");
+
+struct Serve {
+    child: Child,
+    http: String,
+    grpc: String,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `slidelog serve` on the memory store with 1,024 descriptors.
+fn serve(extra: &[&str]) -> Serve {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new("prlimit")
+        .arg("--nofile=1024:1024")
+        .arg(BIN)
+        .args(["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
+        .args(extra)
+        .env_remove("SLIDELOG_STORE")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run prlimit (util-linux; apt-get install -y util-linux)");
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        let Some(Ok(line)) = lines.next() else { break };
+        let field = |name: &str| {
+            line.split(name)
+                .nth(1)
+                .map(|r| r.split_whitespace().next().unwrap().to_owned())
+        };
+        if let (Some(http), Some(grpc)) = (field("http_addr="), field("grpc_addr=")) {
+            // Keep draining the log so the child never blocks on it.
+            std::thread::spawn(move || for _ in lines {});
+            return Serve { child, http, grpc };
+        }
+    }
+    panic!("slidelog serve did not start");
+}
+
+/// Makes sure this process may open `n` more descriptors.
+fn ensure_nofile(n: usize) {
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let mut fields = line["Max open files".len()..].split_whitespace();
+    let soft: usize = fields.next().unwrap().parse().unwrap_or(usize::MAX);
+    let hard: usize = fields.next().unwrap().parse().unwrap_or(usize::MAX);
+    if soft >= n {
+        return;
+    }
+    assert!(
+        hard >= n,
+        "this test needs {n} descriptors; the hard limit is {hard}: raise it (ulimit -Hn)"
+    );
+    let status = Command::new("prlimit")
+        .arg(format!("--pid={}", std::process::id()))
+        .arg(format!("--nofile={hard}:{hard}"))
+        .status()
+        .expect("prlimit");
+    assert!(
+        status.success(),
+        "prlimit could not raise this test's limit"
+    );
+}
+
+fn http_get(addr: &str, path: &str) -> Result<u16, String> {
+    let mut tcp = TcpStream::connect(addr).map_err(|e| e.to_string())?;
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        tcp,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(|e| e.to_string())?;
+    let mut answer = String::new();
+    tcp.read_to_string(&mut answer).map_err(|e| e.to_string())?;
+    answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("no HTTP answer: {answer:?}"))
+}
+
+/// An HTTP/2 client preface; true when the server answers with SETTINGS.
+fn grpc_port_answers(addr: &str) -> bool {
+    let Ok(mut tcp) = TcpStream::connect(addr) else {
+        return false;
+    };
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    hello.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+    if tcp.write_all(&hello).is_err() {
+        return false;
+    }
+    let mut frame = [0u8; 9];
+    tcp.read_exact(&mut frame).is_ok() && frame[3] == 4
+}
+
+#[test]
+fn idle_connections_do_not_lock_new_clients_out() {
+    ensure_nofile(2_500);
+    let service = serve(&[]);
+    assert_eq!(http_get(&service.http, "/healthz"), Ok(200));
+    // 1,050 connections to each port that send nothing: more than the
+    // service's 1,024 descriptors in all.
+    let mut idle = Vec::new();
+    for addr in [&service.http, &service.grpc] {
+        for _ in 0..1_050 {
+            match TcpStream::connect(addr) {
+                Ok(tcp) => idle.push(tcp),
+                Err(e) => panic!("connect {addr}: {e}"),
+            }
+        }
+    }
+    std::thread::sleep(Duration::from_millis(800));
+    // A new client of each port is served, at once and repeatedly.
+    for round in 0..5 {
+        let started = Instant::now();
+        assert_eq!(
+            http_get(&service.http, "/healthz"),
+            Ok(200),
+            "round {round}"
+        );
+        assert!(grpc_port_answers(&service.grpc), "round {round}: gRPC port");
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(600));
+    }
+    drop(idle);
+}
+
+#[test]
+fn slowloris_connections_are_closed_after_the_header_timeout() {
+    ensure_nofile(1_000);
+    let service = serve(&["--http-header-timeout", "1s"]);
+    let mut slow: Vec<TcpStream> = (0..500)
+        .map(|_| {
+            let mut tcp = TcpStream::connect(&service.http).unwrap();
+            tcp.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+                .unwrap();
+            tcp.set_nonblocking(true).unwrap();
+            tcp
+        })
+        .collect();
+    let started = Instant::now();
+    let mut open = slow.len();
+    // Drip one header line at a time (activity, but never a full request).
+    while open > 0 && started.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(200));
+        open = 0;
+        for tcp in &mut slow {
+            let _ = tcp.write_all(b"X-Drip: 1\r\n");
+            let mut buf = [0u8; 256];
+            match tcp.read(&mut buf) {
+                Ok(0) => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::TimedOut => {
+                    open += 1
+                }
+                // A 408 answer or a reset: closed as well.
+                _ => {}
+            }
+        }
+    }
+    let took = started.elapsed();
+    println!("500 slowloris connections closed after {took:?} (header timeout 1s)");
+    assert_eq!(
+        open, 0,
+        "{open} slowloris connections still open after {took:?}"
+    );
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    assert_eq!(http_get(&service.http, "/healthz"), Ok(200));
+}
+
+/// Reads HTTP/2 frames (type, payload) until `until` holds or 5 s pass.
+fn read_frames(tcp: &mut TcpStream, mut until: impl FnMut(u8, &[u8]) -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    while Instant::now() < deadline {
+        let mut head = [0u8; 9];
+        if tcp.read_exact(&mut head).is_err() {
+            return false;
+        }
+        let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+        let mut payload = vec![0u8; len];
+        if tcp.read_exact(&mut payload).is_err() {
+            return false;
+        }
+        if until(head[3], &payload) {
+            return true;
+        }
+    }
+    false
+}
+
+#[test]
+fn grpc_caps_streams_and_sends_keepalive_pings() {
+    let service = serve(&[
+        "--grpc-max-streams",
+        "7",
+        "--grpc-keepalive-interval",
+        "1s",
+    ]);
+    let mut tcp = TcpStream::connect(&service.grpc).unwrap();
+    let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    hello.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+    tcp.write_all(&hello).unwrap();
+    // SETTINGS_MAX_CONCURRENT_STREAMS (id 3) = 7 in the server's SETTINGS.
+    let capped = read_frames(&mut tcp, |kind, payload| {
+        kind == 4
+            && payload.chunks(6).any(|s| {
+                s.len() == 6
+                    && u16::from_be_bytes([s[0], s[1]]) == 3
+                    && u32::from_be_bytes([s[2], s[3], s[4], s[5]]) == 7
+            })
+    });
+    assert!(capped, "no SETTINGS_MAX_CONCURRENT_STREAMS = 7");
+    // An idle connection gets a PING (type 6) within the interval.
+    let started = Instant::now();
+    assert!(read_frames(&mut tcp, |kind, _| kind == 6), "no keep-alive PING");
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+}

@@ -1,0 +1,315 @@
+//! The built binary against a real redis-server (issue 12, reproductions 2
+//! and 3): a misconfigured store is loud — `serve` and `check` refuse to
+//! start (exit 2) naming the cause; `serve --allow-store-misconfig` starts,
+//! logs an error line and answers 503 on /readyz with the cause — and no
+//! password or token is ever printed: not by `--help` with the env set, not
+//! in errors of `check`, `serve` and `inspect`, whatever characters the
+//! password holds. The admin token can come from a file.
+
+use slidelog_testkit::RedisServer;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_slidelog");
+
+/// Runs the binary to completion (bounded: 30 s).
+fn run(args: &[&str], envs: &[(&str, &str)]) -> Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .envs(envs.iter().copied())
+        .env_remove("SLIDELOG_STORE")
+        .env_remove("SLIDELOG_ADMIN_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run slidelog");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("slidelog {args:?} did not exit within 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A `serve` child, ready once it logged its address; killed on drop.
+struct Serve {
+    child: Child,
+    addr: String,
+    log: Vec<String>,
+    rest: mpsc::Receiver<String>,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(args: &[&str]) -> Serve {
+    let mut child = Command::new(BIN)
+        .args(["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
+        .args(args)
+        .env_remove("SLIDELOG_STORE")
+        .env_remove("SLIDELOG_ADMIN_TOKEN")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut log = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let line = rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .unwrap_or_else(|_| panic!("serve never listened:\n{}", log.join("\n")));
+        let addr = line
+            .split("http_addr=")
+            .nth(1)
+            .map(|r| r.split_whitespace().next().unwrap().to_owned());
+        log.push(line);
+        if let Some(addr) = addr {
+            return Serve {
+                child,
+                addr,
+                log,
+                rest: rx,
+            };
+        }
+    }
+}
+
+fn get(addr: &str, method: &str, path: &str, extra: &str) -> (u16, String) {
+    let mut tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        tcp,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n{extra}\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    tcp.read_to_string(&mut answer).unwrap();
+    let status = answer.split(' ').nth(1).unwrap().parse().unwrap();
+    (
+        status,
+        answer.split("\r\n\r\n").nth(1).unwrap_or("").to_owned(),
+    )
+}
+
+#[test]
+fn serve_and_check_refuse_a_wrong_password_naming_the_cause() {
+    let redis = RedisServer::start_with_args(&["--requirepass", "right"]);
+    let url = format!("redis://:hunter2@{}", redis.addr());
+    let out = run(
+        &[
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--grpc",
+            "127.0.0.1:0",
+            "--store",
+            &url,
+        ],
+        &[],
+    );
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains("authentication failed"), "{said}");
+    assert!(said.contains("--allow-store-misconfig"), "{said}");
+    assert!(!said.contains("hunter2"), "{said}");
+
+    let out = run(
+        &[
+            "check", "k", "--max", "1", "--window", "1s", "--store", &url,
+        ],
+        &[],
+    );
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains("authentication failed"), "{said}");
+    assert!(!said.contains("hunter2"), "{said}");
+}
+
+#[test]
+fn serve_refuses_noperm_found_by_a_peek_decision() {
+    let redis = RedisServer::start();
+    redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("pinger")
+        .arg("on")
+        .arg(">pw")
+        .arg("~*")
+        .arg("+ping")
+        .arg("+select")
+        .query::<()>(&mut redis.client())
+        .unwrap();
+    let url = format!("redis://pinger:pw@{}", redis.addr());
+    let out = run(
+        &[
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--grpc",
+            "127.0.0.1:0",
+            "--store",
+            &url,
+        ],
+        &[],
+    );
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains("NOPERM"), "{said}");
+}
+
+#[test]
+fn allowed_to_start_misconfigured_it_is_unready_with_the_cause() {
+    let redis = RedisServer::start_with_args(&["--requirepass", "right"]);
+    let url = format!("redis://:hunter2@{}", redis.addr());
+    let service = serve(&["--store", &url, "--allow-store-misconfig"]);
+    let error_line = service
+        .log
+        .iter()
+        .find(|l| l.contains("ERROR"))
+        .unwrap_or_else(|| panic!("no error line:\n{}", service.log.join("\n")));
+    assert!(error_line.contains("authentication failed"), "{error_line}");
+    let (status, body) = get(&service.addr, "GET", "/readyz", "");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("authentication failed"), "{body}");
+    assert!(!body.contains("hunter2"), "{body}");
+    // Decisions keep failing, and the error is not logged again per request.
+    for _ in 0..10 {
+        get(&service.addr, "POST", "/v1/check", "");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let later: Vec<String> = service.rest.try_iter().collect();
+    assert!(
+        later.iter().filter(|l| l.contains("ERROR")).count() <= 1,
+        "{later:?}"
+    );
+}
+
+#[test]
+fn help_never_shows_secret_env_values() {
+    let out = run(
+        &["serve", "--help"],
+        &[
+            ("SLIDELOG_STORE", "redis://default:s3cr3t@h:1"),
+            ("SLIDELOG_ADMIN_TOKEN", "t0k3n"),
+        ],
+    );
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("SLIDELOG_STORE"), "{said}");
+    assert!(
+        !said.contains("s3cr3t") && !said.contains("t0k3n"),
+        "{said}"
+    );
+    for sub in ["check", "inspect"] {
+        let out = run(
+            &[sub, "--help"],
+            &[("SLIDELOG_STORE", "redis://default:s3cr3t@h:1")],
+        );
+        assert!(!text(&out).contains("s3cr3t"), "{sub}: {}", text(&out));
+    }
+}
+
+#[test]
+fn a_password_that_needs_percent_encoding_is_never_printed() {
+    // Nothing listens on port 1: every command fails and prints the URL.
+    let url = "redis://default:pa/ss@127.0.0.1:1";
+    let runs: [&[&str]; 3] = [
+        &[
+            "check",
+            "k",
+            "--max",
+            "1",
+            "--window",
+            "1s",
+            "--store",
+            url,
+            "--connect-timeout",
+            "300ms",
+        ],
+        &[
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--grpc",
+            "127.0.0.1:0",
+            "--store",
+            url,
+            "--connect-timeout",
+            "300ms",
+        ],
+        &["inspect", "--store", url],
+    ];
+    for args in runs {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .env_remove("SLIDELOG_STORE")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // serve keeps running (Redis down is a passing fault): give it time
+        // to log its start, then stop it.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        let said = text(&out);
+        assert!(
+            said.contains("127.0.0.1:1") || said.contains("default:***"),
+            "{args:?}: {said}"
+        );
+        assert!(
+            !said.contains("pa/ss") && !said.contains("ss@"),
+            "{args:?} printed the password: {said}"
+        );
+    }
+}
+
+#[test]
+fn the_admin_token_can_come_from_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("token");
+    std::fs::write(&file, "from-file\n").unwrap();
+    let service = serve(&["--admin-token-file", file.to_str().unwrap()]);
+    assert_eq!(get(&service.addr, "DELETE", "/v1/keys/k", "").0, 401);
+    let ok = get(
+        &service.addr,
+        "DELETE",
+        "/v1/keys/k",
+        "Authorization: Bearer from-file\r\n",
+    );
+    assert_eq!(ok.0, 200, "{}", ok.1);
+    assert!(!service.log.join("\n").contains("from-file"));
+    // A missing file is an error naming the file.
+    let out = run(&["serve", "--admin-token-file", "/nonexistent/token"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("/nonexistent/token"), "{}", text(&out));
+}

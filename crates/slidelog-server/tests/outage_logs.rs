@@ -1,0 +1,128 @@
+//! Store outages are logged per episode, not per request (issue 12,
+//! reproduction 6): before the fix, 20 alternating requests at the memory
+//! store's key cap gave 21 WARN and 20 INFO lines. Now a store that fails
+//! every other request is one episode: one line when it starts failing, one
+//! when it has answered again with no failure for a quiet second. The same
+//! for a Redis that is killed and restarted.
+
+use slidelog_testkit::RedisServer;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+struct Serve {
+    child: Child,
+    addr: String,
+    log: mpsc::Receiver<String>,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(args: &[&str]) -> Serve {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_slidelog"))
+        .args(["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
+        .args(args)
+        .env_remove("SLIDELOG_STORE")
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let line = rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("serve started");
+        if let Some(addr) = line.split("http_addr=").nth(1) {
+            let addr = addr.split_whitespace().next().unwrap().to_owned();
+            return Serve { child, addr, log: rx };
+        }
+    }
+}
+
+fn check(addr: &str, key: &str) -> u16 {
+    let body = format!(r#"{{"key":"{key}","max":1000,"window_ms":60000}}"#);
+    let mut tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        tcp,
+        "POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    tcp.read_to_string(&mut answer).unwrap();
+    answer.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
+/// The store log lines (WARN/INFO/ERROR about the store) so far.
+fn store_lines(service: &Serve) -> Vec<String> {
+    std::thread::sleep(Duration::from_millis(200));
+    service
+        .log
+        .try_iter()
+        .filter(|l| l.contains("store"))
+        .filter(|l| l.contains("WARN") || l.contains("INFO") || l.contains("ERROR"))
+        .collect()
+}
+
+#[test]
+fn alternating_requests_at_the_key_cap_are_one_episode() {
+    let service = serve(&["--memory-key-cap", "1"]);
+    assert_eq!(check(&service.addr, "held"), 200);
+    store_lines(&service);
+    for i in 0..20 {
+        let key = if i % 2 == 0 { format!("new{i}") } else { "held".into() };
+        check(&service.addr, &key);
+    }
+    let lines = store_lines(&service);
+    let warn = lines.iter().filter(|l| l.contains("WARN")).count();
+    let info = lines.iter().filter(|l| l.contains("INFO")).count();
+    assert_eq!((warn, info), (1, 0), "{lines:#?}");
+    // A quiet second later, one success ends the episode with one line.
+    std::thread::sleep(Duration::from_millis(1_100));
+    check(&service.addr, "held");
+    let lines = store_lines(&service);
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert!(lines[0].contains("INFO") && lines[0].contains("answers again"), "{lines:#?}");
+}
+
+#[test]
+fn a_redis_outage_is_one_warn_line_and_one_info_line() {
+    let mut redis = RedisServer::start();
+    let service = serve(&["--store", &redis.url()]);
+    assert_eq!(check(&service.addr, "k"), 200);
+    redis.kill();
+    for _ in 0..20 {
+        check(&service.addr, "k");
+    }
+    redis.restart();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut lines = Vec::new();
+    // Requests every 100 ms until the recovery line shows.
+    while !lines.iter().any(|l: &String| l.contains("answers again")) {
+        assert!(Instant::now() < deadline, "{lines:#?}");
+        check(&service.addr, "k");
+        lines.extend(store_lines(&service));
+    }
+    let warn = lines.iter().filter(|l| l.contains("WARN")).count();
+    let info = lines.iter().filter(|l| l.contains("INFO")).count();
+    assert_eq!((warn, info), (1, 1), "{lines:#?}");
+}

@@ -1,0 +1,93 @@
+//! The metrics hook of a [`Limiter`](crate::Limiter): the one place where a
+//! decision is timed, the failure policy applied and the outcome reported
+//! (docs/design.md §6, §7). The library records nothing by itself; a service
+//! fills the hook with its recorder (the `slidelog` server with its
+//! Prometheus registry), so that every transport that decides through the
+//! limiter is counted the same way.
+
+use slidelog_core::{Decision, StoreError};
+use std::time::Duration;
+
+/// Which limiter call a report is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// Decide and record.
+    Check,
+    /// Decide, record nothing.
+    Peek,
+    /// Delete a key's log.
+    Reset,
+    /// Readiness probe.
+    Ping,
+}
+
+impl Op {
+    /// The label value: `check`, `peek`, `reset` or `ping`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Check => "check",
+            Self::Peek => "peek",
+            Self::Reset => "reset",
+            Self::Ping => "ping",
+        }
+    }
+
+    /// Whether the call decides (a check or a peek), as opposed to a reset or
+    /// a ping.
+    pub fn decides(self) -> bool {
+        matches!(self, Self::Check | Self::Peek)
+    }
+}
+
+/// What a [`Limiter`](crate::Limiter) reports. Every method has an empty
+/// default, so an implementation picks what it records.
+///
+/// ```
+/// use slidelog::metrics::{MetricsHook, Op};
+/// use slidelog::{Decision, Limit, Limiter};
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicU64, Ordering};
+///
+/// #[derive(Debug, Default)]
+/// struct Rejections(AtomicU64);
+///
+/// impl MetricsHook for Rejections {
+///     fn decided(&self, _op: Op, decision: &Decision, _elapsed: std::time::Duration) {
+///         if !decision.allowed {
+///             self.0.fetch_add(1, Ordering::Relaxed);
+///         }
+///     }
+/// }
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let hook = Arc::new(Rejections::default());
+/// let limiter = Limiter::builder()
+///     .metrics(hook.clone())
+///     .build_memory(Arc::new(slidelog::store::MemoryStore::new()));
+/// let limits = [Limit::new(1, 60_000)?];
+/// limiter.check("k", &limits, 1).await?;
+/// limiter.check("k", &limits, 1).await?;
+/// assert_eq!(hook.0.load(Ordering::Relaxed), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
+/// ```
+pub trait MetricsHook: Send + Sync + std::fmt::Debug {
+    /// The store decided (`op` is [`Op::Check`] or [`Op::Peek`]) in `elapsed`.
+    fn decided(&self, op: Op, decision: &Decision, elapsed: Duration) {
+        let _ = (op, decision, elapsed);
+    }
+
+    /// A store call failed (or exceeded the timeout) after `elapsed`;
+    /// `degraded` when the fail-open policy answered for it.
+    fn store_failed(&self, op: Op, error: &StoreError, degraded: bool, elapsed: Duration) {
+        let _ = (op, error, degraded, elapsed);
+    }
+
+    /// The store answered a readiness ping.
+    fn store_up(&self) {}
+}
+
+/// The hook that records nothing (the default of a limiter).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoMetrics;
+
+impl MetricsHook for NoMetrics {}

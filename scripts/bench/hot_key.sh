@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The hot-key workload of issue 15 on a Redis store: one key, 100 per
+# second, hammered over HTTP (wrk, POST /v1/check) and over the Envoy gRPC
+# API (h2load, ShouldRateLimit), with the local rejection cache (the
+# default) and without it (--no-rejection-cache). For each run: decisions/s,
+# the answers, p50/p99/max latency, and Redis calls per request (EVALSHA
+# calls in INFO commandstats / requests). Starts its own redis-server on a
+# free port (never 6379). Needs wrk and h2load (apt-get install -y wrk
+# nghttp2-client).
+#
+#   scripts/bench/hot_key.sh                    # 10 s per run
+#   BIN=/path/to/slidelog DURATION=5 scripts/bench/hot_key.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+DURATION=${DURATION:-10}
+BIN=${BIN:-target/release/slidelog}
+for tool in wrk h2load redis-server; do
+  command -v $tool >/dev/null || { echo "$tool is missing: apt-get install -y wrk nghttp2-client redis-server" >&2; exit 2; }
+done
+[ -x "$BIN" ] || cargo build --release -q -p slidelog-server
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+RPORT=$(free_port)
+redis-server --port "$RPORT" --save '' --appendonly no >"$WORK/redis.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 50); do redis-cli -p "$RPORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+R="redis-cli -p $RPORT"
+
+printf 'domain: bench\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 100}\n' >"$WORK/envoy.yaml"
+# ShouldRateLimit{domain: "bench", descriptors: [{entries: [{key: "user", value: "hot"}]}]}, gRPC-framed.
+python3 - "$WORK/grpc.bin" <<'PY'
+import sys
+entry = b"\x0a\x04user\x12\x03hot"
+desc = b"\x0a" + bytes([len(entry)]) + entry
+msg = b"\x0a\x05bench\x12" + bytes([len(desc)]) + desc
+open(sys.argv[1], "wb").write(b"\x00" + len(msg).to_bytes(4, "big") + msg)
+PY
+
+start_serve() {
+  HPORT=$(free_port); GPORT=$(free_port)
+  "$BIN" serve --store "redis://127.0.0.1:$RPORT" --http "127.0.0.1:$HPORT" --grpc "127.0.0.1:$GPORT" \
+    --config "$WORK/envoy.yaml" "$@" 2>"$WORK/serve.log" &
+  SERVE_PID=$!; PIDS+=("$SERVE_PID")
+  for _ in $(seq 100); do curl -fs "http://127.0.0.1:$HPORT/readyz" >/dev/null 2>&1 && return 0; sleep 0.1; done
+  cat "$WORK/serve.log" >&2; exit 1
+}
+evalsha_calls() { $R info commandstats | grep cmdstat_evalsha | sed 's/.*calls=\([0-9]*\).*/\1/' || echo 0; }
+
+echo "| API | rejection cache | decisions/s | answers | p50 | p99 | max | Redis calls per request |"
+echo "|---|---|---|---|---|---|---|---|"
+for cache in on off; do
+  if [ $cache = on ]; then start_serve; else start_serve --no-rejection-cache; fi
+  # HTTP: 2 threads, 64 connections.
+  $R flushall >/dev/null; $R config resetstat >/dev/null
+  out=$(wrk -t2 -c64 -d"${DURATION}s" -s scripts/bench/hot_check.lua "http://127.0.0.1:$HPORT/v1/check")
+  calls=$(evalsha_calls)
+  reqs=$(echo "$out" | awk '/requests in/ {print $1}')
+  rate=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
+  answers=$(echo "$out" | grep answers: | cut -d' ' -f2-)
+  lat=$(echo "$out" | grep p50= )
+  p50=$(echo "$lat" | sed 's/.*p50=\([^ ]*\).*/\1/'); p99=$(echo "$lat" | sed 's/.*p99=\([^ ]*\).*/\1/'); mx=$(echo "$lat" | sed 's/.*max=\([^ ]*\).*/\1/')
+  echo "| HTTP (wrk -c64) | $cache | $rate | $answers | $p50 | $p99 | $mx | $(python3 -c "print(f'{$calls/$reqs:.4f}')") |"
+  # gRPC: 8 connections x 8 streams.
+  $R flushall >/dev/null; $R config resetstat >/dev/null
+  out=$(h2load -D "$DURATION" -c 8 -m 8 -t 1 -d "$WORK/grpc.bin" -H 'content-type: application/grpc' -H 'te: trailers' \
+    --log-file="$WORK/h2load.log" \
+    "http://127.0.0.1:$GPORT/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit" 2>&1)
+  calls=$(evalsha_calls)
+  reqs=$(echo "$out" | awk '/^requests:/ {print $8}')
+  rate=$(echo "$out" | awk '/^finished in/ {print $4}')
+  # Per-request durations (µs, third column of --log-file): p50, p99, max.
+  lat=$(python3 -c "
+import sys
+d = sorted(int(l.split()[2]) for l in open('$WORK/h2load.log') if l.strip())
+q = lambda p: d[min(len(d) - 1, int(p * len(d)))] / 1000
+print(f'{q(0.5):.3f}ms | {q(0.99):.3f}ms | {d[-1] / 1000:.3f}ms')")
+  echo "| gRPC (h2load -c8 -m8) | $cache | $rate | $reqs succeeded | $lat | $(python3 -c "print(f'{$calls/max($reqs,1):.4f}')") |"
+  kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null || true
+done

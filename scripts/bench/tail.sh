@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Latency tails of `slidelog serve` on the memory store, HTTP and Envoy gRPC
+# measured by the same client (h2load, per-request log): HTTP/1.1 POST
+# /v1/check over 64 connections, and gRPC ShouldRateLimit over 8 connections
+# x 8 streams. One key, 10,000,000 per minute (every request admitted and
+# recorded). Prints decisions/s and p50/p99/max for each. Needs h2load
+# (apt-get install -y nghttp2-client).
+#
+#   scripts/bench/tail.sh            # 10 s per run
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+DURATION=${DURATION:-10}
+BIN=${BIN:-target/release/slidelog}
+command -v h2load >/dev/null || { echo "h2load is missing: apt-get install -y nghttp2-client" >&2; exit 2; }
+[ -x "$BIN" ] || cargo build --release -q -p slidelog-server
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+printf 'domain: bench\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 10000000}\n' >"$WORK/envoy.yaml"
+python3 - "$WORK/grpc.bin" <<'PY'
+import sys
+entry = b"\x0a\x04user\x12\x03hot"
+desc = b"\x0a" + bytes([len(entry)]) + entry
+msg = b"\x0a\x05bench\x12" + bytes([len(desc)]) + desc
+open(sys.argv[1], "wb").write(b"\x00" + len(msg).to_bytes(4, "big") + msg)
+PY
+printf '{"key":"hot","max":10000000,"window_ms":60000}' >"$WORK/http.json"
+
+HPORT=$(free_port); GPORT=$(free_port)
+"$BIN" serve --store memory:// --http "127.0.0.1:$HPORT" --grpc "127.0.0.1:$GPORT" \
+  --max-limit 10000000 --config "$WORK/envoy.yaml" 2>"$WORK/serve.log" &
+PIDS+=($!)
+for _ in $(seq 100); do curl -fs "http://127.0.0.1:$HPORT/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+
+stats() { # rate from h2load's output, percentiles from its per-request log
+  local out=$1 log=$2
+  local rate; rate=$(echo "$out" | awk '/^finished in/ {print $4}')
+  python3 -c "
+d = sorted(int(l.split()[2]) for l in open('$log') if l.strip())
+q = lambda p: d[min(len(d) - 1, int(p * len(d)))] / 1000
+print(f'$rate | {q(0.5):.3f} ms | {q(0.99):.3f} ms | {d[-1] / 1000:.3f} ms | {len(d)}')"
+}
+echo "| API | client | decisions/s | p50 | p99 | max | requests |"
+echo "|---|---|---|---|---|---|---|"
+for round in 1 2; do
+  out=$(h2load --h1 -D "$DURATION" -c 64 -t 1 -d "$WORK/http.json" -H 'content-type: application/json' \
+    --log-file="$WORK/h1.log" "http://127.0.0.1:$HPORT/v1/check" 2>&1)
+  echo "| HTTP/1.1 POST /v1/check | h2load --h1 -c64 | $(stats "$out" "$WORK/h1.log") |"
+  out=$(h2load -D "$DURATION" -c 8 -m 8 -t 1 -d "$WORK/grpc.bin" -H 'content-type: application/grpc' -H 'te: trailers' \
+    --log-file="$WORK/h2.log" "http://127.0.0.1:$GPORT/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit" 2>&1)
+  echo "| gRPC ShouldRateLimit | h2load -c8 -m8 | $(stats "$out" "$WORK/h2.log") |"
+done
