@@ -163,7 +163,10 @@ where
                 Some(SystemClock.now_ms() + budget.as_millis() as u64)
             })
             .flatten();
-        match self.run_watched(key.clone(), request, mode, now_ms, deadline).await {
+        match self
+            .run_watched(key.clone(), request, mode, now_ms, deadline)
+            .await
+        {
             Err(StoreError::Backend(e)) if e.starts_with(script::DEADLINE_CODE) => {
                 // Refused while we still wait: Redis's clock is ahead of
                 // ours by more than the margin. Decide without a deadline.
@@ -221,7 +224,9 @@ where
                     crate::errors::to_store_error(e)
                 }
             }),
-            Ok(Err(_)) => Err(StoreError::Backend("the decision task ended without an answer".into())),
+            Ok(Err(_)) => Err(StoreError::Backend(
+                "the decision task ended without an answer".into(),
+            )),
             Err(_) => Err(StoreError::Timeout(self.timeout)),
         }
     }

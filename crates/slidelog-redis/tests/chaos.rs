@@ -131,11 +131,7 @@ fn row(fault: &str, o: &Outcome) -> String {
 }
 
 async fn standalone(url: &str, test: &str) -> Arc<dyn Store> {
-    Arc::new(
-        RedisStore::connect(url, options(test))
-            .await
-            .unwrap(),
-    )
+    Arc::new(RedisStore::connect(url, options(test)).await.unwrap())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
