@@ -1,8 +1,7 @@
-//! One decision on the in-memory store: 100 requests per minute for `user123`.
-//!
-//! ```text
-//! cargo run -p slidelog --example check
-//! ```
+// One decision on the in-memory store: 100 requests per minute for `user123`.
+// (Plain comments: tests/examples.rs includes this file in a module.)
+//
+//     cargo run -p slidelog --example check
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

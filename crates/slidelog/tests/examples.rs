@@ -6,9 +6,15 @@
 
 mod common;
 
-#[allow(dead_code)]
-#[path = "../examples/check.rs"]
-mod check;
+/// `examples/check.rs` whole: its private `main` is callable from here.
+mod check {
+    include!("../examples/check.rs");
+
+    #[test]
+    fn the_check_example_runs() {
+        main().expect("examples/check.rs");
+    }
+}
 
 #[allow(dead_code)]
 #[path = "../examples/axum_app.rs"]
@@ -20,11 +26,6 @@ mod tokens_per_minute;
 
 use common::{client, serve};
 use slidelog::Limiter;
-
-#[test]
-fn the_check_example_runs() {
-    check::main().expect("examples/check.rs");
-}
 
 #[tokio::test]
 async fn the_axum_app_limits_per_key_and_per_ip_without_crossing() {
@@ -94,12 +95,12 @@ async fn the_tokens_example_charges_tokens_and_refuses_what_never_fits() {
     assert!(r.text().await.unwrap().contains("between 1 and 10000"));
 }
 
-/// The code of an example without its `//!` header.
+/// The code of an example without its header comment.
 fn code_of(example: &str) -> String {
     let text = std::fs::read_to_string(example).unwrap();
     let code = text
         .lines()
-        .skip_while(|l| l.starts_with("//!") || l.is_empty());
+        .skip_while(|l| l.starts_with("//") || l.is_empty());
     code.collect::<Vec<_>>().join("\n")
 }
 
