@@ -3,10 +3,12 @@
 //! subcommand lives in its own module under [`cli`]; the service is a library
 //! function that tests start on port 0:
 //!
-//! - [`app::App`]: the shared state (store, failure policy, metrics, settings)
-//!   through which every transport decides;
+//! - [`app::App`]: the shared state: the one `slidelog::Limiter` every
+//!   transport decides through (timeout, failure policy, metrics hook), the
+//!   metrics and the settings;
 //! - [`http::router`]: the HTTP JSON API of docs/design.md §5;
-//! - [`envoy`]: Envoy's rate limit API (gRPC and `POST /json`) over the app;
+//! - [`envoy`]: Envoy's rate limit API (gRPC and `POST /json`) over the
+//!   app's limiter;
 //! - [`server::serve_http`]: serve a router on a bound listener until a
 //!   [`shutdown::Shutdown`] fires, with a grace period.
 #![forbid(unsafe_code)]
