@@ -24,7 +24,9 @@ pub struct CheckArgs {
     /// The identity to decide on (1 to 512 bytes).
     pub key: String,
     /// Units admitted per window (1 to 10000000); with --window.
-    #[arg(long, requires = "window")]
+    // Negative numbers are read as values, so `--max -1` is refused as a
+    // bad max, not as an unknown flag.
+    #[arg(long, requires = "window", allow_negative_numbers = true)]
     pub max: Option<u64>,
     /// Window length, e.g. 60s, 1m, 500ms (1 ms to 366 days); with --max.
     #[arg(long, value_parser = parse_duration, requires = "max")]
