@@ -50,12 +50,4 @@ pub enum InspectError {
         /// The reply, abbreviated.
         reply: String,
     },
-    /// The limits config could not be read.
-    #[error("limits config {path}: {reason}")]
-    Config {
-        /// The file or folder.
-        path: String,
-        /// What went wrong.
-        reason: String,
-    },
 }

@@ -13,7 +13,6 @@
 #![warn(missing_docs)]
 
 pub mod analysis;
-pub mod config;
 pub mod error;
 pub mod export;
 pub mod facts;

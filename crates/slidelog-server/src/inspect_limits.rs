@@ -20,9 +20,21 @@ pub struct ConfigLimits {
 
 /// Reads `path` (a YAML file or a folder) for the keys under `key_prefix`.
 pub fn from_config(path: &Path, key_prefix: &str) -> anyhow::Result<ConfigLimits> {
-    let max = slidelog_inspect::config::max_from_config(path)?;
+    // The one reader of the Envoy config, the one `serve --config` uses.
     let config = RateLimitConfig::load(path)
         .map_err(|e| anyhow::anyhow!("limits config {}: {e}", path.display()))?;
+    let max = config
+        .rules()
+        .iter()
+        .filter_map(|rule| rule.limit())
+        .map(|limit| limit.max())
+        .max()
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "limits config {}: no rate_limit.requests_per_unit in any descriptor",
+                path.display()
+            )
+        })?;
     let prefix = key_prefix.to_owned();
     let key_limits = KeyLimits(Arc::new(move |key: &[u8]| {
         let key = std::str::from_utf8(key)
@@ -63,5 +75,29 @@ mod tests {
         assert_eq!(of("rate:sliding:user123"), None);
         assert_eq!(of("other:envoy:api:user=alice"), None);
         assert_eq!(of("rate:sliding:envoy:api:#0123"), None);
+    }
+
+    #[test]
+    fn the_fallback_is_the_largest_limit_of_nested_descriptors_and_files() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("a.yaml"),
+            "domain: mongo_cps\ndescriptors:\n  - key: database\n    value: users\n    rate_limit:\n      unit: second\n      requests_per_unit: 500\n  - key: database\n    descriptors:\n      - key: user\n        rate_limit: {unit: minute, requests_per_unit: 900}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("b.yml"),
+            "domain: other\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 20}\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("ignored.txt"), "not yaml: [").unwrap();
+        let prefix = slidelog_core::DEFAULT_KEY_PREFIX;
+        assert_eq!(from_config(dir.path(), prefix).unwrap().max, 900);
+        assert_eq!(from_config(&dir.path().join("b.yml"), prefix).unwrap().max, 20);
+        let empty = dir.path().join("empty.yaml");
+        std::fs::write(&empty, "domain: x\ndescriptors:\n  - key: k\n").unwrap();
+        let e = from_config(&empty, prefix).err().unwrap().to_string();
+        assert!(e.contains("requests_per_unit"), "{e}");
+        assert!(from_config(&dir.path().join("missing.yaml"), prefix).is_err());
     }
 }

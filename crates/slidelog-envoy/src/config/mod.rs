@@ -141,6 +141,16 @@ impl RateLimitConfig {
         d
     }
 
+    /// Every configured rule of every domain, in no particular order (e.g.
+    /// for the largest limit `slidelog inspect` compares key sizes with).
+    pub fn rules(&self) -> Vec<&Arc<Rule>> {
+        let mut out = Vec::new();
+        for domain in self.domains.values() {
+            domain.root.rules(&mut out);
+        }
+        out
+    }
+
     /// Whether the domain is configured.
     pub fn has_domain(&self, domain: &str) -> bool {
         self.domains.contains_key(domain)

@@ -88,6 +88,22 @@ impl Node {
         }
     }
 
+    /// Every rule at or below this node, in no particular order.
+    pub fn rules<'a>(&'a self, out: &mut Vec<&'a Arc<Rule>>) {
+        out.extend(self.rule.iter());
+        for slot in self.children.values() {
+            for node in slot.exact.values() {
+                node.rules(out);
+            }
+            for (_, node) in &slot.wildcard {
+                node.rules(out);
+            }
+            if let Some(node) = &slot.any {
+                node.rules(out);
+            }
+        }
+    }
+
     /// The child an entry matches, and how.
     fn child(&self, key: &str, value: &str) -> Option<Step<'_>> {
         let slot = self.children.get(key)?;
