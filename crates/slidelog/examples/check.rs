@@ -1,10 +1,12 @@
-// One decision on the in-memory store: 100 requests per minute for `user123`.
-// (Plain comments: tests/examples.rs includes this file in a module.)
-//
-//     cargo run -p slidelog --example check
+//! One decision on the in-memory store: 100 requests per minute for `user123`.
+//!
+//! ```text
+//! cargo run -p slidelog --example check
+//! ```
 
+/// One decision, printed (`pub`: tests/examples.rs runs it).
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let limiter = slidelog::Limiter::memory(); // or Limiter::from_url("redis://…").await?
     let decision = limiter
         .check("user123", &["100/minute".parse()?], 1)

@@ -6,15 +6,8 @@
 
 mod common;
 
-/// `examples/check.rs` whole: its private `main` is callable from here.
-mod check {
-    include!("../examples/check.rs");
-
-    #[test]
-    fn the_check_example_runs() {
-        main().expect("examples/check.rs");
-    }
-}
+#[path = "../examples/check.rs"]
+mod check;
 
 #[allow(dead_code)]
 #[path = "../examples/axum_app.rs"]
@@ -26,6 +19,11 @@ mod tokens_per_minute;
 
 use common::{client, serve};
 use slidelog::Limiter;
+
+#[test]
+fn the_check_example_runs() {
+    check::main().expect("examples/check.rs");
+}
 
 #[tokio::test]
 async fn the_axum_app_limits_per_key_and_per_ip_without_crossing() {
@@ -100,7 +98,7 @@ fn code_of(example: &str) -> String {
     let text = std::fs::read_to_string(example).unwrap();
     let code = text
         .lines()
-        .skip_while(|l| l.starts_with("//") || l.is_empty());
+        .skip_while(|l| l.starts_with("//!") || l.is_empty());
     code.collect::<Vec<_>>().join("\n")
 }
 
