@@ -221,12 +221,7 @@ fn read_frames(tcp: &mut TcpStream, mut until: impl FnMut(u8, &[u8]) -> bool) ->
 
 #[test]
 fn grpc_caps_streams_and_sends_keepalive_pings() {
-    let service = serve(&[
-        "--grpc-max-streams",
-        "7",
-        "--grpc-keepalive-interval",
-        "1s",
-    ]);
+    let service = serve(&["--grpc-max-streams", "7", "--grpc-keepalive-interval", "1s"]);
     let mut tcp = TcpStream::connect(&service.grpc).unwrap();
     let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
     hello.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
@@ -243,6 +238,13 @@ fn grpc_caps_streams_and_sends_keepalive_pings() {
     assert!(capped, "no SETTINGS_MAX_CONCURRENT_STREAMS = 7");
     // An idle connection gets a PING (type 6) within the interval.
     let started = Instant::now();
-    assert!(read_frames(&mut tcp, |kind, _| kind == 6), "no keep-alive PING");
-    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert!(
+        read_frames(&mut tcp, |kind, _| kind == 6),
+        "no keep-alive PING"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
 }

@@ -51,7 +51,11 @@ fn serve(args: &[&str]) -> Serve {
             .expect("serve started");
         if let Some(addr) = line.split("http_addr=").nth(1) {
             let addr = addr.split_whitespace().next().unwrap().to_owned();
-            return Serve { child, addr, log: rx };
+            return Serve {
+                child,
+                addr,
+                log: rx,
+            };
         }
     }
 }
@@ -89,7 +93,11 @@ fn alternating_requests_at_the_key_cap_are_one_episode() {
     assert_eq!(check(&service.addr, "held"), 200);
     store_lines(&service);
     for i in 0..20 {
-        let key = if i % 2 == 0 { format!("new{i}") } else { "held".into() };
+        let key = if i % 2 == 0 {
+            format!("new{i}")
+        } else {
+            "held".into()
+        };
         check(&service.addr, &key);
     }
     let lines = store_lines(&service);
@@ -101,7 +109,10 @@ fn alternating_requests_at_the_key_cap_are_one_episode() {
     check(&service.addr, "held");
     let lines = store_lines(&service);
     assert_eq!(lines.len(), 1, "{lines:#?}");
-    assert!(lines[0].contains("INFO") && lines[0].contains("answers again"), "{lines:#?}");
+    assert!(
+        lines[0].contains("INFO") && lines[0].contains("answers again"),
+        "{lines:#?}"
+    );
 }
 
 #[test]
