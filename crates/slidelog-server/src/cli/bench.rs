@@ -150,14 +150,10 @@ async fn open(args: &BenchArgs) -> anyhow::Result<Arc<dyn Store>> {
     ))
 }
 
+/// Runs the load: `concurrency` tasks share one counter of requests and
+/// each logs what it saw; the logs are then summed up into the report.
 async fn load(args: &BenchArgs, store: Arc<dyn Store>, limit: Limit) -> anyhow::Result<Report> {
-    // Keys unique to this run, so runs never share logs.
-    let run_id = format!("{:x}", std::process::id() as u64 ^ now_ms());
-    let requests: Arc<Vec<Request>> = Arc::new(
-        (0..args.keys)
-            .map(|k| Request::new(format!("bench:{run_id}:{k}"), vec![limit], args.cost))
-            .collect::<Result<_, _>>()?,
-    );
+    let requests = Arc::new(bench_requests(args, limit)?);
     let progress = ProgressBar::new(args.requests);
     progress.set_style(ProgressStyle::with_template(
         "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} ({per_sec}, eta {eta})",
@@ -166,46 +162,15 @@ async fn load(args: &BenchArgs, store: Arc<dyn Store>, limit: Limit) -> anyhow::
     let start = Instant::now();
     let tasks: Vec<_> = (0..args.concurrency)
         .map(|_| {
-            let (store, requests, next, progress) = (
-                store.clone(),
-                requests.clone(),
-                next.clone(),
-                progress.clone(),
-            );
-            let total = args.requests;
-            tokio::spawn(async move {
-                let mut log = TaskLog::default();
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= total {
-                        return log;
-                    }
-                    let key = i % requests.len() as u64;
-                    let request = &requests[key as usize];
-                    let sent = start.elapsed();
-                    let result = store.check(request).await;
-                    let answered = start.elapsed();
-                    log.latencies_us.push((answered - sent).as_micros() as u64);
-                    match result {
-                        Ok(d) if d.allowed => log.admissions.push((
-                            key,
-                            Admission {
-                                sent_us: sent.as_micros() as u64,
-                                answered_us: answered.as_micros() as u64,
-                                cost: request.cost(),
-                            },
-                        )),
-                        Ok(_) => log.rejected += 1,
-                        Err(e) => {
-                            log.errors += 1;
-                            log.first_error.get_or_insert_with(|| e.to_string());
-                        }
-                    }
-                    if i % 64 == 0 {
-                        progress.inc(64.min(total - i));
-                    }
-                }
-            })
+            let worker = Worker {
+                store: store.clone(),
+                requests: requests.clone(),
+                next: next.clone(),
+                progress: progress.clone(),
+                total: args.requests,
+                start,
+            };
+            tokio::spawn(worker.run())
         })
         .collect();
     let mut logs = Vec::with_capacity(tasks.len());
@@ -214,7 +179,74 @@ async fn load(args: &BenchArgs, store: Arc<dyn Store>, limit: Limit) -> anyhow::
     }
     let elapsed = start.elapsed();
     progress.finish_and_clear();
+    Ok(summarize(args, store.kind(), limit, &logs, elapsed))
+}
 
+/// One request per key, on keys unique to this run (runs never share logs).
+fn bench_requests(args: &BenchArgs, limit: Limit) -> anyhow::Result<Vec<Request>> {
+    let run_id = format!("{:x}", std::process::id() as u64 ^ now_ms());
+    Ok((0..args.keys)
+        .map(|k| Request::new(format!("bench:{run_id}:{k}"), vec![limit], args.cost))
+        .collect::<Result<_, _>>()?)
+}
+
+/// One load task: takes the next request number until `total`, decides it
+/// on the store (directly: the bench measures the store, not a policy) and
+/// logs its latency and outcome.
+struct Worker {
+    store: Arc<dyn Store>,
+    requests: Arc<Vec<Request>>,
+    next: Arc<AtomicU64>,
+    progress: ProgressBar,
+    total: u64,
+    start: Instant,
+}
+
+impl Worker {
+    async fn run(self) -> TaskLog {
+        let mut log = TaskLog::default();
+        loop {
+            let i = self.next.fetch_add(1, Ordering::Relaxed);
+            if i >= self.total {
+                return log;
+            }
+            let key = i % self.requests.len() as u64;
+            let request = &self.requests[key as usize];
+            let sent = self.start.elapsed();
+            let result = self.store.check(request).await;
+            let answered = self.start.elapsed();
+            log.latencies_us.push((answered - sent).as_micros() as u64);
+            match result {
+                Ok(d) if d.allowed => log.admissions.push((
+                    key,
+                    Admission {
+                        sent_us: sent.as_micros() as u64,
+                        answered_us: answered.as_micros() as u64,
+                        cost: request.cost(),
+                    },
+                )),
+                Ok(_) => log.rejected += 1,
+                Err(e) => {
+                    log.errors += 1;
+                    log.first_error.get_or_insert_with(|| e.to_string());
+                }
+            }
+            if i % 64 == 0 {
+                self.progress.inc(64.min(self.total - i));
+            }
+        }
+    }
+}
+
+/// The report from every task's log: latency percentiles, counts, and the
+/// admissions beyond the limit per key.
+fn summarize(
+    args: &BenchArgs,
+    kind: &str,
+    limit: Limit,
+    logs: &[TaskLog],
+    elapsed: std::time::Duration,
+) -> Report {
     let mut latencies: Vec<u64> = logs
         .iter()
         .flat_map(|l| l.latencies_us.iter().copied())
@@ -231,9 +263,9 @@ async fn load(args: &BenchArgs, store: Arc<dyn Store>, limit: Limit) -> anyhow::
     if let Some(e) = logs.iter().find_map(|l| l.first_error.as_ref()) {
         eprintln!("warning: some requests failed; the first error: {e}");
     }
-    Ok(Report {
+    Report {
         store: mask_password(&args.store.store),
-        kind: store.kind().to_owned(),
+        kind: kind.to_owned(),
         requests: args.requests,
         keys: args.keys,
         concurrency: args.concurrency,
@@ -252,10 +284,9 @@ async fn load(args: &BenchArgs, store: Arc<dyn Store>, limit: Limit) -> anyhow::
         rejected: logs.iter().map(|l| l.rejected).sum(),
         errors: logs.iter().map(|l| l.errors).sum(),
         over_limit,
-    })
+    }
 }
 
-/// The value at quantile `q` of ascending `sorted` (nearest rank).
 fn percentile(sorted: &[u64], q: f64) -> u64 {
     if sorted.is_empty() {
         return 0;
