@@ -48,7 +48,7 @@ start_serve() {
   for _ in $(seq 100); do curl -fs "http://127.0.0.1:$HPORT/readyz" >/dev/null 2>&1 && return 0; sleep 0.1; done
   cat "$WORK/serve.log" >&2; exit 1
 }
-evalsha_calls() { $R info commandstats | grep cmdstat_evalsha | sed 's/.*calls=\([0-9]*\).*/\1/' || echo 0; }
+evalsha_calls() { $R info commandstats | tr -d '\r' | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\),.*/\1/p' | grep . || echo 0; }
 
 echo "| API | rejection cache | decisions/s | answers | p50 | p99 | max | Redis calls per request |"
 echo "|---|---|---|---|---|---|---|---|"
@@ -66,6 +66,7 @@ for cache in on off; do
   echo "| HTTP (wrk -c64) | $cache | $rate | $answers | $p50 | $p99 | $mx | $(python3 -c "print(f'{$calls/$reqs:.4f}')") |"
   # gRPC: 8 connections x 8 streams.
   $R flushall >/dev/null; $R config resetstat >/dev/null
+  rm -f "$WORK/h2load.log"
   out=$(h2load -D "$DURATION" -c 8 -m 8 -t 1 -d "$WORK/grpc.bin" -H 'content-type: application/grpc' -H 'te: trailers' \
     --log-file="$WORK/h2load.log" \
     "http://127.0.0.1:$GPORT/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit" 2>&1)

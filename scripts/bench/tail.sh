@@ -46,6 +46,7 @@ print(f'$rate | {q(0.5):.3f} ms | {q(0.99):.3f} ms | {d[-1] / 1000:.3f} ms | {le
 echo "| API | client | decisions/s | p50 | p99 | max | requests |"
 echo "|---|---|---|---|---|---|---|"
 for round in 1 2; do
+  rm -f "$WORK/h1.log" "$WORK/h2.log"
   out=$(h2load --h1 -D "$DURATION" -c 64 -t 1 -d "$WORK/http.json" -H 'content-type: application/json' \
     --log-file="$WORK/h1.log" "http://127.0.0.1:$HPORT/v1/check" 2>&1)
   echo "| HTTP/1.1 POST /v1/check | h2load --h1 -c64 | $(stats "$out" "$WORK/h1.log") |"
