@@ -3,9 +3,22 @@
 //!
 //! Three parts: a [`KeyExtractor`] says who a request counts against
 //! ([`PeerIp`], [`Header`], [`Route`], [`Constant`], any closure, or a pair),
-//! [`RouteLimits`] says which limits apply, and [`RateLimitLayer`] decides
-//! on a [`Limiter`](crate::Limiter) and answers 429 with `Retry-After` and the
+//! [`RouteLimits`] says which limits apply (`"100/minute".parse()?` for one
+//! limit on every request), and [`RateLimitLayer`] decides on a
+//! [`Limiter`](crate::Limiter) and answers 429 with `Retry-After` and the
 //! IETF RateLimit fields when the limit is reached.
+//!
+//! Each layer counts in its own key namespace ([`RateLimitLayer::name`], or
+//! one derived from its extractor), so layers on one limiter never share a
+//! log by accident. A request costs 1 unless [`RateLimitLayer::cost`] (the
+//! head) or [`RateLimitLayer::body_cost`] (a bounded body: tokens, bytes)
+//! says otherwise, for every limit or per limit ([`Cost`]); a cost no limit
+//! admits is answered 413 with the reason. [`RateLimitLayer::on_rejection`]
+//! makes the refusals' bodies (JSON), [`RateLimitLayer::on_degraded`] is told
+//! of fail-open admissions.
+//!
+//! Feature `axum` (or `tonic`) is needed for the layer to answer with that
+//! framework's body type; without it the compiler says which to enable.
 //!
 //! With axum (per API key, 10 requests per second, login 5 per minute):
 //!
