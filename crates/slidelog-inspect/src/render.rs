@@ -12,6 +12,20 @@ const BAR_WIDTH: usize = 40;
 /// The whole human report as text.
 pub fn human(r: &Report) -> String {
     let mut out = String::new();
+    summary(&mut out, r);
+    per_master(&mut out, r);
+    let _ = writeln!(out);
+    let _ = writeln!(out, "ZCARD distribution (keys per size)");
+    histogram(&mut out, &r.zcard_histogram);
+    top(&mut out, "Top keys by records", &r.top_by_records);
+    top(&mut out, "Top keys by memory", &r.top_by_memory);
+    let _ = writeln!(out);
+    problems(&mut out, r);
+    out
+}
+
+/// The header and the totals: keys, records, memory, largest set, limit.
+fn summary(out: &mut String, r: &Report) {
     let s = &r.summary;
     let nodes = match r.nodes.len() {
         1 => format!("1 node ({})", r.nodes[0].addr),
@@ -46,29 +60,32 @@ pub fn human(r: &Report) -> String {
             group(s.vanished_keys)
         );
     }
-    if r.nodes.len() > 1 {
-        let _ = writeln!(out);
-        let _ = writeln!(out, "Per master");
-        for n in &r.nodes {
-            let _ = writeln!(
-                out,
-                "  {:<22} {:>12} keys {:>14} records {:>10}",
-                n.addr,
-                group(n.keys),
-                group(n.records),
-                bytes(n.memory_bytes as f64)
-            );
-        }
+}
+
+/// One line per master of a cluster (nothing for a single node).
+fn per_master(out: &mut String, r: &Report) {
+    if r.nodes.len() <= 1 {
+        return;
     }
     let _ = writeln!(out);
-    let _ = writeln!(out, "ZCARD distribution (keys per size)");
-    histogram(&mut out, &r.zcard_histogram);
-    top(&mut out, "Top keys by records", &r.top_by_records);
-    top(&mut out, "Top keys by memory", &r.top_by_memory);
-    let _ = writeln!(out);
+    let _ = writeln!(out, "Per master");
+    for n in &r.nodes {
+        let _ = writeln!(
+            out,
+            "  {:<22} {:>12} keys {:>14} records {:>10}",
+            n.addr,
+            group(n.keys),
+            group(n.records),
+            bytes(n.memory_bytes as f64)
+        );
+    }
+}
+
+/// Each problem found, its keys (up to `--list`) and its fix; or that none was.
+fn problems(out: &mut String, r: &Report) {
     if !r.has_problems() {
         let _ = writeln!(out, "No problems found.");
-        return out;
+        return;
     }
     let kinds = r.problems.iter().filter(|p| p.count > 0).count();
     let _ = writeln!(
@@ -97,7 +114,6 @@ pub fn human(r: &Report) -> String {
         }
         let _ = writeln!(out, "  fix: {}", p.fix);
     }
-    out
 }
 
 fn histogram(out: &mut String, buckets: &[Bucket]) {
