@@ -57,7 +57,9 @@ fn serve(extra: &[&str]) -> Serve {
             return Serve { child, http, grpc };
         }
     }
-    panic!("slidelog serve did not start");
+    let _ = child.kill();
+    let status = child.wait();
+    panic!("slidelog serve did not start ({status:?})");
 }
 
 /// Makes sure this process may open `n` more descriptors.

@@ -79,24 +79,27 @@ fn serve(args: &[&str]) -> Serve {
             }
         }
     });
-    let mut log = Vec::new();
+    // Killed on drop, even when it never starts.
+    let mut service = Serve {
+        child,
+        addr: String::new(),
+        log: Vec::new(),
+        rest: rx,
+    };
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let line = rx
+        let line = service
+            .rest
             .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .unwrap_or_else(|_| panic!("serve never listened:\n{}", log.join("\n")));
+            .unwrap_or_else(|_| panic!("serve never listened:\n{}", service.log.join("\n")));
         let addr = line
             .split("http_addr=")
             .nth(1)
             .map(|r| r.split_whitespace().next().unwrap().to_owned());
-        log.push(line);
+        service.log.push(line);
         if let Some(addr) = addr {
-            return Serve {
-                child,
-                addr,
-                log,
-                rest: rx,
-            };
+            service.addr = addr;
+            return service;
         }
     }
 }

@@ -44,18 +44,21 @@ fn serve(args: &[&str]) -> Serve {
             }
         }
     });
+    // Killed on drop, even when it never starts.
+    let mut service = Serve {
+        child,
+        addr: String::new(),
+        log: rx,
+    };
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let line = rx
+        let line = service
+            .log
             .recv_timeout(deadline.saturating_duration_since(Instant::now()))
             .expect("serve started");
         if let Some(addr) = line.split("http_addr=").nth(1) {
-            let addr = addr.split_whitespace().next().unwrap().to_owned();
-            return Serve {
-                child,
-                addr,
-                log: rx,
-            };
+            service.addr = addr.split_whitespace().next().unwrap().to_owned();
+            return service;
         }
     }
 }
