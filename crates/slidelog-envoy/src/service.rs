@@ -221,15 +221,12 @@ impl RateLimiter {
                 Some(o) if config.has_domain(&req.domain) => {
                     let rule = override_rule(o, &req.domain, &entries)?;
                     if let Some(limit) = rule.limit() {
-                        self.limiter
-                            .bounds()
-                            .check_limits(&[limit])
-                            .map_err(|e| {
-                                ServiceError::InvalidArgument(format!(
-                                    "descriptor limit override: {}",
-                                    e.to_string().replacen("max", "requests_per_unit", 1)
-                                ))
-                            })?;
+                        self.limiter.bounds().check_limits(&[limit]).map_err(|e| {
+                            ServiceError::InvalidArgument(format!(
+                                "descriptor limit override: {}",
+                                e.to_string().replacen("max", "requests_per_unit", 1)
+                            ))
+                        })?;
                     }
                     Some(Arc::new(rule))
                 }

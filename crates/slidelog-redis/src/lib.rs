@@ -51,8 +51,8 @@ pub use cluster::{ClusterConnection, ClusterStore};
 pub use connect::{ConnectError, client, install_crypto_provider, mask_password};
 pub use multi_url::MultiHostUrl;
 pub use options::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_PREFIX, DEFAULT_PROBE_TIMEOUT, DEFAULT_SKEW_MARGIN, DEFAULT_TIMEOUT, RedisOptions,
-    TimeMode,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_PREFIX, DEFAULT_PROBE_TIMEOUT, DEFAULT_SKEW_MARGIN,
+    DEFAULT_TIMEOUT, RedisOptions, TimeMode,
 };
 pub use pipelined::UnsafePipelinedStore;
 pub use script::Outcome;

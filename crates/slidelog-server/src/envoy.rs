@@ -60,9 +60,7 @@ pub async fn spawn_grpc(
         .with_context(|| format!("cannot listen on --grpc {addr}"))?;
     let local = listener.local_addr()?;
     tokio::spawn(async move {
-        if let Err(e) =
-            crate::server::serve_grpc(listener, limiter, shutdown, &hygiene).await
-        {
+        if let Err(e) = crate::server::serve_grpc(listener, limiter, shutdown, &hygiene).await {
             tracing::error!(error = %e, "gRPC server stopped");
         }
     });

@@ -93,7 +93,10 @@ mod tests {
         std::fs::write(dir.path().join("ignored.txt"), "not yaml: [").unwrap();
         let prefix = slidelog_core::DEFAULT_KEY_PREFIX;
         assert_eq!(from_config(dir.path(), prefix).unwrap().max, 900);
-        assert_eq!(from_config(&dir.path().join("b.yml"), prefix).unwrap().max, 20);
+        assert_eq!(
+            from_config(&dir.path().join("b.yml"), prefix).unwrap().max,
+            20
+        );
         let empty = dir.path().join("empty.yaml");
         std::fs::write(&empty, "domain: x\ndescriptors:\n  - key: k\n").unwrap();
         let e = from_config(&empty, prefix).err().unwrap().to_string();

@@ -210,7 +210,10 @@ impl Metrics {
                 CACHE_LOCAL,
                 "Decisions answered by the local rejection cache, without the store."
             );
-            describe_gauge!(CACHE_ENTRIES, "Rejections held by the local rejection cache.");
+            describe_gauge!(
+                CACHE_ENTRIES,
+                "Rejections held by the local rejection cache."
+            );
         });
     }
 

@@ -196,10 +196,20 @@ async fn a_full_store_refuses_new_keys_under_fail_open() {
             .await
             .unwrap();
         assert_eq!(r.status(), 503);
-        let retry: u64 = r.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+        let retry: u64 = r.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
         assert!((50..=60).contains(&retry), "Retry-After {retry}");
         let answer: serde_json::Value = r.json().await.unwrap();
-        assert!(answer["error"].as_str().unwrap().contains("--memory-key-cap"), "{answer}");
+        assert!(
+            answer["error"]
+                .as_str()
+                .unwrap()
+                .contains("--memory-key-cap"),
+            "{answer}"
+        );
     }
     // Keys the store holds are still decided exactly: u0 got one record.
     let again = RateLimitRequest {

@@ -20,9 +20,9 @@ pub mod cluster;
 pub mod proxy;
 mod redis_server;
 pub mod runner;
-mod server_kind;
 pub mod seed;
 pub mod sentinel;
+mod server_kind;
 pub mod suite;
 pub mod tls;
 pub mod tools;
@@ -30,8 +30,8 @@ pub mod tools;
 pub use cluster::RedisCluster;
 pub use proxy::FreezingProxy;
 pub use redis_server::{RedisServer, free_port, redis_server_binary};
-pub use server_kind::ServerKind;
 pub use sentinel::SentinelGroup;
+pub use server_kind::ServerKind;
 
 /// A key prefix unique to one test, so tests share a server without FLUSHDB.
 pub fn unique_prefix(test: &str) -> String {

@@ -150,7 +150,10 @@ pub async fn a_large_cost_is_one_weighted_record(store: &dyn Store) {
     let huge = request(&k, &[(10_000_000, 60_000)], 10_000_000);
     assert!(check_at(store, &huge, 0).await.allowed);
     let d = check_at(store, &huge, 10).await;
-    assert_eq!((d.allowed, d.count, d.retry_after_ms), (false, 10_000_000, 59_990));
+    assert_eq!(
+        (d.allowed, d.count, d.retry_after_ms),
+        (false, 10_000_000, 59_990)
+    );
 }
 
 /// Weighted records: live units are the sum of the live records' costs, and
@@ -159,7 +162,11 @@ pub async fn weighted_records_wait_for_enough_units(store: &dyn Store) {
     let k = key("weighted");
     // Units 4, 3, 5 at 0, 10, 20 (12 of 12 per 1 s).
     for (t, c) in [(0, 4), (10, 3), (20, 5)] {
-        assert!(check_at(store, &request(&k, &[(12, 1_000)], c), t).await.allowed);
+        assert!(
+            check_at(store, &request(&k, &[(12, 1_000)], c), t)
+                .await
+                .allowed
+        );
     }
     // A cost of 5 needs 5 units expired: the record at 0 (4) and one unit of 10.
     let d = check_at(store, &request(&k, &[(12, 1_000)], 5), 500).await;
@@ -180,20 +187,31 @@ pub async fn weighted_records_wait_for_enough_units(store: &dyn Store) {
 /// is charged its own cost, and a rejection by one records nothing in any.
 pub async fn each_limit_is_charged_its_own_cost(store: &dyn Store) {
     let k = key("perlimit");
-    let limits = vec![Limit::new(2, 10_000).unwrap(), Limit::new(100, 10_000).unwrap()];
+    let limits = vec![
+        Limit::new(2, 10_000).unwrap(),
+        Limit::new(100, 10_000).unwrap(),
+    ];
     let call = |tokens| Request::with_costs(k.clone(), limits.clone(), vec![1, tokens]).unwrap();
     let d = check_at(store, &call(60), 0).await;
     assert_eq!((d.allowed, d.limit, d.remaining), (true, 2, 1));
     // 60 + 50 tokens > 100: rejected by the token limit, nothing recorded.
     let d = check_at(store, &call(50), 10).await;
-    assert_eq!((d.allowed, d.limit, d.count, d.retry_after_ms), (false, 100, 60, 9_990));
+    assert_eq!(
+        (d.allowed, d.limit, d.count, d.retry_after_ms),
+        (false, 100, 60, 9_990)
+    );
     let d = check_at(store, &call(40), 20).await;
     assert_eq!((d.allowed, d.limit, d.count, d.remaining), (true, 2, 2, 0));
     // Now the request limit is full, whatever the tokens.
     let d = check_at(store, &call(1), 30).await;
     assert_eq!((d.allowed, d.limit, d.retry_after_ms), (false, 2, 9_970));
     // One cost for both limits still works on the same key.
-    let d = peek_at(store, &request(&k, &[(2, 10_000), (100, 10_000)], 1), 10_000).await;
+    let d = peek_at(
+        store,
+        &request(&k, &[(2, 10_000), (100, 10_000)], 1),
+        10_000,
+    )
+    .await;
     assert_eq!((d.allowed, d.limit, d.count), (true, 2, 2));
 }
 

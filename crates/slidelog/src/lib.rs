@@ -59,10 +59,10 @@ pub mod episode;
 pub mod headers;
 mod limiter;
 pub mod metrics;
-pub mod rejection_cache;
 #[cfg(feature = "tower")]
 pub mod middleware;
 pub mod redact;
+pub mod rejection_cache;
 pub mod url;
 
 pub use limiter::{
@@ -71,8 +71,8 @@ pub use limiter::{
 #[cfg(feature = "tower")]
 pub use middleware::RateLimitLayer;
 pub use slidelog_core::{
-    BoundError, Bounds, Decision, FullLimit, InputError, Limit, LimitParseError, Mode, Now, Request,
-    StoreError,
+    BoundError, Bounds, Decision, FullLimit, InputError, Limit, LimitParseError, Mode, Now,
+    Request, StoreError,
 };
 pub use url::OpenError;
 

@@ -348,7 +348,11 @@ impl Limiter {
         };
         let started = self.start_timer();
         // Only on the store's clock is a cached rejection exact.
-        let cache = self.inner.rejections.as_ref().filter(|_| now == Now::Server);
+        let cache = self
+            .inner
+            .rejections
+            .as_ref()
+            .filter(|_| now == Now::Server);
         let ticket = match cache.map(|c| c.answer(request)) {
             Some(Ok(local)) => {
                 if let (Some(metrics), Some(started)) = (&self.inner.metrics, started) {

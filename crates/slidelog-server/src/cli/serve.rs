@@ -191,7 +191,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let (trigger, shutdown) = shutdown::channel();
     let hygiene = hygiene(&args);
-    tracing::debug!(max_connections = hygiene.conns.max(), "connection cap (HTTP and gRPC together)");
+    tracing::debug!(
+        max_connections = hygiene.conns.max(),
+        "connection cap (HTTP and gRPC together)"
+    );
     // Install the SIGTERM/SIGINT handlers before saying that we listen: a
     // signal sent as soon as the log line shows must stop us gracefully,
     // not by its default action. One poll registers them.
@@ -210,8 +213,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             shutdown.clone(),
             hygiene.clone(),
         )
-            .await
-            .map_err(|e| bind_error(e, "--grpc", &args.grpc, Some("--no-grpc")))?;
+        .await
+        .map_err(|e| bind_error(e, "--grpc", &args.grpc, Some("--no-grpc")))?;
         Some(bound)
     };
     let grpc_shown = grpc_addr.map_or_else(|| "off".to_owned(), |a| a.to_string());
@@ -367,7 +370,11 @@ fn admin_token(args: &ServeArgs) -> anyhow::Result<Option<slidelog::redact::Secr
 }
 
 fn validate(args: &ServeArgs) -> anyhow::Result<()> {
-    if args.admin_token.as_ref().is_some_and(|t| t.expose().is_empty()) {
+    if args
+        .admin_token
+        .as_ref()
+        .is_some_and(|t| t.expose().is_empty())
+    {
         anyhow::bail!("--admin-token must not be empty (leave it unset for no token)");
     }
     if args.max_body_bytes < 64 {
@@ -389,8 +396,16 @@ fn validate(args: &ServeArgs) -> anyhow::Result<()> {
     for (flag, value, top) in [
         ("--max-limit", args.max_limit, absolute.max_limit),
         ("--max-cost", args.max_cost, absolute.max_cost),
-        ("--max-limits", args.max_limits as u64, absolute.max_limits as u64),
-        ("--max-descriptors", args.max_descriptors as u64, absolute.max_descriptors as u64),
+        (
+            "--max-limits",
+            args.max_limits as u64,
+            absolute.max_limits as u64,
+        ),
+        (
+            "--max-descriptors",
+            args.max_descriptors as u64,
+            absolute.max_descriptors as u64,
+        ),
     ] {
         if !(1..=top).contains(&value) {
             anyhow::bail!("{flag} must be between 1 and {top}, got {value}");

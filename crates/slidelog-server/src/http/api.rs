@@ -171,7 +171,10 @@ pub async fn readyz(State(app): State<App>) -> Result<Json<serde_json::Value>, A
     if let Some(cause) = crate::preflight::standing_misconfiguration(app.limiter()).await {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("not ready: the {} store refuses slidelog's configuration: {cause}", app.store_kind()),
+            format!(
+                "not ready: the {} store refuses slidelog's configuration: {cause}",
+                app.store_kind()
+            ),
         ));
     }
     match app.limiter().ping().await {
