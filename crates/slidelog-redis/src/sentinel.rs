@@ -98,67 +98,86 @@ impl std::fmt::Debug for SentinelConnection {
     }
 }
 
+/// The master name and db index after the hosts: `/master-name[/db]`.
+fn master_and_db(parsed: &MultiHostUrl) -> Result<(String, i64), String> {
+    let master_name =
+        parsed.path.first().cloned().ok_or(
+            "the master name is missing: redis+sentinel://host:port,host:port/master-name",
+        )?;
+    let db: i64 = match parsed.path.get(1) {
+        None => 0,
+        Some(d) => d
+            .parse()
+            .ok()
+            .filter(|d| (0..=15).contains(d))
+            .ok_or_else(|| format!("db {d:?} after the master name must be 0 to 15"))?,
+    };
+    if parsed.path.len() > 2 {
+        return Err("expected /master-name[/db] after the hosts".into());
+    }
+    Ok((master_name, db))
+}
+
+/// A client per sentinel (with the sentinels' own credentials, if any) and
+/// the redis-rs `Sentinel` over all of them.
+fn sentinels(parsed: &MultiHostUrl) -> Result<(Vec<Client>, Sentinel), String> {
+    let sentinel_user = parsed.param("sentinel_username");
+    let sentinel_pass = parsed.param("sentinel_password");
+    let sentinel_urls: Vec<String> = parsed
+        .hosts
+        .iter()
+        .map(|(h, p)| parsed.single_url(h, *p, sentinel_user, sentinel_pass))
+        .collect();
+    let sentinel_infos = sentinel_urls
+        .iter()
+        .map(|u| u.as_str().into_connection_info())
+        .collect::<RedisResult<Vec<_>>>()
+        .map_err(|e| e.to_string())?;
+    let sentinel_clients = sentinel_infos
+        .iter()
+        .map(|i| Client::open(i.clone()))
+        .collect::<RedisResult<Vec<_>>>()
+        .map_err(|e| e.to_string())?;
+    let sentinel = Sentinel::build(sentinel_infos).map_err(|e| e.to_string())?;
+    Ok((sentinel_clients, sentinel))
+}
+
+/// How to reach the data nodes: their credentials and db, taken from a URL
+/// of the same shape so redis-rs parses them as it does for redis://.
+fn data_node_info(parsed: &MultiHostUrl, db: i64) -> Result<SentinelNodeConnectionInfo, String> {
+    let data_url = format!(
+        "{}/{db}",
+        parsed.single_url(
+            "localhost",
+            1,
+            parsed.username.as_deref(),
+            parsed.password.as_deref()
+        )
+    );
+    let data_info = data_url
+        .as_str()
+        .into_connection_info()
+        .map_err(|e| e.to_string())?;
+    let mut node_info = SentinelNodeConnectionInfo::default()
+        .set_redis_connection_info(data_info.redis_settings().clone());
+    if parsed.tls {
+        node_info = node_info.set_tls_mode(TlsMode::Secure);
+    }
+    Ok(node_info)
+}
+
 impl SentinelConnection {
     /// A connection for the master named in `url`. Resolves lazily (on the
     /// first call, or at once by the poll task); never fails for a group
     /// that is down. Must be called inside a Tokio runtime.
     pub fn open(url: &str, options: &RedisOptions) -> Result<Self, String> {
         let parsed = MultiHostUrl::parse(url, "redis+sentinel", "rediss+sentinel")?;
-        let master_name = parsed.path.first().cloned().ok_or(
-            "the master name is missing: redis+sentinel://host:port,host:port/master-name",
-        )?;
-        let db: i64 = match parsed.path.get(1) {
-            None => 0,
-            Some(d) => d
-                .parse()
-                .ok()
-                .filter(|d| (0..=15).contains(d))
-                .ok_or_else(|| format!("db {d:?} after the master name must be 0 to 15"))?,
-        };
-        if parsed.path.len() > 2 {
-            return Err("expected /master-name[/db] after the hosts".into());
-        }
+        let (master_name, db) = master_and_db(&parsed)?;
         if parsed.tls {
             crate::install_crypto_provider();
         }
-        let sentinel_user = parsed.param("sentinel_username");
-        let sentinel_pass = parsed.param("sentinel_password");
-        let sentinel_urls: Vec<String> = parsed
-            .hosts
-            .iter()
-            .map(|(h, p)| parsed.single_url(h, *p, sentinel_user, sentinel_pass))
-            .collect();
-        let sentinel_infos = sentinel_urls
-            .iter()
-            .map(|u| u.as_str().into_connection_info())
-            .collect::<RedisResult<Vec<_>>>()
-            .map_err(|e| e.to_string())?;
-        let sentinel_clients = sentinel_infos
-            .iter()
-            .map(|i| Client::open(i.clone()))
-            .collect::<RedisResult<Vec<_>>>()
-            .map_err(|e| e.to_string())?;
-        let sentinel = Sentinel::build(sentinel_infos).map_err(|e| e.to_string())?;
-        // The data nodes' credentials and db, taken from a URL of the same
-        // shape so redis-rs parses them as it does for redis://.
-        let data_url = format!(
-            "{}/{db}",
-            parsed.single_url(
-                "localhost",
-                1,
-                parsed.username.as_deref(),
-                parsed.password.as_deref()
-            )
-        );
-        let data_info = data_url
-            .as_str()
-            .into_connection_info()
-            .map_err(|e| e.to_string())?;
-        let mut node_info = SentinelNodeConnectionInfo::default()
-            .set_redis_connection_info(data_info.redis_settings().clone());
-        if parsed.tls {
-            node_info = node_info.set_tls_mode(TlsMode::Secure);
-        }
+        let (sentinel_clients, sentinel) = sentinels(&parsed)?;
+        let node_info = data_node_info(&parsed, db)?;
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(options.connect_timeout))
             // The store bounds each call; this only frees a request that no
