@@ -58,12 +58,19 @@ fn spawn(config: &std::path::Path) -> (Service, String, String) {
     }
 }
 
-#[tokio::test]
-async fn grpc_and_json_share_the_descriptor_log() {
+/// The binary over [`CONFIG`], written to a folder that lives as long as
+/// the returned guard.
+fn spawn_with_config() -> (tempfile::TempDir, Service, String, String) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("limits.yaml");
     std::fs::write(&path, CONFIG).unwrap();
-    let (_service, http, grpc) = spawn(&path);
+    let (service, http, grpc) = spawn(&path);
+    (dir, service, http, grpc)
+}
+
+#[tokio::test]
+async fn grpc_and_json_share_the_descriptor_log() {
+    let (_dir, _service, http, grpc) = spawn_with_config();
 
     let mut client = RateLimitServiceClient::connect(format!("http://{grpc}"))
         .await
@@ -138,10 +145,7 @@ fn a_config_error_at_start_exits_2_naming_file_and_line() {
 /// the decisions the one limiter counts for every transport.
 #[tokio::test]
 async fn envoy_counters_appear_in_the_servers_metrics() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("limits.yaml");
-    std::fs::write(&path, CONFIG).unwrap();
-    let (_service, http, _grpc) = spawn(&path);
+    let (_dir, _service, http, _grpc) = spawn_with_config();
     let http_client = reqwest::Client::new();
     let body = serde_json::json!({
         "domain": "api",
