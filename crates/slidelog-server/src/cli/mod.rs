@@ -42,10 +42,13 @@ pub enum Command {
 /// `Debug` masks the store URL's passwords.
 #[derive(Clone, clap::Args)]
 pub struct StoreArgs {
-    /// The store: memory://, redis://[user:pass@]host:port[/db], rediss://…,
-    /// redis+cluster://h:p,h:p, redis+sentinel://h:p,h:p/master.
+    /// The store URL: `memory://`, `redis://…`, `rediss://…`,
+    /// `redis+cluster://…` or `redis+sentinel://…` (the `--help` text below
+    /// spells out each form).
     #[arg(
         long,
+        help = "The store: memory://, redis://[user:pass@]host:port[/db], rediss://…, \
+                redis+cluster://h:p,h:p, redis+sentinel://h:p,h:p/master.",
         env = "SLIDELOG_STORE",
         default_value = "memory://",
         hide_env_values = true
