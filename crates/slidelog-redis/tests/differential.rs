@@ -84,12 +84,8 @@ async fn redis_and_memory_decide_identically_on_random_traces() {
             } else {
                 Mode::Record
             };
-            let a = redis.decide(&request, mode, Now::At(now)).await.unwrap();
-            let b = memory.decide(&request, mode, Now::At(now)).await.unwrap();
-            assert_eq!(
-                a, b,
-                "seed {seed} step {step}: {request:?} {mode:?} at {now}"
-            );
+            let context = format!("seed {seed} step {step}");
+            same_decision(&redis, &memory, &request, mode, now, &context).await;
             decisions += 1;
         }
     }
@@ -133,14 +129,24 @@ async fn weighted_keys_with_changing_limits_decide_as_the_memory_store() {
             } else {
                 Mode::Record
             };
-            let a = redis.decide(&request, mode, Now::At(now)).await.unwrap();
-            let b = memory.decide(&request, mode, Now::At(now)).await.unwrap();
-            assert_eq!(
-                a, b,
-                "seed {seed} step {step}: {request:?} {mode:?} at {now}"
-            );
+            let context = format!("seed {seed} step {step}");
+            same_decision(&redis, &memory, &request, mode, now, &context).await;
             decisions += 1;
         }
     }
     assert!(decisions > 2_000);
+}
+
+/// Decides `request` on both stores at `now` and asserts the same answer.
+async fn same_decision(
+    redis: &dyn Store,
+    memory: &MemoryStore,
+    request: &Request,
+    mode: Mode,
+    now: u64,
+    context: &str,
+) {
+    let a = redis.decide(request, mode, Now::At(now)).await.unwrap();
+    let b = memory.decide(request, mode, Now::At(now)).await.unwrap();
+    assert_eq!(a, b, "{context}: {request:?} {mode:?} at {now}");
 }
