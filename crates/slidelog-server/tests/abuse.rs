@@ -27,13 +27,7 @@ fn serve_with_grpc(dir: &tempfile::TempDir, args: &[&str]) -> (child::Serve, Str
         .arg(&config)
         .args(args);
     let serve = child::spawn(command);
-    let grpc = serve
-        .early_log
-        .iter()
-        .find_map(|l| l.split("grpc_addr=").nth(1))
-        .and_then(|rest| rest.split_whitespace().next())
-        .expect("grpc_addr in the listening line")
-        .to_owned();
+    let grpc = serve.grpc_addr();
     (serve, grpc)
 }
 

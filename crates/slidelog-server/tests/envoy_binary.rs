@@ -6,61 +6,27 @@ use slidelog_envoy::proto::{
     RateLimitDescriptor, RateLimitRequest, RateLimitServiceClient, rate_limit_descriptor::Entry,
     rate_limit_response::Code,
 };
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 const CONFIG: &str = "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n";
 
-struct Service(Child);
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+mod child;
 
 /// Starts the binary; returns it with its HTTP and gRPC addresses from the log.
-fn spawn(config: &std::path::Path) -> (Service, String, String) {
-    let child = Command::new(env!("CARGO_BIN_EXE_slidelog"))
+fn spawn(config: &std::path::Path) -> (child::Serve, String, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_slidelog"));
+    command
         .args(["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
         .arg("--config")
-        .arg(config)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start slidelog serve");
-    // Owned by the guard at once, so a failed start still kills and reaps it.
-    let mut service = Service(child);
-    let stderr = service.0.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let line = rx
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .expect("no listening line within 30 s");
-        let field = |name: &str| {
-            line.split(&format!("{name}="))
-                .nth(1)
-                .map(|rest| rest.split_whitespace().next().unwrap().to_owned())
-        };
-        if let (Some(http), Some(grpc)) = (field("http_addr"), field("grpc_addr")) {
-            return (service, http, grpc);
-        }
-    }
+        .arg(config);
+    let service = child::spawn(command);
+    let (http, grpc) = (service.addr.clone(), service.grpc_addr());
+    (service, http, grpc)
 }
 
 /// The binary over [`CONFIG`], written to a folder that lives as long as
 /// the returned guard.
-fn spawn_with_config() -> (tempfile::TempDir, Service, String, String) {
+fn spawn_with_config() -> (tempfile::TempDir, child::Serve, String, String) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("limits.yaml");
     std::fs::write(&path, CONFIG).unwrap();

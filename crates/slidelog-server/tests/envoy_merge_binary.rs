@@ -4,23 +4,14 @@
 //! merged, the rules of both files answer on `POST /json`, and a descriptor
 //! configured in both files is still refused.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 const FIRST: &str = "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n";
 const SECOND: &str = "domain: api\ndescriptors:\n  - key: path\n    value: /admin*\n    rate_limit: {unit: hour, requests_per_unit: 0}\n";
 const CLASH: &str = "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 9}\n";
 
-struct Service(Child);
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+mod child;
 
 fn folder(files: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -53,31 +44,10 @@ fn refused(mut cmd: Command) -> String {
 }
 
 /// Starts the binary; returns it with its HTTP address from the log.
-fn started(mut cmd: Command) -> (Service, String) {
-    let child = cmd
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start slidelog serve");
-    let mut service = Service(child);
-    let stderr = service.0.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let line = rx
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .expect("no listening line within 30 s");
-        if let Some(rest) = line.split("http_addr=").nth(1) {
-            return (service, rest.split_whitespace().next().unwrap().to_owned());
-        }
-    }
+fn started(cmd: Command) -> (child::Serve, String) {
+    let service = child::spawn(cmd);
+    let addr = service.addr.clone();
+    (service, addr)
 }
 
 async fn json(http: &str, key: &str, value: &str) -> serde_json::Value {

@@ -2,69 +2,23 @@
 //! 127.0.0.1:0` logs the address it bound, answers the API, and on SIGTERM
 //! stops accepting, finishes the request in flight, and exits 0 in time.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-/// A `slidelog serve` child, killed on drop if it is still running.
-struct Service {
-    child: Child,
-    addr: String,
-    /// Log lines up to and including the one with the address.
-    early_log: Vec<String>,
-    log: mpsc::Receiver<String>,
-}
+mod child;
 
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn spawn(args: &[&str]) -> Service {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_slidelog"))
+/// `slidelog serve` with ARGS (gRPC on a free port, debug logs), ready once
+/// it logged its address.
+fn spawn(args: &[&str]) -> child::Serve {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_slidelog"));
+    command
         .arg("serve")
         .args(["--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
         .args(args)
-        .env("RUST_LOG", "debug")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start slidelog serve");
-    // Read the log on a thread: the address comes first, shutdown lines later.
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut early_log = Vec::new();
-    let addr = loop {
-        let line = rx
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .expect("slidelog serve logged no listening address within 30 s");
-        let addr = line
-            .split("http_addr=")
-            .nth(1)
-            .map(|rest| rest.split_whitespace().next().unwrap().to_owned());
-        early_log.push(line);
-        if let Some(addr) = addr {
-            break addr;
-        }
-    };
-    Service {
-        child,
-        addr,
-        early_log,
-        log: rx,
-    }
+        .env("RUST_LOG", "debug");
+    child::spawn(command)
 }
 
 /// One raw HTTP/1.1 request; returns (status, body).

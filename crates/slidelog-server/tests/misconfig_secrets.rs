@@ -7,10 +7,9 @@
 //! password holds. The admin token can come from a file.
 
 use slidelog_testkit::RedisServer;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_slidelog");
@@ -45,63 +44,18 @@ fn text(out: &Output) -> String {
     )
 }
 
-/// A `serve` child, ready once it logged its address; killed on drop.
-struct Serve {
-    child: Child,
-    addr: String,
-    log: Vec<String>,
-    rest: mpsc::Receiver<String>,
-}
+mod child;
 
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(args: &[&str]) -> Serve {
-    let mut child = Command::new(BIN)
+/// `slidelog serve` with ARGS (gRPC on a free port) and no secret in its
+/// environment, ready once it listens.
+fn serve(args: &[&str]) -> child::Serve {
+    let mut command = Command::new(BIN);
+    command
         .args(["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
         .args(args)
         .env_remove("SLIDELOG_STORE")
-        .env_remove("SLIDELOG_ADMIN_TOKEN")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    // Killed on drop, even when it never starts.
-    let mut service = Serve {
-        child,
-        addr: String::new(),
-        log: Vec::new(),
-        rest: rx,
-    };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let line = service
-            .rest
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .unwrap_or_else(|_| panic!("serve never listened:\n{}", service.log.join("\n")));
-        let addr = line
-            .split("http_addr=")
-            .nth(1)
-            .map(|r| r.split_whitespace().next().unwrap().to_owned());
-        service.log.push(line);
-        if let Some(addr) = addr {
-            service.addr = addr;
-            return service;
-        }
-    }
+        .env_remove("SLIDELOG_ADMIN_TOKEN");
+    child::spawn(command)
 }
 
 fn get(addr: &str, method: &str, path: &str, extra: &str) -> (u16, String) {
@@ -192,10 +146,10 @@ fn allowed_to_start_misconfigured_it_is_unready_with_the_cause() {
     let url = format!("redis://:hunter2@{}", redis.addr());
     let service = serve(&["--store", &url, "--allow-store-misconfig"]);
     let error_line = service
-        .log
+        .early_log
         .iter()
         .find(|l| l.contains("ERROR"))
-        .unwrap_or_else(|| panic!("no error line:\n{}", service.log.join("\n")));
+        .unwrap_or_else(|| panic!("no error line:\n{}", service.early_log.join("\n")));
     assert!(error_line.contains("authentication failed"), "{error_line}");
     let (status, body) = get(&service.addr, "GET", "/readyz", "");
     assert_eq!(status, 503, "{body}");
@@ -206,7 +160,7 @@ fn allowed_to_start_misconfigured_it_is_unready_with_the_cause() {
         get(&service.addr, "POST", "/v1/check", "");
     }
     std::thread::sleep(Duration::from_millis(300));
-    let later: Vec<String> = service.rest.try_iter().collect();
+    let later: Vec<String> = service.log.try_iter().collect();
     assert!(
         later.iter().filter(|l| l.contains("ERROR")).count() <= 1,
         "{later:?}"
@@ -310,7 +264,7 @@ fn the_admin_token_can_come_from_a_file() {
         "Authorization: Bearer from-file\r\n",
     );
     assert_eq!(ok.0, 200, "{}", ok.1);
-    assert!(!service.log.join("\n").contains("from-file"));
+    assert!(!service.early_log.join("\n").contains("from-file"));
     // A missing file is an error naming the file.
     let out = run(&["serve", "--admin-token-file", "/nonexistent/token"], &[]);
     assert_eq!(out.status.code(), Some(2));

@@ -6,61 +6,22 @@
 //! for a Redis that is killed and restarted.
 
 use slidelog_testkit::RedisServer;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-struct Serve {
-    child: Child,
-    addr: String,
-    log: mpsc::Receiver<String>,
-}
+mod child;
 
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(args: &[&str]) -> Serve {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_slidelog"))
+/// `slidelog serve` with ARGS (gRPC on a free port), ready once it listens.
+fn serve(args: &[&str]) -> child::Serve {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_slidelog"));
+    command
         .args(["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
         .args(args)
         .env_remove("SLIDELOG_STORE")
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    // Killed on drop, even when it never starts.
-    let mut service = Serve {
-        child,
-        addr: String::new(),
-        log: rx,
-    };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let line = service
-            .log
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .expect("serve started");
-        if let Some(addr) = line.split("http_addr=").nth(1) {
-            service.addr = addr.split_whitespace().next().unwrap().to_owned();
-            return service;
-        }
-    }
+        .env("RUST_LOG", "info");
+    child::spawn(command)
 }
 
 fn check(addr: &str, key: &str) -> u16 {
@@ -80,7 +41,7 @@ fn check(addr: &str, key: &str) -> u16 {
 }
 
 /// The store log lines (WARN/INFO/ERROR about the store) so far.
-fn store_lines(service: &Serve) -> Vec<String> {
+fn store_lines(service: &child::Serve) -> Vec<String> {
     std::thread::sleep(Duration::from_millis(200));
     service
         .log

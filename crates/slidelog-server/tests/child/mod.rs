@@ -32,6 +32,18 @@ impl Serve {
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
+
+    /// `127.0.0.1:PORT` of its gRPC API, from the listening line (panics
+    /// when it was started with --no-grpc).
+    pub fn grpc_addr(&self) -> String {
+        self.early_log
+            .iter()
+            .find_map(|l| l.split("grpc_addr=").nth(1))
+            .and_then(|rest| rest.split_whitespace().next())
+            .filter(|addr| *addr != "off")
+            .expect("grpc_addr in the listening line")
+            .to_owned()
+    }
 }
 
 /// `slidelog serve --http 127.0.0.1:0 --no-grpc ARGS`.
