@@ -203,7 +203,7 @@ impl MemoryStore {
                 request,
             ));
         }
-        if let Err(limit) = self.try_reserve_key() {
+        if self.try_reserve_key().is_err() {
             // Full: reclaim expired logs, this shard first (we hold it),
             // then the others with our lock released so no two sweeps deadlock.
             let swept = guard.sweep(now_ms, &self.hasher);
@@ -226,7 +226,6 @@ impl MemoryStore {
                     });
                 }
             }
-            let _ = limit;
         }
         let (decision, bytes) = guard.insert_new(hash, request, now_ms, &self.hasher);
         self.bytes.fetch_add(bytes, Ordering::Relaxed);

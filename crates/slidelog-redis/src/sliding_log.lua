@@ -296,7 +296,8 @@ local function save_weights(ttl)
   -- A log turning weighted starts a new hash (a left-over one is stale).
   if not keep_all or not weighted then redis.call('DEL', weights) end
   for name, field in pairs(fields) do
-    local mine = tonumber(string.match(name, '/(%d+)$')) == windows[math.min(n, tonumber(string.match(name, '^(%d+)/')))]
+    -- field[4] is the field's position, parsed from its name once on read.
+    local mine = tonumber(string.match(name, '/(%d+)$')) == windows[math.min(n, field[4])]
     if (keep_all and field[3]) or (not keep_all and mine) then
       changed[#changed + 1] = name
       changed[#changed + 1] = string.format('%d %d', field[1], field[2])

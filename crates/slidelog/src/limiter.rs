@@ -284,11 +284,7 @@ impl Limiter {
     /// # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
     /// ```
     pub async fn decide(&self, request: &Request, mode: Mode) -> Result<Decision, LimiterError> {
-        let now = match &self.inner.time {
-            TimeMode::Store => Now::Server,
-            TimeMode::Client(clock) => Now::At(clock.now_ms()),
-        };
-        self.decide_at(request, mode, now).await
+        self.decide_at(request, mode, self.now()).await
     }
 
     /// Decides at an explicit time (replay, tests): [`Now::At`] uses the
@@ -328,11 +324,15 @@ impl Limiter {
                 .check_cost(cost)
                 .map_err(InputError::from)?;
         }
-        let now = match &self.inner.time {
+        self.decide_within_bounds(request, mode, self.now()).await
+    }
+
+    /// The time a decision is made at: the store's clock, or the caller's.
+    fn now(&self) -> Now {
+        match &self.inner.time {
             TimeMode::Store => Now::Server,
             TimeMode::Client(clock) => Now::At(clock.now_ms()),
-        };
-        self.decide_within_bounds(request, mode, now).await
+        }
     }
 
     /// The decision of a request already checked against the bounds.
