@@ -237,10 +237,15 @@ impl Log {
         })
     }
 
+    /// True when [`Log::shrink_if_sparse`] would release memory.
+    pub fn is_sparse(&self) -> bool {
+        self.ts.capacity() > 64 && self.ts.capacity() > 4 * self.ts.len()
+    }
+
     /// Releases spare capacity when the log holds far fewer records than it
     /// has room for (after a burst expired).
     pub fn shrink_if_sparse(&mut self) {
-        if self.ts.capacity() > 64 && self.ts.capacity() > 4 * self.ts.len() {
+        if self.is_sparse() {
             self.ts.shrink_to(self.ts.len() * 2);
             if let Some(s) = self.sums.as_deref_mut() {
                 s.cum.shrink_to(self.ts.len() * 2 * s.width);
