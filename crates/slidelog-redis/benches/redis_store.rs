@@ -9,7 +9,8 @@
 //! `cargo test` (no `--bench` argument) it runs a tiny smoke version.
 
 use slidelog_core::{Limit, Mode, Now, Request, Store};
-use slidelog_redis::{RedisOptions, RedisStore, script::SCRIPT};
+use slidelog_redis::script::{SCRIPT, SINGLE};
+use slidelog_redis::{RedisOptions, RedisStore};
 use slidelog_testkit::RedisServer;
 use std::process::Command;
 use std::sync::Arc;
@@ -57,9 +58,10 @@ fn main() {
         RedisStore::connect(&server.url(), options).await.unwrap()
     });
     let store = Arc::new(store);
-    // Load the script once, so redis-benchmark's EVALSHA finds it.
+    // Load the scripts once, so redis-benchmark's EVALSHA finds them.
     let mut c = server.client();
     let _: String = SCRIPT.prepare_invoke().load(&mut c).unwrap();
+    let _: String = SINGLE.prepare_invoke().load(&mut c).unwrap();
 
     println!("| client | concurrency | decisions/s |");
     println!("|---|---|---|");
@@ -94,18 +96,41 @@ fn main() {
 /// The original design's script, as the tests keep it.
 const ORIGINAL: &str = include_str!("../tests/original_sliding_window.lua");
 
+/// A deadline far ahead (year 2286), 13 digits like the library's, so the
+/// single-limit script compares it as the library's checks make it do.
+const FAR_DEADLINE: &str = "9999999999999";
+
+/// One workload of the CPU table: keys (1 = one hot key, `cpu:hot`) and max.
+struct CpuWorkload {
+    label: &'static str,
+    keys: u64,
+    max: u64,
+}
+
 /// Redis CPU per decision (`usec_per_call` of `EVALSHA` in `INFO
-/// commandstats` after `CONFIG RESETSTAT`), the original script against
-/// slidelog's on the same server in the same run, alternating, each over
-/// fresh keys: admitted (100k keys, max 100) and rejected (one full key).
+/// commandstats` after `CONFIG RESETSTAT`): the original design's script,
+/// slidelog's general script (`sliding_log.lua`, one limit, cost 1) and the
+/// single-limit script the library sends such checks to, on the same server
+/// in the same run, alternating within each round, each over fresh keys.
+/// Set `SLIDELOG_BENCH_CHRT=1` to run the server under `chrt -f 10` (a busy
+/// machine's preemption otherwise inflates `usec_per_call`).
 fn redis_cpu_table(server: &RedisServer, n: u64) {
     let mut c = server.client();
+    if std::env::var("SLIDELOG_BENCH_CHRT").is_ok_and(|v| v == "1") {
+        let pid = server.pid().expect("the server's pid").to_string();
+        let ok = Command::new("chrt")
+            .args(["-f", "-p", "10", &pid])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "chrt -f -p 10 {pid} failed (needs root)");
+    }
     let original: String = redis::cmd("SCRIPT")
         .arg("LOAD")
         .arg(ORIGINAL)
         .query(&mut c)
         .unwrap();
-    let ours = SCRIPT.get_hash().to_owned();
+    let general = SCRIPT.get_hash().to_owned();
+    let single = SINGLE.get_hash().to_owned();
     let per_call = |c: &mut redis::Connection| -> f64 {
         let info: String = redis::cmd("INFO").arg("commandstats").query(c).unwrap();
         info.lines()
@@ -116,63 +141,90 @@ fn redis_cpu_table(server: &RedisServer, n: u64) {
             .unwrap_or(f64::NAN)
     };
     println!(
-        "| workload (redis-benchmark -P 16, 50 clients) | round | original µs/call | slidelog µs/call | ratio |"
+        "| workload (redis-benchmark -P 16, 50 clients) | round | original µs/call | general µs/call | single-limit µs/call | single / original |"
     );
-    println!("|---|---|---|---|---|");
-    for (label, keys, max) in [
-        ("admitted, 100k keys", KEYS, MAX),
-        ("rejected, 1 full key", 1, 1),
-    ] {
+    println!("|---|---|---|---|---|---|");
+    let workloads = [
+        CpuWorkload {
+            label: "admitted, 100k keys (max 100)",
+            keys: KEYS,
+            max: MAX,
+        },
+        CpuWorkload {
+            label: "admitted, 1k live keys (max 1M)",
+            keys: 1_000,
+            max: 1_000_000,
+        },
+        CpuWorkload {
+            label: "rejected, 1 full key (max 1)",
+            keys: 1,
+            max: 1,
+        },
+        CpuWorkload {
+            label: "rejected, 1 full key (max 100)",
+            keys: 1,
+            max: 100,
+        },
+    ];
+    for w in &workloads {
+        let key = if w.keys == 1 {
+            "cpu:hot"
+        } else {
+            "cpu:__rand_int__"
+        };
+        let max = w.max.to_string();
+        let wkey = format!("{{{key}}}#w");
+        // KEYS[1]; now (ms); window (s); max; member.
+        let original_args = vec!["1", key, "1767225600000", "60", &max, "m:__rand_int__"];
+        let general_args = vec![
+            "2",
+            key,
+            &wkey,
+            "1",
+            "-1",
+            "1",
+            &max,
+            "60000",
+            "1",
+            "m:__rand_int__",
+        ];
+        let single_args = vec!["1", key, &max, "60000", "m:__rand_int__", FAR_DEADLINE];
         for round in 1..=3 {
-            let mut cpu = [0.0; 2];
-            for (i, sha) in [&original, &ours].into_iter().enumerate() {
+            let mut cpu = [0.0; 3];
+            for (i, (sha, args)) in [
+                (&original, &original_args),
+                (&general, &general_args),
+                (&single, &single_args),
+            ]
+            .into_iter()
+            .enumerate()
+            {
                 let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
-                let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut c).unwrap();
-                let mut cmd = Command::new("redis-benchmark");
-                cmd.args(["-h", "127.0.0.1", "-p", &server.port().to_string()])
-                    .args(["-c", "50", "-n", &n.to_string(), "-r", &keys.to_string()])
-                    .args(["-P", "16", "-q", "EVALSHA", sha.as_str()]);
-                let key = if keys == 1 {
-                    "cpu:hot"
-                } else {
-                    "cpu:__rand_int__"
+                let run = |n: u64, pipeline: &str| {
+                    let out = Command::new("redis-benchmark")
+                        .args(["-h", "127.0.0.1", "-p", &server.port().to_string()])
+                        .args(["-c", "50", "-n", &n.to_string(), "-r", &w.keys.to_string()])
+                        .args(["-P", pipeline, "-q", "EVALSHA", sha.as_str()])
+                        .args(args.iter())
+                        .output()
+                        .expect("redis-benchmark (apt-get install -y redis-tools)");
+                    assert!(out.status.success());
                 };
-                if i == 0 {
-                    // KEYS[1]; now (ms); window (s); max; member.
-                    cmd.args([
-                        "1",
-                        key,
-                        "1767225600000",
-                        "60",
-                        &max.to_string(),
-                        "m:__rand_int__",
-                    ]);
-                } else {
-                    let wkey = format!("{{{key}}}#w");
-                    cmd.args([
-                        "2",
-                        key,
-                        &wkey,
-                        "1",
-                        "-1",
-                        "1",
-                        &max.to_string(),
-                        "60000",
-                        "1",
-                    ])
-                    .arg("m:__rand_int__");
+                if w.keys == 1 {
+                    // Fill the hot key first, so the measured calls reject.
+                    run(w.max, "1");
                 }
-                let out = cmd
-                    .output()
-                    .expect("redis-benchmark (apt-get install -y redis-tools)");
-                assert!(out.status.success());
+                let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut c).unwrap();
+                run(n, "16");
                 cpu[i] = per_call(&mut c);
             }
             println!(
-                "| {label} | {round} | {:.2} | {:.2} | {:.2} |",
+                "| {} | {round} | {:.2} | {:.2} | {:.2} | {:.2} |",
+                w.label,
                 cpu[0],
                 cpu[1],
-                cpu[1] / cpu[0]
+                cpu[2],
+                cpu[2] / cpu[0]
             );
         }
     }
@@ -206,25 +258,17 @@ async fn library_load(store: Arc<RedisStore>, tasks: usize, n: u64) -> f64 {
     n as f64 / start.elapsed().as_secs_f64()
 }
 
-/// redis-benchmark running the same script with the same arguments (a random
-/// key of [`KEYS`] and its weights key, record mode, Redis TIME, one limit
-/// of cost 1, one member).
+/// redis-benchmark running the script the library sends these checks to
+/// (`single_limit.lua`: a random key of [`KEYS`], one limit, Redis TIME, a
+/// member and a deadline) with the same arguments.
 fn redis_benchmark(server: &RedisServer, n: u64, pipeline: u32) -> f64 {
     let out = Command::new("redis-benchmark")
         .args(["-h", "127.0.0.1", "-p", &server.port().to_string()])
         .args(["-c", "50", "-n", &n.to_string(), "-r", &KEYS.to_string()])
         .args(["-P", &pipeline.to_string(), "--csv"])
-        .args(["EVALSHA", SCRIPT.get_hash(), "2", "bench:rb:__rand_int__"])
-        .arg("{bench:rb:__rand_int__}#w")
-        .args([
-            "1",
-            "-1",
-            "1",
-            &MAX.to_string(),
-            &WINDOW_MS.to_string(),
-            "1",
-        ])
-        .arg("m:__rand_int__")
+        .args(["EVALSHA", SINGLE.get_hash(), "1", "bench:rb:__rand_int__"])
+        .args([&MAX.to_string(), &WINDOW_MS.to_string(), "m:__rand_int__"])
+        .arg(FAR_DEADLINE)
         .output()
         .expect("redis-benchmark (apt-get install -y redis-tools)");
     let text = String::from_utf8_lossy(&out.stdout);

@@ -91,7 +91,7 @@ impl ClusterConnection {
 }
 
 /// `EVAL <source> <the rest of the EVALSHA arguments>` when `cmd` is an
-/// `EVALSHA` of the decision script; `None` otherwise.
+/// `EVALSHA` of one of the decision scripts; `None` otherwise.
 fn as_eval(cmd: &Cmd) -> Option<Cmd> {
     let mut args = cmd.args_iter().map(|a| match a {
         redis::Arg::Simple(bytes) => bytes,
@@ -100,12 +100,9 @@ fn as_eval(cmd: &Cmd) -> Option<Cmd> {
     if !args.next()?.eq_ignore_ascii_case(b"EVALSHA") {
         return None;
     }
-    let sha = args.next()?;
-    if sha != crate::script::SCRIPT.get_hash().as_bytes() {
-        return None;
-    }
+    let source = crate::script::source_for_sha(args.next()?)?;
     let mut eval = redis::cmd("EVAL");
-    eval.arg(crate::script::SOURCE);
+    eval.arg(source);
     for a in args {
         eval.arg(a);
     }

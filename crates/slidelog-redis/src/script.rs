@@ -1,6 +1,7 @@
-//! The decision script (`sliding_log.lua`): its arguments, its invocation over
-//! any redis-rs async connection (a `ConnectionManager` now; a cluster or
-//! sentinel connection later) and the parsing of its reply.
+//! The decision scripts: `single_limit.lua` for the common check (one limit,
+//! cost 1) and `sliding_log.lua` for everything else (docs/design.md §4.2);
+//! their arguments, their invocation over any redis-rs async connection
+//! (standalone, cluster or sentinel) and the parsing of their replies.
 //!
 //! `redis::Script` sends `EVALSHA` and, on `NOSCRIPT` (after `SCRIPT FLUSH`, a
 //! restart or a failover), loads the script and retries once.
@@ -16,6 +17,24 @@ pub const SOURCE: &str = include_str!("sliding_log.lua");
 
 /// The script, hashed once per process.
 pub static SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(SOURCE));
+
+/// The Lua source of a check of one limit at cost 1.
+pub const SINGLE_SOURCE: &str = include_str!("single_limit.lua");
+
+/// The single-limit script, hashed once per process.
+pub static SINGLE: LazyLock<Script> = LazyLock::new(|| Script::new(SINGLE_SOURCE));
+
+/// The source of the decision script whose SHA1 is `sha`, if it is one of
+/// them (a cluster node that lost its scripts is sent the source again).
+pub fn source_for_sha(sha: &[u8]) -> Option<&'static str> {
+    if sha == SCRIPT.get_hash().as_bytes() {
+        Some(SOURCE)
+    } else if sha == SINGLE.get_hash().as_bytes() {
+        Some(SINGLE_SOURCE)
+    } else {
+        None
+    }
+}
 
 /// The error code of a check refused because its deadline had passed.
 pub const DEADLINE_CODE: &str = "DEADLINE";
@@ -50,6 +69,11 @@ pub async fn run<C: ConnectionLike>(
     now_ms: Option<u64>,
     deadline_ms: Option<u64>,
 ) -> RedisResult<Outcome> {
+    if mode == Mode::Record && request.limits().len() == 1 && request.cost_for(0) == 1 {
+        if let Some(outcome) = run_single(conn, redis_key, request, now_ms, deadline_ms).await? {
+            return Ok(outcome);
+        }
+    }
     let mut invocation = SCRIPT.key(redis_key);
     invocation
         .key(crate::keys::weights_key(redis_key))
@@ -69,6 +93,61 @@ pub async fn run<C: ConnectionLike>(
     }
     let reply: Vec<i64> = invocation.invoke_async(conn).await?;
     parse_reply(&reply)
+}
+
+/// A check of one limit at cost 1 through `single_limit.lua`; `None` when
+/// the log is weighted (the script then changed nothing, and the caller
+/// runs the general script).
+async fn run_single<C: ConnectionLike>(
+    conn: &mut C,
+    redis_key: &[u8],
+    request: &Request,
+    now_ms: Option<u64>,
+    deadline_ms: Option<u64>,
+) -> RedisResult<Option<Outcome>> {
+    let limit = request.limits()[0];
+    let mut invocation = SINGLE.key(redis_key);
+    invocation
+        .arg(limit.max())
+        .arg(limit.window_ms())
+        .arg(member(request))
+        .arg(deadline_ms.map_or(-1, |ms| ms as i64));
+    if let Some(ms) = now_ms {
+        invocation.arg(ms);
+    }
+    let reply: Vec<i64> = invocation.invoke_async(conn).await?;
+    parse_single_reply(&reply, limit.max(), limit.window_ms())
+}
+
+/// `{allowed, count, retry_after_ms, reset_after_ms, now_ms}` of
+/// `single_limit.lua`, or `{-1}` (a weighted log: `None`).
+pub fn parse_single_reply(reply: &[i64], max: u64, window_ms: u64) -> RedisResult<Option<Outcome>> {
+    let [allowed, count, retry, reset, now] = reply else {
+        if reply == [-1] {
+            return Ok(None);
+        }
+        return Err(RedisError::from((
+            ErrorKind::UnexpectedReturnType,
+            "single_limit.lua answered an unexpected reply",
+            format!("{reply:?}"),
+        )));
+    };
+    let u = |v: &i64| u64::try_from(*v).unwrap_or(0);
+    Ok(Some(Outcome {
+        decision: Decision {
+            allowed: *allowed == 1,
+            limit: max,
+            window_ms,
+            count: u(count),
+            // More than max records can be live after a clock step back or
+            // a lowered max: remaining is then 0, as in the engine.
+            remaining: max.saturating_sub(u(count)),
+            retry_after_ms: u(retry),
+            reset_after_ms: u(reset),
+            degraded: false,
+        },
+        now_ms: u(now),
+    }))
 }
 
 /// `{allowed, max, window_ms, count, remaining, retry_after_ms, reset_after_ms, now_ms}`.
@@ -119,6 +198,36 @@ mod tests {
             (o.decision.limit, o.decision.remaining, o.now_ms),
             (10, 9, 5)
         );
+    }
+
+    #[test]
+    fn a_single_limit_reply_fills_in_what_the_caller_knows() {
+        let o = parse_single_reply(&[1, 3, 0, 60_000, 7], 10, 60_000)
+            .unwrap()
+            .unwrap();
+        assert!(o.decision.allowed);
+        assert_eq!(
+            (o.decision.limit, o.decision.window_ms, o.decision.count),
+            (10, 60_000, 3)
+        );
+        assert_eq!((o.decision.remaining, o.now_ms), (7, 7));
+        let full = parse_single_reply(&[0, 12, 500, 900, 7], 10, 60_000)
+            .unwrap()
+            .unwrap();
+        assert_eq!((full.decision.allowed, full.decision.remaining), (false, 0));
+        assert_eq!(full.decision.retry_after_ms, 500);
+        assert!(parse_single_reply(&[-1], 10, 60_000).unwrap().is_none());
+        assert!(parse_single_reply(&[1, 2], 10, 60_000).is_err());
+    }
+
+    #[test]
+    fn each_script_is_found_by_its_hash() {
+        assert_eq!(source_for_sha(SCRIPT.get_hash().as_bytes()), Some(SOURCE));
+        assert_eq!(
+            source_for_sha(SINGLE.get_hash().as_bytes()),
+            Some(SINGLE_SOURCE)
+        );
+        assert_eq!(source_for_sha(b"0000"), None);
     }
 
     #[test]

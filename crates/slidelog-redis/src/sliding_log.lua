@@ -33,12 +33,10 @@
 -- ties, or records in the future after a clock step back) are renamed to
 -- `<id>#1`, so the newest record carries the mark from then on.
 --
--- Cost (docs/design.md §4.1): the common path (one limit, cost 1, plain
--- log) takes the early return below: TIME, ZRANGE newest, then only the
--- calls its answer needs (a new key: ZADD + PEXPIRE), no tables, no
--- string.format, numbers passed to redis.call as numbers (Redis formats
--- them with 17 digits; Lua's own tostring keeps 14, so exclusive bounds
--- are still built with %d).
+-- Cost: a check of one limit at cost 1 (the common case) goes to
+-- single_limit.lua instead (docs/design.md §4.2), which answers exactly as
+-- this script would and hands a weighted log back to it. This script takes
+-- several limits, costs above 1, peeks, and weighted logs.
 
 local log, weights = KEYS[1], KEYS[2]
 local record = ARGV[1] == '1'
@@ -70,40 +68,6 @@ end
 local top = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')
 local newest_member, newest = top[1], tonumber(top[2])
 local marked = newest_member ~= nil and string.find(newest_member, '#', 1, true) ~= nil
-
--- The common path: one limit, cost 1, a plain log. The live records are the
--- newest ones, so the k-th oldest live one (k = count + 1 - max) is the
--- max-th newest: rank -max, whatever the expired records before it.
-if n == 1 and ARGV[6] == '1' and not marked then
-  local max, window = tonumber(ARGV[4]), tonumber(ARGV[5])
-  -- The live records (ts > now - window). Expired ones are dropped only
-  -- when a record is appended: a rejection has no use for the removal.
-  local count = 0
-  if newest ~= nil and newest > now - window then
-    count = redis.call('ZCOUNT', log, string.format('(%d', now - window), '+inf')
-  end
-  if count + 1 > max then
-    local kth = tonumber(redis.call('ZRANGE', log, -max, -max, 'WITHSCORES')[2])
-    local reset = newest + window - now
-    if reset < 0 then reset = 0 end
-    if record then
-      -- A rejection appends nothing but still leaves the TTL (step 10).
-      if newest > now then redis.call('PEXPIRE', log, newest + window - now) else redis.call('PEXPIRE', log, window) end
-    end
-    local remaining = max - count
-    if remaining < 0 then remaining = 0 end
-    return {0, max, window, count, remaining, kth + window - now, reset, now}
-  end
-  local newest_after = now
-  if newest ~= nil and newest > now then newest_after = newest end
-  if record then
-    -- Drop the expired records (inclusive, the original script's boundary).
-    if newest ~= nil then redis.call('ZREMRANGEBYSCORE', log, '-inf', now - window) end
-    redis.call('ZADD', log, now, ARGV[7])
-    redis.call('PEXPIRE', log, newest_after + window - now)
-  end
-  return {1, max, window, count + 1, max - count - 1, 0, newest_after + window - now, now}
-end
 
 -- Step 2: the limits, each with its own cost, and the longest window (how
 -- long records are kept). Numbers are formatted with %d below: Lua's

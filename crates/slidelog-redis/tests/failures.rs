@@ -54,14 +54,19 @@ async fn script_flush_is_recovered_by_reloading_the_script() {
     assert!(store.check(&r).await.unwrap().allowed);
     let mut c = server.client();
     let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut c).unwrap();
+    // A check of one limit runs the single-limit script, a peek the
+    // general one: both are loaded again after the flush.
     let d = store.check(&r).await.unwrap();
     assert_eq!((d.allowed, d.count), (true, 2));
+    let p = store.peek(&r).await.unwrap();
+    assert_eq!((p.allowed, p.count), (true, 3));
     let exists: Vec<bool> = redis::cmd("SCRIPT")
         .arg("EXISTS")
+        .arg(slidelog_redis::script::SINGLE.get_hash())
         .arg(slidelog_redis::script::SCRIPT.get_hash())
         .query(&mut c)
         .unwrap();
-    assert_eq!(exists, vec![true]);
+    assert_eq!(exists, vec![true, true]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
