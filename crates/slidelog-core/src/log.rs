@@ -14,19 +14,46 @@
 //!   a binary search over the sums.
 //!
 //! While every record costs 1 the sums are not kept at all (the rank is the
-//! sum), so the common case costs 8 bytes per record, as a plain log of
-//! timestamps.
+//! sum). Timestamps are 32-bit offsets from a base per log: a log's records
+//! span at most its longest window plus any step back of the clock, and only
+//! windows over 49.7 days (docs/design.md §1 allows 366 days) can span more
+//! than `u32::MAX` ms; such a log keeps each timestamp whole, in two slots.
+//! The first [`INLINE`] slots sit in the log itself. So a plain log costs 4
+//! bytes per record, and a key holding a few records allocates nothing.
 
 use smallvec::SmallVec;
 use std::collections::VecDeque;
 
+/// Slots a log holds in itself before it moves them to the heap: four keep
+/// the slots as small as an empty `Vec` (24 bytes) and [`Log`] at 48.
+const INLINE: usize = 4;
+
 /// The admitted requests of one key, oldest first.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// The records' timestamps are `slots[head..]`, a queue that drops from the
+/// front by moving `head` and is compacted when it must grow (so each record
+/// is moved O(1) times): each slot is `ts - base`, or, in a `wide` log, two
+/// slots hold the high and low halves of `ts`.
+#[derive(Debug, Clone, Default)]
 pub struct Log {
-    ts: VecDeque<u64>,
+    base: u64,
+    slots: SmallVec<[u32; INLINE]>,
+    head: u32,
+    wide: bool,
     /// `None` while every record costs 1 for every position.
     sums: Option<Box<Sums>>,
 }
+
+/// Two logs are equal when they hold the same records, however stored.
+impl PartialEq for Log {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len()
+            && (0..self.len()).all(|j| self.ts(j) == other.ts(j))
+            && self.sums == other.sums
+    }
+}
+
+impl Eq for Log {}
 
 /// Running sums of costs, `width` per record (record-major).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,75 +105,248 @@ impl Sums {
     }
 }
 
+/// The storage of the timestamps (private: callers see only `u64` timestamps).
+impl Log {
+    /// Slots per record.
+    #[inline]
+    fn width(&self) -> usize {
+        1 + usize::from(self.wide)
+    }
+
+    /// The live slots.
+    #[inline]
+    fn live(&self) -> &[u32] {
+        &self.slots[self.head as usize..]
+    }
+
+    #[inline]
+    fn stamp(&self, j: usize) -> u64 {
+        let at = self.head as usize + (j << usize::from(self.wide));
+        if self.wide {
+            (u64::from(self.slots[at]) << 32) | u64::from(self.slots[at + 1])
+        } else {
+            self.base + u64::from(self.slots[at])
+        }
+    }
+
+    #[inline]
+    fn oldest(&self) -> Option<u64> {
+        (!self.is_empty()).then(|| self.stamp(0))
+    }
+
+    /// How many records have `ts <= cut` (they come first).
+    #[inline]
+    fn count_through(&self, cut: u64) -> usize {
+        if !self.wide {
+            return cut
+                .checked_sub(self.base)
+                .map_or(0, |d| self.live().partition_point(|&o| u64::from(o) <= d));
+        }
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.stamp(mid) <= cut {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// Slots for `ts`: its offset, or its two halves in a wide log; `None`
+    /// when the offset does not fit.
+    #[inline]
+    fn encode(&self, ts: u64) -> Option<[u32; 2]> {
+        if self.wide {
+            Some([(ts >> 32) as u32, ts as u32])
+        } else {
+            ts.checked_sub(self.base)
+                .and_then(|d| u32::try_from(d).ok())
+                .map(|o| [o, 0])
+        }
+    }
+
+    /// Drops the `n` oldest records (`n <= len`).
+    fn drop_front(&mut self, n: usize) {
+        if n == self.len() {
+            // Empty: the next record sets the base, and a log that grew onto
+            // the heap gives it back.
+            if self.slots.spilled() {
+                self.slots = SmallVec::new();
+            } else {
+                self.slots.clear();
+            }
+            self.head = 0;
+            self.wide = false;
+            return;
+        }
+        self.head += (n * self.width()) as u32;
+        if self.wide {
+            // Back to offsets once the records span half the range (not all
+            // of it, so that a log on the edge does not switch back and forth
+            // at O(n) a time).
+            let (oldest, newest) = (self.stamp(0), self.stamp(self.len() - 1));
+            if newest - oldest <= u64::from(u32::MAX / 2) {
+                self.restore(oldest);
+            }
+        }
+    }
+
+    /// Rewrites every record: as offsets from `base`, or whole (`base` = `None`).
+    fn restore_with(&mut self, base: Option<u64>) {
+        let all: Vec<u64> = (0..self.len()).map(|j| self.stamp(j)).collect();
+        let capacity = self.slots.capacity();
+        let mut slots = SmallVec::new();
+        match base {
+            Some(base) => slots.extend(all.iter().map(|&t| (t - base) as u32)),
+            None => slots.extend(all.iter().flat_map(|&t| [(t >> 32) as u32, t as u32])),
+        }
+        if self.slots.spilled() {
+            // Keep the room the log had.
+            slots.reserve(capacity.saturating_sub(slots.len()));
+        }
+        self.slots = slots;
+        self.head = 0;
+        self.wide = base.is_none();
+        self.base = base.unwrap_or(0);
+    }
+
+    fn restore(&mut self, base: u64) {
+        self.restore_with(Some(base));
+    }
+
+    /// Inserts `ts` as record `at`, which keeps the records ascending.
+    fn insert_stamp(&mut self, at: usize, ts: u64) {
+        if self.is_empty() {
+            self.base = ts;
+        }
+        let Some(pair) = self.encode(ts) else {
+            // Earlier than the base (a clock that stepped back) or u32::MAX
+            // ms after it: move the base to the oldest of the records and
+            // `ts`, or keep whole timestamps when they span more than that.
+            let lo = self.stamp(0).min(ts);
+            let hi = self.stamp(self.len() - 1).max(ts);
+            self.restore_with((hi - lo <= u64::from(u32::MAX)).then_some(lo));
+            return self.insert_stamp(at, ts);
+        };
+        let w = self.width();
+        if at == self.len() {
+            if self.slots.len() == self.slots.capacity()
+                && self.head as usize * 4 >= self.slots.len()
+            {
+                // Full, and a quarter or more is dropped records: reuse their
+                // room instead of growing. Moves at most 3 slots per slot dropped.
+                self.slots.drain(..self.head as usize);
+                self.head = 0;
+            }
+            self.slots.push(pair[0]);
+            if self.wide {
+                self.slots.push(pair[1]);
+            }
+        } else {
+            self.slots
+                .insert_from_slice(self.head as usize + w * at, &pair[..w]);
+        }
+    }
+
+    /// Records the heap storage has room for (0 while inline).
+    fn heap_capacity(&self) -> usize {
+        if self.slots.spilled() {
+            self.slots.capacity() >> usize::from(self.wide)
+        } else {
+            0
+        }
+    }
+}
+
 impl Log {
     /// An empty log.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// A log of cost-1 records at the given ascending timestamps.
+    /// A log of cost-1 records at the given timestamps (sorted here).
     pub fn from_timestamps(ts: impl IntoIterator<Item = u64>) -> Self {
-        let mut ts: VecDeque<u64> = ts.into_iter().collect();
-        ts.make_contiguous().sort_unstable();
-        Self { ts, sums: None }
+        let mut all: Vec<u64> = ts.into_iter().collect();
+        all.sort_unstable();
+        let mut log = Self::default();
+        for (at, t) in all.into_iter().enumerate() {
+            log.insert_stamp(at, t);
+        }
+        log
     }
 
     /// Number of records (admitted requests, whatever their costs).
+    #[inline]
     pub fn len(&self) -> usize {
-        self.ts.len()
+        // A shift, not a division by the width: this is on every path.
+        (self.slots.len() - self.head as usize) >> usize::from(self.wide)
     }
 
     /// True when the log holds no record.
+    #[inline]
     pub fn is_empty(&self) -> bool {
-        self.ts.is_empty()
+        self.slots.len() == self.head as usize
     }
 
     /// The timestamp of record `j` (0 = oldest).
+    #[inline]
     pub fn ts(&self, j: usize) -> u64 {
-        self.ts[j]
+        self.stamp(j)
     }
 
     /// The newest timestamp, if any.
+    #[inline]
     pub fn newest(&self) -> Option<u64> {
-        self.ts.back().copied()
+        self.len().checked_sub(1).map(|j| self.stamp(j))
     }
 
     /// True when some record costs more than 1.
+    #[inline]
     pub fn is_weighted(&self) -> bool {
         self.sums.is_some()
     }
 
     /// Index of the first record live for `window_ms` at `now`
     /// (every record before it has `ts + window <= now`).
+    #[inline]
     pub fn first_live(&self, now: u64, window_ms: u64) -> usize {
+        // `ts + window <= now` is `ts <= now - window`; before `window` has
+        // passed since 0 nothing has expired.
+        let Some(cut) = now.checked_sub(window_ms) else {
+            return 0;
+        };
         // Common case first: after expiry the oldest record is live for the
         // longest window, and the whole log counts.
-        match self.ts.front() {
-            None => 0,
-            Some(&oldest) if oldest + window_ms > now => 0,
-            Some(_) => self.ts.partition_point(|&t| t + window_ms <= now),
+        match self.oldest() {
+            Some(oldest) if oldest <= cut => self.count_through(cut),
+            _ => 0,
         }
     }
 
     /// The units at cost position `position` of records `start..`.
+    #[inline]
     pub fn units_from(&self, start: usize, position: usize) -> u64 {
+        let len = self.len();
         match &self.sums {
-            None => (self.ts.len() - start) as u64,
-            Some(_) if start == self.ts.len() => 0,
-            Some(s) => s.through(self.ts.len() - 1, position) - s.before(start, position),
+            None => (len - start) as u64,
+            Some(_) if start == len => 0,
+            Some(s) => s.through(len - 1, position) - s.before(start, position),
         }
     }
 
     /// The timestamp of the `k`-th oldest unit (1-based) at `position` among
     /// records `start..`. `k` must be at most [`Log::units_from`].
+    #[inline]
     pub fn kth_unit_ts(&self, start: usize, position: usize, k: u64) -> u64 {
         debug_assert!(k >= 1 && k <= self.units_from(start, position));
         match &self.sums {
-            None => self.ts[start + k as usize - 1],
+            None => self.stamp(start + k as usize - 1),
             Some(s) => {
                 // The first record whose running sum reaches before(start) + k.
                 let target = s.before(start, position) + k;
-                let (mut lo, mut hi) = (start, self.ts.len() - 1);
+                let (mut lo, mut hi) = (start, self.len() - 1);
                 while lo < hi {
                     let mid = lo + (hi - lo) / 2;
                     if s.through(mid, position) >= target {
@@ -155,7 +355,7 @@ impl Log {
                         lo = mid + 1;
                     }
                 }
-                self.ts[lo]
+                self.stamp(lo)
             }
         }
     }
@@ -163,23 +363,29 @@ impl Log {
     /// Drops the records that have expired for `longest_window_ms`
     /// (`ts + window <= now`), oldest first. Returns how many.
     pub fn expire(&mut self, now: u64, longest_window_ms: u64) -> usize {
+        let Some(cut) = now.checked_sub(longest_window_ms) else {
+            return 0;
+        };
+        // Oldest first, one by one: a decision usually expires 0 or 1
+        // record, where a binary search would cost more.
+        let len = self.len();
         let mut dropped = 0;
-        while self
-            .ts
-            .front()
-            .is_some_and(|&t| t + longest_window_ms <= now)
-        {
-            self.ts.pop_front();
-            if let Some(s) = self.sums.as_deref_mut() {
-                for p in 0..s.width {
-                    s.base[p] = s.cum.pop_front().expect("one sum per position");
-                }
-            }
+        while dropped < len && self.stamp(dropped) <= cut {
             dropped += 1;
         }
-        if self.ts.is_empty() {
+        if dropped == 0 {
+            return 0;
+        }
+        self.drop_front(dropped);
+        if self.is_empty() {
             // An empty log starts plain again: no memory for sums it no longer needs.
             self.sums = None;
+        } else if let Some(s) = self.sums.as_deref_mut() {
+            let w = s.width;
+            for p in 0..w {
+                s.base[p] = s.cum[(dropped - 1) * w + p];
+            }
+            s.cum.drain(..dropped * w);
         }
         dropped
     }
@@ -189,17 +395,16 @@ impl Log {
     /// the newest record (a clock that stepped back).
     pub fn append(&mut self, now: u64, costs: &[u64]) {
         debug_assert!(!costs.is_empty());
-        let at = if self.ts.back().is_none_or(|&n| n <= now) {
-            self.ts.len()
-        } else {
-            self.ts.partition_point(|&t| t <= now)
+        let at = match self.newest() {
+            Some(newest) if newest > now => self.count_through(now),
+            _ => self.len(),
         };
         let plain = costs.iter().all(|&c| c == 1);
         if plain && self.sums.is_none() {
-            self.ts.insert(at, now);
+            self.insert_stamp(at, now);
             return;
         }
-        let records = self.ts.len();
+        let records = self.len();
         let sums = self.sums.get_or_insert_with(|| {
             // Every record so far costs 1: the running sum is its rank.
             Box::new(Sums {
@@ -226,29 +431,44 @@ impl Log {
                 sums.cum[j * w + p] += cost_at(p);
             }
         }
-        self.ts.insert(at, now);
+        self.insert_stamp(at, now);
     }
 
     /// Heap bytes this log holds (capacity, not length), for memory budgets.
+    /// Inline slots are in the log itself, counted with it.
+    #[inline]
     pub fn heap_bytes(&self) -> usize {
-        let ts = self.ts.capacity() * 8;
-        ts + self.sums.as_deref().map_or(0, |s| {
-            std::mem::size_of::<Sums>() + s.cum.capacity() * 8 + s.base.capacity() * 8
-        })
+        let slots = if self.slots.spilled() {
+            self.slots.capacity() * 4
+        } else {
+            0
+        };
+        slots
+            + self.sums.as_deref().map_or(0, |s| {
+                std::mem::size_of::<Sums>() + s.cum.capacity() * 8 + s.base.capacity() * 8
+            })
     }
 
     /// True when [`Log::shrink_if_sparse`] would release memory.
+    #[inline]
     pub fn is_sparse(&self) -> bool {
-        self.ts.capacity() > 64 && self.ts.capacity() > 4 * self.ts.len()
+        let capacity = self.heap_capacity();
+        capacity > 64 && capacity > 4 * self.len()
     }
 
     /// Releases spare capacity when the log holds far fewer records than it
-    /// has room for (after a burst expired).
+    /// has room for (after a burst expired): room for twice the records is
+    /// kept, in the log itself when that is few enough.
     pub fn shrink_if_sparse(&mut self) {
         if self.is_sparse() {
-            self.ts.shrink_to(self.ts.len() * 2);
+            let keep = self.len() * 2 * self.width();
+            let mut slots: SmallVec<[u32; INLINE]> = SmallVec::with_capacity(keep);
+            slots.extend_from_slice(self.live());
+            self.slots = slots;
+            self.head = 0;
+            let records = self.len();
             if let Some(s) = self.sums.as_deref_mut() {
-                s.cum.shrink_to(self.ts.len() * 2 * s.width);
+                s.cum.shrink_to(records * 2 * s.width);
             }
         }
     }
@@ -311,5 +531,187 @@ mod tests {
         assert_eq!(log.units_from(2, 0), 2);
         assert_eq!(log.units_from(1, 0), 7);
         assert_eq!(log.kth_unit_ts(0, 0, 3), 20);
+    }
+
+    fn stamps(log: &Log) -> Vec<u64> {
+        (0..log.len()).map(|j| log.ts(j)).collect()
+    }
+
+    #[test]
+    fn a_few_records_stay_inline_more_move_to_the_heap_and_back() {
+        let mut log = Log::new();
+        for t in 0..INLINE as u64 {
+            log.append(100 + t, &[1]);
+        }
+        assert_eq!(log.heap_bytes(), 0, "{INLINE} records are inline");
+        log.append(200, &[1]);
+        assert!(log.heap_bytes() > 0);
+        assert_eq!(stamps(&log), [100, 101, 102, 103, 200]);
+        // Everything expires: the heap is given back.
+        assert_eq!(log.expire(10_000, 1_000), 5);
+        assert_eq!((log.len(), log.heap_bytes()), (0, 0));
+        // A burst that expired leaves a sparse log: shrinking brings the few
+        // records left back inline.
+        for t in 0..200 {
+            log.append(20_000 + t, &[1]);
+        }
+        log.expire(21_197, 1_000);
+        assert_eq!(stamps(&log), [20_198, 20_199]);
+        assert!(log.is_sparse());
+        log.shrink_if_sparse();
+        assert_eq!(log.heap_bytes(), 0);
+        assert_eq!(stamps(&log), [20_198, 20_199]);
+    }
+
+    #[test]
+    fn dropped_records_make_room_before_the_queue_grows() {
+        let mut log = Log::new();
+        // A steady 24 live records: the queue stops growing.
+        for t in 0..24 {
+            log.append(t, &[1]);
+        }
+        let settled = (0..1_000).fold(0, |_, t| {
+            log.expire(24 + t, 24);
+            log.append(24 + t, &[1]);
+            log.heap_bytes()
+        });
+        assert_eq!(log.len(), 24);
+        assert!(settled <= 32 * 4, "{settled} bytes for 24 records");
+        assert_eq!(log.ts(0), 1_000);
+    }
+
+    #[test]
+    fn offsets_rebase_when_a_record_falls_outside_them() {
+        let span = u64::from(u32::MAX);
+        let mut log = Log::new();
+        log.append(1_000, &[1]);
+        log.append(2_000, &[1]);
+        // A clock that stepped back: below the base.
+        log.append(500, &[1]);
+        assert_eq!(stamps(&log), [500, 1_000, 2_000]);
+        // u32::MAX ms after the base, and the oldest gone: the base moves up.
+        log.expire(1_001, 1);
+        assert_eq!(stamps(&log), [2_000]);
+        log.append(600 + span, &[1]);
+        log.append(2_000 + span, &[1]);
+        assert_eq!(stamps(&log), [2_000, 600 + span, 2_000 + span]);
+        assert_eq!(log.first_live(2_000 + span, span), 1);
+        assert_eq!(log.kth_unit_ts(0, 0, 3), 2_000 + span);
+    }
+
+    #[test]
+    fn a_log_spanning_more_than_the_offsets_keeps_whole_timestamps() {
+        let day = 86_400_000;
+        let mut log = Log::new();
+        log.append(1_000, &[1]);
+        log.append(1_000 + 30 * day, &[2]);
+        // 60 days: more than u32::MAX ms (49.7 days).
+        log.append(1_000 + 60 * day, &[1]);
+        log.append(1_000 + 60 * day + 1, &[1]);
+        assert_eq!(
+            stamps(&log),
+            [
+                1_000,
+                1_000 + 30 * day,
+                1_000 + 60 * day,
+                1_000 + 60 * day + 1
+            ]
+        );
+        assert_eq!(log.units_from(0, 0), 5);
+        assert_eq!(log.first_live(1_000 + 60 * day, 40 * day), 1);
+        assert_eq!(log.first_live(1_000 + 60 * day, 30 * day), 2);
+        assert_eq!(log.kth_unit_ts(0, 0, 3), 1_000 + 30 * day);
+        // A step back below all of them, still wide.
+        log.append(10, &[1]);
+        assert_eq!(log.ts(0), 10);
+        // The oldest expire: 1 day apart, the log is offsets again.
+        assert_eq!(log.expire(1_000 + 60 * day + 1, 20 * day), 3);
+        assert_eq!(stamps(&log), [1_000 + 60 * day, 1_000 + 60 * day + 1]);
+        assert!(!log.wide);
+        assert_eq!(log.units_from(0, 0), 2);
+    }
+
+    #[test]
+    fn a_log_is_48_bytes() {
+        // The memory store's table entry holds one: keep it small.
+        assert_eq!(std::mem::size_of::<Log>(), 48);
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// Append at `now + delta` with these costs.
+        Append(i64, Vec<u64>),
+        /// Expire for this window at `now + delta`.
+        Expire(i64, u64),
+    }
+
+    /// Deltas that cross the offset range both ways, and windows up to 366 days.
+    fn ops() -> impl proptest::strategy::Strategy<Value = Vec<Op>> {
+        use proptest::prelude::*;
+        let delta = prop_oneof![
+            4 => 0i64..1_000,
+            1 => -1_000i64..0,
+            1 => -(1i64 << 33)..(1i64 << 33),
+        ];
+        let costs = prop_oneof![
+            3 => Just(vec![1u64]),
+            1 => (1u64..5).prop_map(|c| vec![c]),
+            1 => proptest::collection::vec(1u64..5, 2),
+        ];
+        let window = prop_oneof![1u64..2_000, 1u64..31_622_400_000];
+        proptest::collection::vec(
+            prop_oneof![
+                4 => (delta.clone(), costs).prop_map(|(d, c)| Op::Append(d, c)),
+                1 => (delta, window).prop_map(|(d, w)| Op::Expire(d, w)),
+            ],
+            1..120,
+        )
+    }
+
+    proptest::proptest! {
+        /// The log against a sorted `Vec` of (timestamp, costs): every
+        /// question a decision asks, after every step.
+        #[test]
+        fn the_log_matches_a_plain_list(ops in ops()) {
+            let mut log = Log::new();
+            let mut model: Vec<(u64, Vec<u64>)> = Vec::new();
+            let mut now: u64 = 1 << 40;
+            for op in ops {
+                match op {
+                    Op::Append(d, costs) => {
+                        now = now.saturating_add_signed(d);
+                        log.append(now, &costs);
+                        let at = model.partition_point(|(t, _)| *t <= now);
+                        model.insert(at, (now, costs));
+                    }
+                    Op::Expire(d, window) => {
+                        now = now.saturating_add_signed(d);
+                        let dropped = log.expire(now, window);
+                        let keep = model.iter().position(|(t, _)| t + window > now).unwrap_or(model.len());
+                        model.drain(..keep);
+                        proptest::prop_assert_eq!(dropped, keep);
+                    }
+                }
+                let want: Vec<u64> = model.iter().map(|(t, _)| *t).collect();
+                proptest::prop_assert_eq!(stamps(&log), want);
+                proptest::prop_assert_eq!(log.newest(), model.last().map(|(t, _)| *t));
+                for window in [1, 500, 1 << 32, 1 << 34] {
+                    let start = log.first_live(now, window);
+                    proptest::prop_assert_eq!(start, model.iter().filter(|(t, _)| t + window <= now).count());
+                    for p in 0..3 {
+                        let cost = |c: &Vec<u64>| c[p.min(c.len() - 1)];
+                        let units: u64 = model[start..].iter().map(|(_, c)| cost(c)).sum();
+                        proptest::prop_assert_eq!(log.units_from(start, p), units);
+                        if units > 0 {
+                            for k in [1, units.div_ceil(2), units] {
+                                let mut seen = 0;
+                                let kth = model[start..].iter().find(|(_, c)| { seen += cost(c); seen >= k }).unwrap().0;
+                                proptest::prop_assert_eq!(log.kth_unit_ts(start, p, k), kth);
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 }

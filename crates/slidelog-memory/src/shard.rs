@@ -15,7 +15,8 @@ const MIN_OPS_BETWEEN_SWEEPS: usize = 1024;
 /// The hasher of the whole store; shards need it to grow their tables.
 pub(crate) type KeyHasher = foldhash::fast::RandomState;
 
-/// One key's log: 72 bytes in the table, the records on the heap.
+/// One key's log: 80 bytes in the table, holding up to four records itself
+/// (more go to the heap, 4 bytes each: `slidelog_core::Log`).
 #[derive(Debug)]
 struct Entry {
     /// Inline for keys up to 24 bytes: one cache miss less per decision.
@@ -228,5 +229,16 @@ impl Shard {
     /// Records held in this shard.
     pub(crate) fn record_count(&self) -> usize {
         self.table.iter().map(|e| e.log.len()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_is_80_bytes() {
+        // What `Entry::footprint` counts per key besides its heap: keep it small.
+        assert_eq!(std::mem::size_of::<Entry>(), 80);
     }
 }

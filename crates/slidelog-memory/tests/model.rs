@@ -224,6 +224,46 @@ proptest! {
     }
 }
 
+/// Time moves by ms or by weeks, either way, so that logs cross the 32-bit
+/// offset range of `slidelog_core::Log` (49.7 days) and move between inline,
+/// heap and whole timestamps.
+fn long_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0i64..400).prop_map(Op::Time),
+        1 => (-300i64..0).prop_map(Op::Time),
+        2 => (-(1i64 << 32)..(1i64 << 33)).prop_map(Op::Time),
+        10 => (0usize..3, costs()).prop_map(|(key, costs)| Op::Check { key, costs }),
+        2 => (0usize..3, costs()).prop_map(|(key, costs)| Op::Peek { key, costs }),
+        1 => (0usize..3).prop_map(|key| Op::Reset { key }),
+    ]
+}
+
+/// Windows from a second to 366 days (`MAX_WINDOW_MS`), max up to 12.
+fn long_limit_sets() -> impl Strategy<Value = Vec<Vec<(u64, u64)>>> {
+    let window = prop_oneof![1_000u64..3_000, 1u64..31_622_400_000];
+    let one = prop_oneof![
+        (3u64..13, window.clone()).prop_map(|l| vec![l]),
+        (3u64..6, 50u64..400, 6u64..13, window)
+            .prop_map(|(m1, w1, m2, w2)| vec![(m1, w1), (m2, w2)]),
+    ];
+    proptest::collection::vec(one, 3)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 256,
+        failure_persistence: Some(Box::new(
+            proptest::test_runner::FileFailurePersistence::Direct(REGRESSIONS),
+        )),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn memory_store_matches_the_naive_model_over_long_spans(sets in long_limit_sets(), ops in proptest::collection::vec(long_op(), 1..200)) {
+        run_trace(&sets, ops)?;
+    }
+}
+
 /// The file the config names exists and holds seeds: a path that points
 /// nowhere would make proptest replay nothing, silently.
 #[test]

@@ -70,7 +70,12 @@ fn a_rejection_that_moves_the_expiry_is_recorded_as_such() {
     assert_eq!((d.allowed, d.retry_after_ms), (false, 990));
     clock.set(50_000);
     assert_eq!(store.sweep(), 0);
-    assert!(store.decide_at(&long, Mode::Record, 50_000).unwrap().allowed);
+    assert!(
+        store
+            .decide_at(&long, Mode::Record, 50_000)
+            .unwrap()
+            .allowed
+    );
     assert_eq!(store.record_count(), 2);
 }
 
