@@ -3,16 +3,21 @@
 # measured by the same client (h2load, per-request log): HTTP/1.1 POST
 # /v1/check over 64 connections, and gRPC ShouldRateLimit over 8 connections
 # x 8 streams. One key, 10,000,000 per minute (every request admitted and
-# recorded). Prints decisions/s and p50/p99/max for each. Needs h2load
-# (apt-get install -y nghttp2-client).
+# recorded). Beside it, in the same rounds, the peer-like baseline
+# (examples/transport_baseline.rs: the same two protocols on axum and tonic,
+# answered at once, no limiter). Prints decisions/s and p50/p99/max for each.
+# Needs h2load (apt-get install -y nghttp2-client).
 #
 #   scripts/bench/tail.sh            # 10 s per run
+#   CHRT=1 scripts/bench/tail.sh     # servers under chrt -f 10 (a busy machine)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DURATION=${DURATION:-10}
 BIN=${BIN:-target/release/slidelog}
 command -v h2load >/dev/null || { echo "h2load is missing: apt-get install -y nghttp2-client" >&2; exit 2; }
 [ -x "$BIN" ] || cargo build --release -q -p slidelog-server
+BASELINE=target/release/examples/transport_baseline
+[ -x "$BASELINE" ] || cargo build --release -q -p slidelog-server --example transport_baseline
 WORK=$(mktemp -d)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
@@ -34,6 +39,11 @@ HPORT=$(free_port); GPORT=$(free_port)
   --max-limit 10000000 --config "$WORK/envoy.yaml" 2>"$WORK/serve.log" &
 PIDS+=($!)
 for _ in $(seq 100); do curl -fs "http://127.0.0.1:$HPORT/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+BHPORT=$(free_port); BGPORT=$(free_port)
+"$BASELINE" "127.0.0.1:$BHPORT" "127.0.0.1:$BGPORT" 2>"$WORK/baseline.log" &
+PIDS+=($!)
+for _ in $(seq 100); do grep -q listening "$WORK/baseline.log" && break; sleep 0.1; done
+if [ "${CHRT:-0}" = 1 ]; then for p in "${PIDS[@]}"; do chrt -f -a -p 10 "$p" >/dev/null; done; fi
 
 stats() { # rate from h2load's output, percentiles from its per-request log
   local out=$1 log=$2
@@ -43,14 +53,18 @@ d = sorted(int(l.split()[2]) for l in open('$log') if l.strip())
 q = lambda p: d[min(len(d) - 1, int(p * len(d)))] / 1000
 print(f'$rate | {q(0.5):.3f} ms | {q(0.99):.3f} ms | {d[-1] / 1000:.3f} ms | {len(d)}')"
 }
-echo "| API | client | decisions/s | p50 | p99 | max | requests |"
-echo "|---|---|---|---|---|---|---|"
-for round in 1 2; do
+echo "| server | API | client | decisions/s | p50 | p99 | max | requests |"
+echo "|---|---|---|---|---|---|---|---|"
+run_pair() { # $1 label, $2 http port, $3 grpc port
   rm -f "$WORK/h1.log" "$WORK/h2.log"
   out=$(h2load --h1 -D "$DURATION" -c 64 -t 1 -d "$WORK/http.json" -H 'content-type: application/json' \
-    --log-file="$WORK/h1.log" "http://127.0.0.1:$HPORT/v1/check" 2>&1)
-  echo "| HTTP/1.1 POST /v1/check | h2load --h1 -c64 | $(stats "$out" "$WORK/h1.log") |"
+    --log-file="$WORK/h1.log" "http://127.0.0.1:$2/v1/check" 2>&1)
+  echo "| $1 | HTTP/1.1 POST /v1/check | h2load --h1 -c64 | $(stats "$out" "$WORK/h1.log") |"
   out=$(h2load -D "$DURATION" -c 8 -m 8 -t 1 -d "$WORK/grpc.bin" -H 'content-type: application/grpc' -H 'te: trailers' \
-    --log-file="$WORK/h2.log" "http://127.0.0.1:$GPORT/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit" 2>&1)
-  echo "| gRPC ShouldRateLimit | h2load -c8 -m8 | $(stats "$out" "$WORK/h2.log") |"
+    --log-file="$WORK/h2.log" "http://127.0.0.1:$3/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit" 2>&1)
+  echo "| $1 | gRPC ShouldRateLimit | h2load -c8 -m8 | $(stats "$out" "$WORK/h2.log") |"
+}
+for round in 1 2; do
+  run_pair "slidelog serve" "$HPORT" "$GPORT"
+  run_pair "baseline" "$BHPORT" "$BGPORT"
 done
