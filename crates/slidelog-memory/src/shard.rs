@@ -15,8 +15,8 @@ const MIN_OPS_BETWEEN_SWEEPS: usize = 1024;
 /// The hasher of the whole store; shards need it to grow their tables.
 pub(crate) type KeyHasher = foldhash::fast::RandomState;
 
-/// One key's log: 80 bytes in the table, holding up to four records itself
-/// (more go to the heap, 4 bytes each: `slidelog_core::Log`).
+/// One key's log: 80 bytes in the table, the records on the heap (4 bytes
+/// each: `slidelog_core::Log`).
 #[derive(Debug)]
 struct Entry {
     /// Inline for keys up to 24 bytes: one cache miss less per decision.
