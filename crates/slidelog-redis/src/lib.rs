@@ -1,11 +1,13 @@
-//! The Redis store of slidelog: every decision is one atomic Lua script
-//! (`sliding_log.lua`) on one sorted set, `rate:sliding:<key>`, laid out as
-//! the original design's script lays it out (score = ms timestamp, member = a
-//! ULID), so both scripts can decide on the same keys side by side.
+//! The Redis store of slidelog: every decision is one atomic Lua script on
+//! one sorted set, `rate:sliding:<key>`, laid out as the original design's
+//! script lays it out (score = ms timestamp, member = a ULID), so both can
+//! decide on the same keys side by side. A check of one limit at cost 1 runs
+//! `single_limit.lua`; every other decision (and a weighted log that script
+//! hands back) runs `sliding_log.lua` (docs/design.md §4.2).
 //!
-//! The script drops the expired records, counts the live ones for every
-//! limit, admits iff `live + cost <= max` for all of them, appends `cost`
-//! distinct members, sets `PEXPIRE` to the longest window and computes
+//! The scripts drop the expired records, count the live units for every
+//! limit, admit iff `live + cost <= max` for all of them, append one record
+//! per request, set `PEXPIRE` to the longest window and compute
 //! `retry_after_ms` / `reset_after_ms` exactly as
 //! [`slidelog_core::engine::evaluate`] does. Time is Redis `TIME` read inside
 //! the script by default (every instance shares one clock), or the caller's.

@@ -1,4 +1,4 @@
-//! [`ScriptStore`]: the [`Store`] that decides with `sliding_log.lua`, generic
+//! [`ScriptStore`]: the [`Store`] that decides with the Lua scripts, generic
 //! over the redis-rs async connection, so one implementation serves a single
 //! Redis ([`RedisStore`], a `ConnectionManager`) and, with another connection
 //! type, Redis Cluster and Sentinel.
@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-/// A store whose every decision is one atomic run of `sliding_log.lua` on
+/// A store whose every decision is one atomic run of a decision script on
 /// one Redis key (`prefix + key`), over the connection `C`.
 ///
 /// Each call is bounded by the per-call timeout ([`StoreError::Timeout`]);
