@@ -75,6 +75,15 @@ pub const MEMORY_KEYS: &str = "slidelog_memory_keys";
 pub const MEMORY_KEY_CAP: &str = "slidelog_memory_key_cap";
 /// 1 while the store answers (service).
 pub const STORE_UP: &str = "slidelog_store_up";
+/// Redis checks recorded after their caller had timed out (service).
+pub const STORE_LATE_RECORDS_TOTAL: &str = "slidelog_store_late_records_total";
+/// Redis checks whose caller timed out and whose reply never came (service).
+pub const STORE_UNKNOWN_OUTCOMES_TOTAL: &str = "slidelog_store_unknown_outcomes_total";
+/// Decisions answered by the local rejection cache (service, when it is on).
+pub const REJECTION_CACHE_LOCAL_ANSWERS_TOTAL: &str =
+    "slidelog_rejection_cache_local_answers_total";
+/// Rejections held by the local rejection cache (service, when it is on).
+pub const REJECTION_CACHE_ENTRIES: &str = "slidelog_rejection_cache_entries";
 
 /// The service's own metrics.
 pub const SERVICE: &[&str] = &[
@@ -87,6 +96,10 @@ pub const SERVICE: &[&str] = &[
     MEMORY_KEYS,
     MEMORY_KEY_CAP,
     STORE_UP,
+    STORE_LATE_RECORDS_TOTAL,
+    STORE_UNKNOWN_OUTCOMES_TOTAL,
+    REJECTION_CACHE_LOCAL_ANSWERS_TOTAL,
+    REJECTION_CACHE_ENTRIES,
 ];
 
 /// Histograms: their series carry the `_bucket`, `_sum` and `_count` suffixes.

@@ -29,19 +29,16 @@ pub const LATENCY_BUCKETS: &[f64] = &[
     1.0,
 ];
 
-const DECISIONS: &str = "slidelog_decisions_total";
-const RULE_DECISIONS: &str = "slidelog_rule_decisions_total";
-const DEGRADED: &str = "slidelog_degraded_decisions_total";
-const STORE_ERRORS: &str = "slidelog_store_errors_total";
-const LATENCY: &str = "slidelog_decision_duration_seconds";
-const BAD_REQUESTS: &str = "slidelog_bad_requests_total";
-const MEMORY_KEYS: &str = "slidelog_memory_keys";
-const MEMORY_KEY_CAP: &str = "slidelog_memory_key_cap";
-const STORE_UP: &str = "slidelog_store_up";
-const LATE_RECORDS: &str = "slidelog_store_late_records_total";
-const UNKNOWN_OUTCOMES: &str = "slidelog_store_unknown_outcomes_total";
-const CACHE_LOCAL: &str = "slidelog_rejection_cache_local_answers_total";
-const CACHE_ENTRIES: &str = "slidelog_rejection_cache_entries";
+// The names are defined once, in slidelog_inspect::names, which the
+// dashboard and alert tests check against what is really exported.
+use slidelog_inspect::names::{
+    BAD_REQUESTS_TOTAL as BAD_REQUESTS, DECISION_DURATION_SECONDS as LATENCY,
+    DECISIONS_TOTAL as DECISIONS, DEGRADED_DECISIONS_TOTAL as DEGRADED, MEMORY_KEY_CAP,
+    MEMORY_KEYS, REJECTION_CACHE_ENTRIES as CACHE_ENTRIES,
+    REJECTION_CACHE_LOCAL_ANSWERS_TOTAL as CACHE_LOCAL, RULE_DECISIONS_TOTAL as RULE_DECISIONS,
+    STORE_ERRORS_TOTAL as STORE_ERRORS, STORE_LATE_RECORDS_TOTAL as LATE_RECORDS,
+    STORE_UNKNOWN_OUTCOMES_TOTAL as UNKNOWN_OUTCOMES, STORE_UP,
+};
 
 /// One server's metrics: its own recorder, and the handle that renders it.
 pub struct Metrics {
