@@ -110,22 +110,36 @@ impl RedisCluster {
     ) -> Self {
         assert!(masters >= 1, "a cluster needs at least one master");
         let count = masters * (1 + replicas);
-        let (nodes, conf_dirs): (Vec<RedisServer>, Vec<tempfile::TempDir>) =
-            std::thread::scope(|s| {
-                let handles: Vec<_> = (0..count)
-                    .map(|_| s.spawn(move || start_node(kind, password, node_args())))
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().expect("start cluster node"))
-                    .unzip()
-            });
-        if let Some(pw) = password {
-            for node in &nodes {
-                admin::register_password(node.port(), pw);
+        // Fresh nodes on fresh ports when joining them fails: a node whose
+        // ports a parallel test's killed node held a moment ago can hear
+        // from that node's cluster before it joins ours (seen once as "Node
+        // config epoch is already non-zero").
+        let mut attempt = 0;
+        let (nodes, conf_dirs) = loop {
+            attempt += 1;
+            let (nodes, conf_dirs): (Vec<RedisServer>, Vec<tempfile::TempDir>) =
+                std::thread::scope(|s| {
+                    let handles: Vec<_> = (0..count)
+                        .map(|_| s.spawn(move || start_node(kind, password, node_args())))
+                        .collect();
+                    handles
+                        .into_iter()
+                        .map(|h| h.join().expect("start cluster node"))
+                        .unzip()
+                });
+            if let Some(pw) = password {
+                for node in &nodes {
+                    admin::register_password(node.port(), pw);
+                }
             }
-        }
-        create_cluster(&nodes, masters);
+            match create_cluster(&nodes, masters) {
+                Ok(()) => break (nodes, conf_dirs),
+                Err(e) if attempt < 3 => {
+                    eprintln!("joining the cluster nodes failed ({e}); starting fresh nodes");
+                }
+                Err(e) => panic!("joining the cluster nodes failed 3 times; last: {e}"),
+            }
+        };
         let cluster = Self {
             password: password.map(str::to_owned),
             _conf_dirs: conf_dirs,
@@ -326,9 +340,11 @@ impl RedisCluster {
 /// and the default bus port (port + 10000) can exceed 65535 for an
 /// ephemeral port. Nodes `0..masters` get the slots in equal ranges; the
 /// rest replicate them in turn.
-fn create_cluster(nodes: &[RedisServer], masters: usize) {
-    let cmd = |port: u16, c: &mut redis::Cmd| {
-        let _: redis::Value = query(port, c).unwrap_or_else(|e| panic!("{c:?} on {port}: {e}"));
+fn create_cluster(nodes: &[RedisServer], masters: usize) -> Result<(), String> {
+    let cmd = |port: u16, c: &mut redis::Cmd| -> Result<(), String> {
+        query::<redis::Value>(port, c)
+            .map(|_| ())
+            .map_err(|e| format!("{c:?} on {port}: {e}"))
     };
     for (i, node) in nodes.iter().take(masters).enumerate() {
         let first = 16384 * i / masters;
@@ -339,7 +355,7 @@ fn create_cluster(nodes: &[RedisServer], masters: usize) {
                 .arg("ADDSLOTSRANGE")
                 .arg(first)
                 .arg(last),
-        );
+        )?;
     }
     // Distinct config epochs, as redis-cli assigns, so no collision has to
     // be resolved before the slot map is stable.
@@ -347,7 +363,7 @@ fn create_cluster(nodes: &[RedisServer], masters: usize) {
         cmd(
             node.port(),
             redis::cmd("CLUSTER").arg("SET-CONFIG-EPOCH").arg(i + 1),
-        );
+        )?;
     }
     let first = nodes[0].port();
     for node in &nodes[1..] {
@@ -364,7 +380,7 @@ fn create_cluster(nodes: &[RedisServer], masters: usize) {
                 .arg("127.0.0.1")
                 .arg(node.port())
                 .arg(bus),
-        );
+        )?;
     }
     let ids: Vec<String> = nodes
         .iter()
@@ -383,8 +399,9 @@ fn create_cluster(nodes: &[RedisServer], masters: usize) {
         cmd(
             node.port(),
             redis::cmd("CLUSTER").arg("REPLICATE").arg(&ids[master]),
-        );
+        )?;
     }
+    Ok(())
 }
 
 /// Starts one cluster-enabled node: its own cluster bus port (the default,
