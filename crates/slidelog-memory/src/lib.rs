@@ -1,14 +1,9 @@
 //! The embedded in-memory store: slidelog with no Redis.
 //!
-//! Logs live in a sharded hash table (one reader-writer lock per shard, shard
-//! chosen by the key's hash) so that threads on different keys rarely wait on
-//! each other, and each decision runs under its shard's lock: deciding and
-//! recording are one atomic step, exactly as the Lua script is in Redis. A
-//! decision that changes nothing — a peek, or the rejection of a key whose
-//! last decision was a rejection (a client over its limit, the hot case under
-//! abuse) — runs under the shared lock, so such callers do not queue behind
-//! each other; it falls back to the exclusive lock whenever the exclusive
-//! path would change anything (`Shard::decide_shared`).
+//! Logs live in a sharded hash table (one mutex per shard, shard chosen by the
+//! key's hash) so that threads on different keys rarely wait on each other,
+//! and each decision runs under its shard's lock: deciding and recording are
+//! one atomic step, exactly as the Lua script is in Redis.
 //!
 //! Memory is bounded four ways: a request is one record whatever its cost
 //! (docs/design.md §4), so a log never holds more records than the requests
@@ -39,60 +34,24 @@
 mod shard;
 
 use crossbeam_utils::CachePadded;
-use parking_lot::RwLock;
-use shard::{KeyHasher, Shard, Shared, Swept};
+use parking_lot::Mutex;
+use shard::{KeyHasher, Shard, Swept};
 use slidelog_core::{
     Clock, Decision, FullLimit, Log, Mode, MonotonicClock, Now, Request, Store, StoreError,
 };
 use std::hash::BuildHasher;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Default cap on the number of keys.
 pub const DEFAULT_KEY_CAP: usize = 1_000_000;
 /// Default budget of bytes held by logs, keys and their table slots: 1 GiB.
 pub const DEFAULT_MEMORY_LIMIT: usize = 1 << 30;
 
-/// Hints per shard of which keys were last rejected (see [`Slot`]).
-const HINTS: usize = 8;
-
-/// A shard and its lock, with hints of the keys whose last recorded decision
-/// was a rejection: `rejected[hash % HINTS] == hash`. A hint only picks which
-/// lock to try first (a wrong one costs a retry under the exclusive lock, never
-/// a wrong answer), so it is read and written with relaxed atomics outside
-/// the lock, and an admitted key's decision never takes the shared lock first.
-#[derive(Debug, Default)]
-struct Slot {
-    shard: RwLock<Shard>,
-    rejected: [AtomicU64; HINTS],
-}
-
-impl Slot {
-    fn hint(&self, hash: u64) -> &AtomicU64 {
-        &self.rejected[(hash as usize) % HINTS]
-    }
-
-    fn was_rejected(&self, hash: u64) -> bool {
-        self.hint(hash).load(Ordering::Relaxed) == hash
-    }
-
-    /// Keeps the hint of `hash` in step with a recorded decision.
-    fn note(&self, hash: u64, allowed: bool) {
-        let hint = self.hint(hash);
-        if !allowed {
-            if hint.load(Ordering::Relaxed) != hash {
-                hint.store(hash, Ordering::Relaxed);
-            }
-        } else if hint.load(Ordering::Relaxed) == hash {
-            hint.store(0, Ordering::Relaxed);
-        }
-    }
-}
-
 /// The in-memory store. Cheap to share behind an `Arc`; every method takes `&self`.
 #[derive(Debug)]
 pub struct MemoryStore {
-    shards: Box<[CachePadded<Slot>]>,
+    shards: Box<[CachePadded<Mutex<Shard>>]>,
     hasher: KeyHasher,
     keys: AtomicUsize,
     key_cap: usize,
@@ -116,7 +75,7 @@ impl MemoryStore {
         let shards = (cores * 16).next_power_of_two().clamp(16, 1024);
         Self {
             shards: (0..shards)
-                .map(|_| CachePadded::new(Slot::default()))
+                .map(|_| CachePadded::new(Mutex::new(Shard::default())))
                 .collect(),
             hasher: KeyHasher::default(),
             keys: AtomicUsize::new(0),
@@ -169,10 +128,7 @@ impl MemoryStore {
 
     /// Number of records held over all keys (walks every shard).
     pub fn record_count(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.shard.read().record_count())
-            .sum()
+        self.shards.iter().map(|s| s.lock().record_count()).sum()
     }
 
     /// The store's clock, in Unix ms.
@@ -198,7 +154,7 @@ impl MemoryStore {
             ..Swept::default()
         };
         for shard in self.shards.iter() {
-            let swept = shard.shard.write().sweep(now_ms, &self.hasher);
+            let swept = shard.lock().sweep(now_ms, &self.hasher);
             self.forget(swept);
             all.keys += swept.keys;
             all.bytes += swept.bytes;
@@ -232,29 +188,12 @@ impl MemoryStore {
         now_ms: u64,
     ) -> Result<Decision, StoreError> {
         let hash = self.hasher.hash_one(request.key());
-        let slot = &self.shards[self.shard_index(hash)];
-        if mode == Mode::Peek || slot.was_rejected(hash) {
-            match slot.shard.read().decide_shared(hash, request, mode, now_ms) {
-                Shared::Decided(decision) => return Ok(decision),
-                Shared::Missing => {
-                    return Ok(slidelog_core::engine::evaluate(
-                        &Log::new(),
-                        now_ms,
-                        request,
-                    ));
-                }
-                Shared::Exclusive => {}
-            }
-        }
-        let shard = &slot.shard;
-        let mut guard = shard.write();
+        let shard = &self.shards[self.shard_index(hash)];
+        let mut guard = shard.lock();
         let swept = guard.tick(now_ms, &self.hasher);
         self.forget(swept);
         if let Some((decision, delta)) = guard.decide_existing(hash, request, mode, now_ms) {
             self.account(delta);
-            if mode == Mode::Record {
-                slot.note(hash, decision.allowed);
-            }
             return Ok(decision);
         }
         if mode == Mode::Peek {
@@ -272,12 +211,11 @@ impl MemoryStore {
             if self.try_reserve_key().is_err() {
                 drop(guard);
                 let swept = self.sweep_all(now_ms);
-                guard = shard.write();
+                guard = shard.lock();
                 // Another caller may have created the key meanwhile.
                 if let Some((decision, delta)) = guard.decide_existing(hash, request, mode, now_ms)
                 {
                     self.account(delta);
-                    slot.note(hash, decision.allowed);
                     return Ok(decision);
                 }
                 if let Err(limit) = self.try_reserve_key() {
@@ -291,17 +229,13 @@ impl MemoryStore {
         }
         let (decision, bytes) = guard.insert_new(hash, request, now_ms, &self.hasher);
         self.bytes.fetch_add(bytes, Ordering::Relaxed);
-        slot.note(hash, decision.allowed);
         Ok(decision)
     }
 
     /// Deletes a key's log synchronously. Returns whether it existed.
     pub fn reset_sync(&self, key: &str) -> bool {
         let hash = self.hasher.hash_one(key);
-        let removed = self.shards[self.shard_index(hash)]
-            .shard
-            .write()
-            .remove(hash, key);
+        let removed = self.shards[self.shard_index(hash)].lock().remove(hash, key);
         if let Some(bytes) = removed {
             self.keys.fetch_sub(1, Ordering::Relaxed);
             self.bytes.fetch_sub(bytes, Ordering::Relaxed);

@@ -1,12 +1,10 @@
 //! One shard of the memory store: a hash table of logs found by a hash computed
-//! once per decision, the sweeping of logs that have expired, and the
-//! read-only path that answers a rejection or a peek under a shared lock.
+//! once per decision, and the sweeping of logs that have expired.
 
 use compact_str::CompactString;
 use hashbrown::HashTable;
 use slidelog_core::{Decision, Log, Mode, Request, engine};
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Sweep a shard after this many decisions at least (and never more often
 /// than once per decision per key held, so sweeping costs O(1) amortized).
@@ -60,91 +58,23 @@ pub(crate) struct Swept {
 #[derive(Debug, Default)]
 pub(crate) struct Shard {
     table: HashTable<Entry>,
-    /// Decisions since the last sweep. Atomic so that decisions under the
-    /// shared lock count too, and sweeps keep their pace whichever path ran.
-    ops_since_sweep: AtomicUsize,
-}
-
-/// What the shared-lock path could do.
-pub(crate) enum Shared {
-    /// Answered: the exclusive path would have given this decision and left
-    /// the shard exactly as it is (but for the decision count, counted).
-    Decided(Decision),
-    /// A peek on a key with no log (counted): the caller answers it on an empty log.
-    Missing,
-    /// Needs the exclusive lock (nothing counted).
-    Exclusive,
+    ops_since_sweep: usize,
 }
 
 impl Shard {
-    fn sweep_due(&self, ops: usize) -> bool {
-        ops >= self.table.len().max(MIN_OPS_BETWEEN_SWEEPS)
-    }
-
     /// Counts a decision and sweeps when enough have passed.
     pub(crate) fn tick(&mut self, now_ms: u64, hasher: &KeyHasher) -> Swept {
-        let ops = *self.ops_since_sweep.get_mut() + 1;
-        *self.ops_since_sweep.get_mut() = ops;
-        if self.sweep_due(ops) {
+        self.ops_since_sweep += 1;
+        if self.ops_since_sweep >= self.table.len().max(MIN_OPS_BETWEEN_SWEEPS) {
             self.sweep(now_ms, hasher)
         } else {
             Swept::default()
         }
     }
 
-    /// Decides under the shared lock when that changes nothing: a peek, or a
-    /// rejection for which the exclusive path ([`Shard::tick`] then
-    /// [`Shard::decide_existing`]) would expire no record, move no expiry,
-    /// release no memory and sweep nothing. A rejection records nothing
-    /// (docs/design.md §1), so the decision is the one that path gives, every
-    /// field, and the state after it is the same. Anything else says
-    /// [`Shared::Exclusive`] before counting.
-    pub(crate) fn decide_shared(
-        &self,
-        hash: u64,
-        request: &Request,
-        mode: Mode,
-        now_ms: u64,
-    ) -> Shared {
-        // The exclusive path would sweep on this decision: let it.
-        if self.sweep_due(self.ops_since_sweep.load(Ordering::Relaxed) + 1) {
-            return Shared::Exclusive;
-        }
-        let decided = match self.table.find(hash, |e| e.key == request.key()) {
-            None if mode == Mode::Peek => Shared::Missing,
-            None => Shared::Exclusive,
-            Some(entry) => match mode {
-                Mode::Peek => Shared::Decided(engine::evaluate(&entry.log, now_ms, request)),
-                Mode::Record => {
-                    let log = &entry.log;
-                    let longest = request.longest_window_ms();
-                    // `expire` would drop nothing, `refresh_expiry` would keep
-                    // `expires_at`, `shrink_if_sparse` would keep the capacity.
-                    let unchanged = log.first_live(now_ms, longest) == 0
-                        && log.newest().map_or(0, |n| n + longest) == entry.expires_at
-                        && !log.is_sparse();
-                    match unchanged.then(|| engine::evaluate(log, now_ms, request)) {
-                        Some(decision) if !decision.allowed => Shared::Decided(decision),
-                        _ => Shared::Exclusive,
-                    }
-                }
-            },
-        };
-        if !matches!(decided, Shared::Exclusive) {
-            // A load and a store, not a read-modify-write: two shared
-            // deciders at once may count one decision instead of two (or one
-            // past the threshold, and the next exclusive decision sweeps),
-            // which only delays a sweep a little; a locked instruction here
-            // would cost more than the rest of a rejection's bookkeeping.
-            let ops = self.ops_since_sweep.load(Ordering::Relaxed);
-            self.ops_since_sweep.store(ops + 1, Ordering::Relaxed);
-        }
-        decided
-    }
-
     /// Drops the logs that have expired.
     pub(crate) fn sweep(&mut self, now_ms: u64, hasher: &KeyHasher) -> Swept {
-        *self.ops_since_sweep.get_mut() = 0;
+        self.ops_since_sweep = 0;
         let mut swept = Swept {
             next_expiry: u64::MAX,
             ..Swept::default()
@@ -181,7 +111,6 @@ impl Shard {
                 let before = entry.log.heap_bytes();
                 let decision = engine::decide_and_record(&mut entry.log, now_ms, request);
                 if !decision.allowed {
-                    // Keep `Shard::decide_shared`'s test of this in step.
                     entry.log.shrink_if_sparse();
                 }
                 entry.refresh_expiry(request.longest_window_ms());

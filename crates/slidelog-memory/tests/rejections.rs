@@ -1,7 +1,9 @@
-//! The shared-lock path: a rejection of a key whose last decision was a
-//! rejection, and a peek, are answered under the shard's shared lock. They
-//! must give the decision the exclusive path gives, every field, and leave
-//! the store as that path would (records, bytes, expiry of the log).
+//! Rejections record nothing and change nothing a later decision reads
+//! (docs/design.md §1): a long run of them matches the engine on a bare log,
+//! every field, with the store's records and bytes unchanged; and what a
+//! rejection does change (the log's expiry under longer limits, expired
+//! records dropped) is kept. (Written for a shared-lock path for rejections,
+//! since reverted: BENCHMARKS.md, "Memory store vs governor".)
 
 use slidelog_core::{Limit, Log, ManualClock, Mode, Request, engine};
 use slidelog_memory::MemoryStore;
