@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Instructions per EVALSHA of the decision scripts against the original
+# design's script, counted by callgrind inside redis-server
+# (--toggle-collect=evalShaCommand): deterministic to about 1% whatever else
+# the machine runs, unlike usec_per_call. BENCHMARKS.md, "Redis CPU per
+# decision". Needs valgrind and redis-server/redis-benchmark.
+#
+#   scripts/bench/redis_cpu_callgrind.sh               # original, single-limit, general
+#   BEFORE=07111d9 scripts/bench/redis_cpu_callgrind.sh # and sliding_log.lua at that commit
+#
+# Workloads (redis-benchmark -P 16, 2,000 calls each): adm = 100k random keys,
+# max 100 (nearly all new keys); live = 100 keys, max 100,000 (~20 records
+# each); rej = one full key, max 1; rej100 = one full key, max 100.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+for tool in valgrind callgrind_annotate redis-server redis-benchmark redis-cli; do
+  command -v $tool >/dev/null || { echo "$tool is missing: apt-get install -y valgrind redis-server" >&2; exit 2; }
+done
+N=${N:-2000}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+cp crates/slidelog-redis/tests/original_sliding_window.lua "$WORK/original.lua"
+cp crates/slidelog-redis/src/single_limit.lua "$WORK/single.lua"
+cp crates/slidelog-redis/src/sliding_log.lua "$WORK/general.lua"
+SCRIPTS=(original single general)
+if [ -n "${BEFORE:-}" ]; then
+  git show "$BEFORE:crates/slidelog-redis/src/sliding_log.lua" >"$WORK/before.lua"
+  SCRIPTS+=(before)
+fi
+
+# instructions SCRIPT WORKLOAD: instructions per EVALSHA call.
+instructions() {
+  local name=$1 workload=$2 keys max key port pid out sha calls ir
+  case $workload in
+    adm) keys=100000; max=100 ;; live) keys=100; max=100000 ;;
+    rej) keys=1; max=1 ;; rej100) keys=1; max=100 ;;
+  esac
+  if [ $keys = 1 ]; then key=cpu:hot; else key='cpu:__rand_int__'; fi
+  local args
+  case $name in
+    original) args=(1 "$key" 1767225600000 60 $max "m:__rand_int__") ;;
+    single) args=(1 "$key" $max 60000 "m:__rand_int__" 9999999999999) ;;
+    *) args=(2 "$key" "{$key}#w" 1 -1 1 $max 60000 1 "m:__rand_int__") ;;
+  esac
+  port=$(free_port); out="$WORK/cg.out"
+  valgrind --tool=callgrind --callgrind-out-file="$out" --toggle-collect=evalShaCommand \
+    redis-server --port "$port" --save '' --appendonly no >/dev/null 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
+  sha=$(redis-cli -p "$port" SCRIPT LOAD "$(cat "$WORK/$name.lua")")
+  # A full key first (its calls are counted too: at most 100 of 2,100).
+  [ $keys = 1 ] && redis-benchmark -p "$port" -c 1 -n $max -r 1000000 -q EVALSHA "$sha" "${args[@]}" >/dev/null 2>&1
+  redis-benchmark -p "$port" -c 10 -n "$N" -r $keys -P 16 -q EVALSHA "$sha" "${args[@]}" >/dev/null 2>&1
+  calls=$(redis-cli -p "$port" INFO commandstats | tr -d '\r' | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\),.*/\1/p')
+  redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+  wait "$pid" 2>/dev/null || true
+  ir=$(callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1; exit}')
+  rm -f "$out"*
+  echo $((ir / calls))
+}
+
+printf '| workload |'; for s in "${SCRIPTS[@]}"; do printf ' %s |' "$s"; done; echo ' single / original |'
+printf '|---|'; for _ in "${SCRIPTS[@]}"; do printf -- '---|'; done; echo '---|'
+for w in adm live rej rej100; do
+  printf '| %s |' $w
+  declare -A got=()
+  for s in "${SCRIPTS[@]}"; do got[$s]=$(instructions "$s" $w); printf ' %s |' "${got[$s]}"; done
+  python3 -c "print(f' {${got[single]} / ${got[original]}:.2f} |')"
+  unset got
+done
