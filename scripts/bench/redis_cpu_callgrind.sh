@@ -7,13 +7,15 @@
 #
 #   scripts/bench/redis_cpu_callgrind.sh               # original, single-limit, general
 #   BEFORE=07111d9 scripts/bench/redis_cpu_callgrind.sh # and sliding_log.lua at that commit
+#   SERVER=/path/to/valkey-server scripts/bench/redis_cpu_callgrind.sh
 #
 # Workloads (redis-benchmark -P 16, 2,000 calls each): adm = 100k random keys,
 # max 100 (nearly all new keys); live = 100 keys, max 100,000 (~20 records
 # each); rej = one full key, max 1; rej100 = one full key, max 100.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-for tool in valgrind callgrind_annotate redis-server redis-benchmark redis-cli; do
+SERVER=${SERVER:-redis-server}
+for tool in valgrind callgrind_annotate "$SERVER" redis-benchmark redis-cli; do
   command -v $tool >/dev/null || { echo "$tool is missing: apt-get install -y valgrind redis-server" >&2; exit 2; }
 done
 N=${N:-2000}
@@ -46,7 +48,7 @@ instructions() {
   esac
   port=$(free_port); out="$WORK/cg.out"
   valgrind --tool=callgrind --callgrind-out-file="$out" --toggle-collect=evalShaCommand \
-    redis-server --port "$port" --save '' --appendonly no >/dev/null 2>&1 &
+    "$SERVER" --port "$port" --save '' --appendonly no >/dev/null 2>&1 &
   pid=$!
   for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
   sha=$(redis-cli -p "$port" SCRIPT LOAD "$(cat "$WORK/$name.lua")")
