@@ -337,6 +337,18 @@ mod tests {
         assert_eq!(args[0], b"EVAL");
         assert_eq!(args[1], crate::script::SOURCE.as_bytes());
         assert_eq!(&args[2..], &[b"1".to_vec(), b"k".to_vec(), b"5".to_vec()]);
+        // The single-limit script is sent as its own source.
+        let mut single = redis::cmd("EVALSHA");
+        single.arg(crate::script::SINGLE.get_hash()).arg(1).arg("k");
+        let eval = as_eval(&single).expect("rewritten");
+        let source = eval.args_iter().nth(1).map(|a| match a {
+            redis::Arg::Simple(b) => b.to_vec(),
+            _ => vec![],
+        });
+        assert_eq!(
+            source.as_deref(),
+            Some(crate::script::SINGLE_SOURCE.as_bytes())
+        );
         let mut other = redis::cmd("EVALSHA");
         other.arg("0000").arg(0);
         assert!(as_eval(&other).is_none());
