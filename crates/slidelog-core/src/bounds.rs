@@ -33,7 +33,7 @@ impl Bounds {
     };
 
     /// The service's defaults: a key holds at most 100,000 records (about
-    /// 1.6 MB in the memory store and 12 MB in Redis at the worst), a request
+    /// 0.5 MB in the memory store and 12 MB in Redis at the worst), a request
     /// carries at most 8 limits, and an Envoy request at most 64 descriptors.
     /// Token limits above 100,000 per window raise `max_limit` and `max_cost`.
     pub const SERVICE: Self = Self {
