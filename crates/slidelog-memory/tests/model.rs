@@ -207,16 +207,20 @@ fn run_trace(sets: &[Vec<(u64, u64)>], ops: Vec<Op>) -> Result<(), TestCaseError
     Ok(())
 }
 
-proptest! {
-    // Failing cases are kept in tests/model.proptest-regressions (committed)
-    // and replayed first on every run.
-    #![proptest_config(ProptestConfig {
+/// 256 cases; failing cases are kept in tests/model.proptest-regressions
+/// (committed) and replayed first on every run.
+fn persisted() -> ProptestConfig {
+    ProptestConfig {
         cases: 256,
         failure_persistence: Some(Box::new(
             proptest::test_runner::FileFailurePersistence::Direct(REGRESSIONS),
         )),
         ..ProptestConfig::default()
-    })]
+    }
+}
+
+proptest! {
+    #![proptest_config(persisted())]
 
     #[test]
     fn memory_store_matches_the_naive_model(sets in limit_sets(), ops in proptest::collection::vec(op(), 1..200)) {
@@ -225,8 +229,8 @@ proptest! {
 }
 
 /// Time moves by ms or by weeks, either way, so that logs cross the 32-bit
-/// offset range of `slidelog_core::Log` (49.7 days) and move between inline,
-/// heap and whole timestamps.
+/// offset range of `slidelog_core::Log` (49.7 days) and move between 32-bit
+/// offsets and whole timestamps.
 fn long_op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => (0i64..400).prop_map(Op::Time),
@@ -250,13 +254,7 @@ fn long_limit_sets() -> impl Strategy<Value = Vec<Vec<(u64, u64)>>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 256,
-        failure_persistence: Some(Box::new(
-            proptest::test_runner::FileFailurePersistence::Direct(REGRESSIONS),
-        )),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(persisted())]
 
     #[test]
     fn memory_store_matches_the_naive_model_over_long_spans(sets in long_limit_sets(), ops in proptest::collection::vec(long_op(), 1..200)) {
