@@ -19,11 +19,7 @@ for tool in wrk h2load redis-server; do
   command -v $tool >/dev/null || { echo "$tool is missing: apt-get install -y wrk nghttp2-client redis-server" >&2; exit 2; }
 done
 [ -x "$BIN" ] || cargo build --release -q -p slidelog-server
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+source scripts/bench/lib.sh
 
 RPORT=$(free_port)
 redis-server --port "$RPORT" --save '' --appendonly no >"$WORK/redis.log" 2>&1 &
@@ -32,14 +28,7 @@ for _ in $(seq 50); do redis-cli -p "$RPORT" ping >/dev/null 2>&1 && break; slee
 R="redis-cli -p $RPORT"
 
 printf 'domain: bench\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 100}\n' >"$WORK/envoy.yaml"
-# ShouldRateLimit{domain: "bench", descriptors: [{entries: [{key: "user", value: "hot"}]}]}, gRPC-framed.
-python3 - "$WORK/grpc.bin" <<'PY'
-import sys
-entry = b"\x0a\x04user\x12\x03hot"
-desc = b"\x0a" + bytes([len(entry)]) + entry
-msg = b"\x0a\x05bench\x12" + bytes([len(desc)]) + desc
-open(sys.argv[1], "wb").write(b"\x00" + len(msg).to_bytes(4, "big") + msg)
-PY
+grpc_request "$WORK/grpc.bin"
 
 start_serve() {
   HPORT=$(free_port); GPORT=$(free_port)

@@ -19,9 +19,7 @@ for tool in valgrind callgrind_annotate "$SERVER" redis-benchmark redis-cli; do
   command -v $tool >/dev/null || { echo "$tool is missing: apt-get install -y valgrind redis-server" >&2; exit 2; }
 done
 N=${N:-2000}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+source scripts/bench/lib.sh
 
 cp crates/slidelog-redis/tests/original_sliding_window.lua "$WORK/original.lua"
 cp crates/slidelog-redis/src/single_limit.lua "$WORK/single.lua"

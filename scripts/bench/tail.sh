@@ -18,20 +18,10 @@ command -v h2load >/dev/null || { echo "h2load is missing: apt-get install -y ng
 [ -x "$BIN" ] || cargo build --release -q -p slidelog-server
 BASELINE=target/release/examples/transport_baseline
 [ -x "$BASELINE" ] || cargo build --release -q -p slidelog-server --example transport_baseline
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+source scripts/bench/lib.sh
 
 printf 'domain: bench\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 10000000}\n' >"$WORK/envoy.yaml"
-python3 - "$WORK/grpc.bin" <<'PY'
-import sys
-entry = b"\x0a\x04user\x12\x03hot"
-desc = b"\x0a" + bytes([len(entry)]) + entry
-msg = b"\x0a\x05bench\x12" + bytes([len(desc)]) + desc
-open(sys.argv[1], "wb").write(b"\x00" + len(msg).to_bytes(4, "big") + msg)
-PY
+grpc_request "$WORK/grpc.bin"
 printf '{"key":"hot","max":10000000,"window_ms":60000}' >"$WORK/http.json"
 
 HPORT=$(free_port); GPORT=$(free_port)
