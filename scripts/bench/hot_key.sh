@@ -52,7 +52,7 @@ for cache in on off; do
   # HTTP: 2 threads, 64 connections.
   $R flushall >/dev/null; $R config resetstat >/dev/null
   s0=$(serve_cpu); r0=$(redis_cpu)
-  out=$(wrk -t2 -c64 -d"${DURATION}s" -s scripts/bench/hot_check.lua "http://127.0.0.1:$HPORT/v1/check")
+  out=$(KEYS=1 MAX=100 WINDOW_MS=1000 wrk -t2 -c64 -d"${DURATION}s" -s scripts/bench/http_check.lua "http://127.0.0.1:$HPORT/v1/check")
   calls=$(evalsha_calls); s1=$(serve_cpu); r1=$(redis_cpu)
   reqs=$(echo "$out" | awk '/requests in/ {print $1}')
   rate=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
