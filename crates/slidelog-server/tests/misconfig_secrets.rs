@@ -14,9 +14,10 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_slidelog");
 
-/// Runs the binary to completion (bounded: 30 s).
-fn run(args: &[&str], envs: &[(&str, &str)]) -> Output {
-    let mut child = Command::new(BIN)
+/// Starts the binary with ARGS and ENVS, no secret from the environment,
+/// its output captured.
+fn spawn(args: &[&str], envs: &[(&str, &str)]) -> std::process::Child {
+    Command::new(BIN)
         .args(args)
         .envs(envs.iter().copied())
         .env_remove("SLIDELOG_STORE")
@@ -24,16 +25,44 @@ fn run(args: &[&str], envs: &[(&str, &str)]) -> Output {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("run slidelog");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("slidelog {args:?} did not exit within 30 s");
-        }
+        .expect("run slidelog")
+}
+
+/// Waits up to `limit` for `child` to exit, then kills it; its output, and
+/// whether it exited by itself.
+fn wait_or_kill(mut child: std::process::Child, limit: Duration) -> (Output, bool) {
+    let deadline = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    child.wait_with_output().unwrap()
+    let exited = child.try_wait().unwrap().is_some();
+    if !exited {
+        let _ = child.kill();
+    }
+    (child.wait_with_output().unwrap(), exited)
+}
+
+/// Runs the binary to completion (bounded: 30 s).
+fn run(args: &[&str], envs: &[(&str, &str)]) -> Output {
+    let (out, exited) = wait_or_kill(spawn(args, envs), Duration::from_secs(30));
+    assert!(exited, "slidelog {args:?} did not exit within 30 s");
+    out
+}
+
+/// `serve` on the store at `url`, run until it exits (a store it refuses).
+fn serve_to_exit(url: &str) -> Output {
+    run(
+        &[
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--grpc",
+            "127.0.0.1:0",
+            "--store",
+            url,
+        ],
+        &[],
+    )
 }
 
 fn text(out: &Output) -> String {
@@ -79,18 +108,7 @@ fn get(addr: &str, method: &str, path: &str, extra: &str) -> (u16, String) {
 fn serve_and_check_refuse_a_wrong_password_naming_the_cause() {
     let redis = RedisServer::start_with_args(&["--requirepass", "right"]);
     let url = format!("redis://:hunter2@{}", redis.addr());
-    let out = run(
-        &[
-            "serve",
-            "--http",
-            "127.0.0.1:0",
-            "--grpc",
-            "127.0.0.1:0",
-            "--store",
-            &url,
-        ],
-        &[],
-    );
+    let out = serve_to_exit(&url);
     let said = text(&out);
     assert_eq!(out.status.code(), Some(2), "{said}");
     assert!(said.contains("authentication failed"), "{said}");
@@ -123,18 +141,7 @@ fn serve_refuses_noperm_found_by_a_peek_decision() {
         .query::<()>(&mut redis.client())
         .unwrap();
     let url = format!("redis://pinger:pw@{}", redis.addr());
-    let out = run(
-        &[
-            "serve",
-            "--http",
-            "127.0.0.1:0",
-            "--grpc",
-            "127.0.0.1:0",
-            "--store",
-            &url,
-        ],
-        &[],
-    );
+    let out = serve_to_exit(&url);
     let said = text(&out);
     assert_eq!(out.status.code(), Some(2), "{said}");
     assert!(said.contains("NOPERM"), "{said}");
@@ -223,21 +230,9 @@ fn a_password_that_needs_percent_encoding_is_never_printed() {
         &["inspect", "--store", url],
     ];
     for args in runs {
-        let mut child = Command::new(BIN)
-            .args(args)
-            .env_remove("SLIDELOG_STORE")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
         // serve keeps running (Redis down is a passing fault): give it time
         // to log its start, then stop it.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = child.kill();
-        let out = child.wait_with_output().unwrap();
+        let (out, _) = wait_or_kill(spawn(args, &[]), Duration::from_secs(5));
         let said = text(&out);
         assert!(
             said.contains("127.0.0.1:1") || said.contains("default:***"),
