@@ -132,22 +132,15 @@ pub fn parse_single_reply(reply: &[i64], max: u64, window_ms: u64) -> RedisResul
             format!("{reply:?}"),
         )));
     };
-    let u = |v: &i64| u64::try_from(*v).unwrap_or(0);
-    Ok(Some(Outcome {
-        decision: Decision {
-            allowed: *allowed == 1,
-            limit: max,
-            window_ms,
-            count: u(count),
-            // More than max records can be live after a clock step back or
-            // a lowered max: remaining is then 0, as in the engine.
-            remaining: max.saturating_sub(u(count)),
-            retry_after_ms: u(retry),
-            reset_after_ms: u(reset),
-            degraded: false,
-        },
-        now_ms: u(now),
-    }))
+    // The general script's reply, with what the caller knows filled in.
+    // More than max records can be live after a clock step back or a
+    // lowered max: remaining is then 0, as in the engine.
+    let (max, window_ms) = (max as i64, window_ms as i64);
+    let remaining = (max - count).max(0);
+    parse_reply(&[
+        *allowed, max, window_ms, *count, remaining, *retry, *reset, *now,
+    ])
+    .map(Some)
 }
 
 /// `{allowed, max, window_ms, count, remaining, retry_after_ms, reset_after_ms, now_ms}`.
