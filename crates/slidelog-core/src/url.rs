@@ -149,13 +149,7 @@ impl MultiHostUrl {
             s if s == tls => true,
             other => return Err(format!("scheme {other}:// is not {plain}:// or {tls}://")),
         };
-        let (rest, suffix) = match rest.find(['?', '#']) {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, ""),
-        };
-        let query = suffix
-            .strip_prefix('?')
-            .map_or("", |q| q.split('#').next().unwrap_or(""));
+        let (rest, suffix) = split_suffix(rest);
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i + 1..]),
             None => (rest, ""),
@@ -164,44 +158,14 @@ impl MultiHostUrl {
             Some((u, h)) => (Some(u), h),
             None => (None, authority),
         };
-        let (username, password) = match userinfo {
-            None => (None, None),
-            Some(u) => match u.split_once(':') {
-                Some((user, pass)) => (
-                    Some(decode(user)?).filter(|s| !s.is_empty()),
-                    Some(decode(pass)?),
-                ),
-                // `redis://secret@host` means a password, as redis-rs reads it.
-                None => (None, Some(decode(u)?)),
-            },
-        };
-        let hosts = hostlist
-            .split(',')
-            .map(parse_host)
-            .collect::<Result<Vec<_>, _>>()?;
-        if hosts.is_empty() {
-            return Err("no host:port given".into());
-        }
-        let path = path
-            .split('/')
-            .filter(|s| !s.is_empty())
-            .map(decode)
-            .collect::<Result<Vec<_>, _>>()?;
-        let query = query
-            .split('&')
-            .filter(|s| !s.is_empty())
-            .map(|kv| {
-                let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-                Ok((decode(k)?, decode(v)?))
-            })
-            .collect::<Result<Vec<_>, String>>()?;
+        let (username, password) = parse_userinfo(userinfo)?;
         Ok(Self {
             tls,
             username,
             password,
-            hosts,
-            path,
-            query,
+            hosts: parse_hosts(hostlist)?,
+            path: parse_path(path)?,
+            query: parse_query(suffix)?,
             suffix: suffix.to_owned(),
         })
     }
@@ -261,6 +225,68 @@ fn userinfo(user: Option<&str>, pass: Option<&str>) -> String {
         (Some(u), None) => format!("{}@", encode(u)),
         (None, None) => String::new(),
     }
+}
+
+/// Splits `rest` (what follows `://`) before its `?query` or `#fragment`:
+/// the suffix is kept as given, for callers that pass it on to every node.
+fn split_suffix(rest: &str) -> (&str, &str) {
+    match rest.find(['?', '#']) {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    }
+}
+
+/// Decodes the query parameters of a URL suffix (`?a=1&b=2#fragment`), in
+/// order; a parameter without `=` has an empty value. The one place a URL's
+/// query parameters are read.
+fn parse_query(suffix: &str) -> Result<Vec<(String, String)>, String> {
+    let query = suffix
+        .strip_prefix('?')
+        .map_or("", |q| q.split('#').next().unwrap_or(""));
+    query
+        .split('&')
+        .filter(|s| !s.is_empty())
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            Ok((decode(k)?, decode(v)?))
+        })
+        .collect()
+}
+
+/// Decodes `user:pass` (or `pass` alone) into the data nodes' user and
+/// password; an empty user is none.
+fn parse_userinfo(userinfo: Option<&str>) -> Result<(Option<String>, Option<String>), String> {
+    let Some(u) = userinfo else {
+        return Ok((None, None));
+    };
+    Ok(match u.split_once(':') {
+        Some((user, pass)) => (
+            Some(decode(user)?).filter(|s| !s.is_empty()),
+            Some(decode(pass)?),
+        ),
+        // `redis://secret@host` means a password, as redis-rs reads it.
+        None => (None, Some(decode(u)?)),
+    })
+}
+
+/// Parses the comma-separated `host:port` list; at least one is required.
+fn parse_hosts(hostlist: &str) -> Result<Vec<(String, u16)>, String> {
+    let hosts = hostlist
+        .split(',')
+        .map(parse_host)
+        .collect::<Result<Vec<_>, _>>()?;
+    if hosts.is_empty() {
+        return Err("no host:port given".into());
+    }
+    Ok(hosts)
+}
+
+/// Decodes the non-empty path segments after the hosts.
+fn parse_path(path: &str) -> Result<Vec<String>, String> {
+    path.split('/')
+        .filter(|s| !s.is_empty())
+        .map(decode)
+        .collect()
 }
 
 fn parse_host(s: &str) -> Result<(String, u16), String> {
