@@ -77,8 +77,8 @@ impl StoreUrl {
             url: mask_password(url),
             reason,
         };
-        match scheme {
-            "memory" => Ok(Self::Memory),
+        let parsed = match scheme {
+            "memory" => return Ok(Self::Memory),
             "redis" | "rediss" => Ok(Self::Redis {
                 url: url.to_owned(),
                 tls: scheme == "rediss",
@@ -96,12 +96,85 @@ impl StoreUrl {
             _ => Err(UrlError::UnknownScheme {
                 url: mask_password(url),
             }),
-        }
+        }?;
+        // Every Redis form takes `engine=`: a bad value fails here, at parse.
+        RedisEngine::of_url(url)?;
+        Ok(parsed)
     }
 
     /// Whether the store lives inside this process.
     pub fn is_memory(&self) -> bool {
         matches!(self, Self::Memory)
+    }
+}
+
+/// The query parameter of a Redis store URL that picks its engine.
+pub const ENGINE_PARAM: &str = "engine";
+
+/// Which engine decides on a Redis store (docs/design.md §4.3), from the
+/// store URL's `engine` parameter (`redis://h:6379?engine=module`, and the
+/// same on `rediss://`, Cluster and Sentinel URLs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum RedisEngine {
+    /// The module where every node has it, else the scripts (the default).
+    #[default]
+    Auto,
+    /// The module's `SLIDELOG.CHECK`: a server without it refuses to start.
+    Module,
+    /// The Lua scripts, whatever the server has loaded.
+    Script,
+}
+
+impl RedisEngine {
+    /// `auto`, `module` or `script`, as the URL spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Module => "module",
+            Self::Script => "script",
+        }
+    }
+
+    /// The engine a parameter value names; the error names the parameter.
+    pub fn parse(value: &str) -> Result<Self, String> {
+        match value {
+            "auto" => Ok(Self::Auto),
+            "module" => Ok(Self::Module),
+            "script" => Ok(Self::Script),
+            other => Err(format!(
+                "{ENGINE_PARAM}={other:?} is not a known engine: use {ENGINE_PARAM}=auto, module or script"
+            )),
+        }
+    }
+
+    /// The engine that `url` asks for with its `engine` parameter, `None`
+    /// when it has none.
+    ///
+    /// ```
+    /// use slidelog_core::url::RedisEngine;
+    /// assert_eq!(RedisEngine::of_url("redis://h:1?engine=module").unwrap(), Some(RedisEngine::Module));
+    /// assert_eq!(RedisEngine::of_url("redis+cluster://a:1,b:2").unwrap(), None);
+    /// assert!(RedisEngine::of_url("redis://h:1?engine=lua").is_err());
+    /// ```
+    pub fn of_url(url: &str) -> Result<Option<Self>, UrlError> {
+        let invalid = |reason: String| UrlError::Invalid {
+            url: mask_password(url),
+            reason,
+        };
+        let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+        let (_, suffix) = split_suffix(rest);
+        let query = parse_query(suffix).map_err(invalid)?;
+        query
+            .iter()
+            .find(|(k, _)| k == ENGINE_PARAM)
+            .map(|(_, v)| Self::parse(v).map_err(invalid))
+            .transpose()
+    }
+}
+
+impl std::fmt::Display for RedisEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -382,6 +455,29 @@ mod tests {
         assert_eq!(s.path, vec!["mymaster", "2"]);
         assert_eq!(s.param("sentinel_password"), Some("x"));
         assert!(!format!("{u:?}").contains("p@ss"));
+    }
+
+    #[test]
+    fn every_redis_form_takes_an_engine() {
+        for url in [
+            "redis://h:1?engine=module",
+            "rediss://u:pw@h:1/2?engine=script",
+            "redis+cluster://a:1,b:2?engine=auto",
+            "redis+sentinel://a:1/m?engine=module&sentinel_password=x",
+        ] {
+            assert!(StoreUrl::parse(url).is_ok(), "{url}");
+            assert!(RedisEngine::of_url(url).unwrap().is_some(), "{url}");
+        }
+        assert_eq!(RedisEngine::of_url("redis://h:1").unwrap(), None);
+        assert_eq!(RedisEngine::default(), RedisEngine::Auto);
+        let e = StoreUrl::parse("redis://u:secret@h:1?engine=lua").unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("engine=") && text.contains("module"),
+            "{text}"
+        );
+        assert!(!text.contains("secret"), "{text}");
+        assert!(StoreUrl::parse("redis+cluster://a:1?engine=").is_err());
     }
 
     #[test]
