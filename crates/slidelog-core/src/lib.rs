@@ -23,6 +23,7 @@
 
 pub mod bounds;
 pub mod clock;
+pub mod codec;
 pub mod decision;
 pub mod engine;
 pub mod error;

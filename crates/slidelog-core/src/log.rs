@@ -297,6 +297,20 @@ impl Log {
         self.sums.is_some()
     }
 
+    /// How many cost positions the records list (1 when every record has one
+    /// cost for every limit, plain logs included): a record's cost at a later
+    /// position is its cost at the last one.
+    pub fn cost_width(&self) -> usize {
+        self.sums.as_deref().map_or(1, |s| s.width)
+    }
+
+    /// The cost of record `j` at cost position `position` (1 in a plain log).
+    pub fn cost(&self, j: usize, position: usize) -> u64 {
+        self.sums
+            .as_deref()
+            .map_or(1, |s| s.through(j, position) - s.before(j, position))
+    }
+
     /// Index of the first record live for `window_ms` at `now`
     /// (every record before it has `ts + window <= now`).
     #[inline]

@@ -1,0 +1,237 @@
+//! A [`Log`]'s bytes: a compact, versioned binary encoding of one key's
+//! records, for the memory store's snapshots and the Redis module's RDB
+//! (docs/design.md §4.1).
+//!
+//! Version 1, all integers little-endian, "varint" = unsigned LEB128 (at most
+//! 10 bytes):
+//!
+//! ```text
+//! version: u8 = 1
+//! flags:   u8   bit 0: whole timestamps (else a base and 32-bit offsets)
+//!               bit 1: weighted (costs follow); other bits must be 0
+//! count:   varint   records
+//! if count > 0:
+//!   offsets: base varint, then count x u32 offset from base (ascending)
+//!   whole:   count x u64 timestamp (ascending)
+//!   weighted: width varint (1..=16), then count x width cost varints (1..=MAX_COST)
+//! ```
+//!
+//! As in the log itself a plain record costs 4 bytes, and a record's cost at a
+//! position past `width` is its cost at the last one. Decoding never panics
+//! and never allocates more than the input's length justifies: every record
+//! takes at least 4 bytes, so a hostile `count` is refused before anything
+//! is reserved.
+
+use crate::{Log, MAX_COST, MAX_LIMITS, MAX_NOW_MS};
+
+/// The encoding version [`encode`] writes; [`decode`] reads only this one.
+pub const VERSION: u8 = 1;
+
+const WHOLE: u8 = 1;
+const WEIGHTED: u8 = 2;
+
+/// Why bytes are not a log this version can read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CodecError {
+    /// The input ends inside the log.
+    #[error("log encoding truncated: needs {needed} more bytes at offset {at}")]
+    Truncated {
+        /// Where the missing bytes start.
+        at: usize,
+        /// How many more bytes the next field needs (at least).
+        needed: usize,
+    },
+    /// A version this build does not read.
+    #[error("log encoding version {got} is not supported (this build reads version {VERSION})")]
+    UnknownVersion {
+        /// The version byte found.
+        got: u8,
+    },
+    /// A field holds a value no encoder writes.
+    #[error("log encoding invalid at offset {at}: {what}")]
+    Invalid {
+        /// Where the field starts.
+        at: usize,
+        /// Which field and why.
+        what: &'static str,
+    },
+}
+
+/// Appends `log`'s encoding to `out`.
+pub fn encode(log: &Log, out: &mut Vec<u8>) {
+    let count = log.len();
+    let span = log.newest().map_or(0, |n| n - log.ts(0));
+    let whole = span > u64::from(u32::MAX);
+    let weighted = log.is_weighted();
+    out.push(VERSION);
+    out.push((u8::from(whole) * WHOLE) | (u8::from(weighted) * WEIGHTED));
+    put_varint(out, count as u64);
+    if count == 0 {
+        return;
+    }
+    let width = if weighted { log.cost_width() } else { 1 };
+    out.reserve(count * (if whole { 8 } else { 4 }) + usize::from(weighted) * count * width);
+    if whole {
+        (0..count).for_each(|j| out.extend_from_slice(&log.ts(j).to_le_bytes()));
+    } else {
+        let base = log.ts(0);
+        put_varint(out, base);
+        (0..count).for_each(|j| out.extend_from_slice(&((log.ts(j) - base) as u32).to_le_bytes()));
+    }
+    if weighted {
+        put_varint(out, width as u64);
+        for j in 0..count {
+            (0..width).for_each(|p| put_varint(out, log.cost(j, p)));
+        }
+    }
+}
+
+/// Reads one log from the start of `bytes`; returns it and the bytes read
+/// (the input may go on with other data).
+pub fn decode(bytes: &[u8]) -> Result<(Log, usize), CodecError> {
+    let mut r = Reader { bytes, at: 0 };
+    let version = r.u8()?;
+    if version != VERSION {
+        return Err(CodecError::UnknownVersion { got: version });
+    }
+    let flags_at = r.at;
+    let flags = r.u8()?;
+    if flags & !(WHOLE | WEIGHTED) != 0 {
+        return Err(r.invalid(flags_at, "unknown flag bits"));
+    }
+    let (whole, weighted) = (flags & WHOLE != 0, flags & WEIGHTED != 0);
+    let count_at = r.at;
+    let count = r.varint()?;
+    if count == 0 {
+        return if weighted {
+            Err(r.invalid(count_at, "an empty log marked weighted"))
+        } else {
+            Ok((Log::new(), r.at))
+        };
+    }
+    // Every record takes 4 bytes at least: refuse a count the input cannot hold.
+    let per = if whole { 8 } else { 4 };
+    let stamps_len = usize::try_from(count)
+        .ok()
+        .and_then(|c| c.checked_mul(per))
+        .filter(|&n| n <= r.left())
+        .ok_or(CodecError::Truncated {
+            at: r.at,
+            needed: usize::try_from(count)
+                .unwrap_or(usize::MAX)
+                .saturating_mul(per),
+        })?;
+    let count = stamps_len / per;
+    let stamps = read_stamps(&mut r, whole, count)?;
+    let mut log = Log::new();
+    if !weighted {
+        stamps.into_iter().for_each(|t| log.append(t, &[1]));
+        return Ok((log, r.at));
+    }
+    let width_at = r.at;
+    let width = r.varint()?;
+    if width == 0 || width > MAX_LIMITS as u64 {
+        return Err(r.invalid(width_at, "cost width outside 1..=16"));
+    }
+    let mut costs = [0u64; MAX_LIMITS];
+    for t in stamps {
+        for cost in &mut costs[..width as usize] {
+            let at = r.at;
+            *cost = r.varint()?;
+            if *cost == 0 || *cost > MAX_COST {
+                return Err(r.invalid(at, "cost outside 1..=MAX_COST"));
+            }
+        }
+        log.append(t, &costs[..width as usize]);
+    }
+    Ok((log, r.at))
+}
+
+/// Reads and checks `count` timestamps (ascending, at most [`MAX_NOW_MS`]);
+/// the caller has checked that the input holds them.
+fn read_stamps(r: &mut Reader<'_>, whole: bool, count: usize) -> Result<Vec<u64>, CodecError> {
+    let base_at = r.at;
+    let base = if whole { 0 } else { r.varint()? };
+    if base > MAX_NOW_MS {
+        return Err(r.invalid(base_at, "base above 2^53 - 1"));
+    }
+    let at = r.at;
+    let stamps: Vec<u64> = if whole {
+        let raw = r.take(count * 8)?;
+        raw.chunks_exact(8)
+            .map(|c| {
+                let mut w = [0; 8];
+                w.copy_from_slice(c);
+                u64::from_le_bytes(w)
+            })
+            .collect()
+    } else {
+        let raw = r.take(count * 4)?;
+        raw.chunks_exact(4)
+            .map(|c| base + u64::from(u32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+            .collect()
+    };
+    if stamps.windows(2).any(|w| w[0] > w[1]) {
+        return Err(r.invalid(at, "timestamps not ascending"));
+    }
+    if stamps.last().is_some_and(|&t| t > MAX_NOW_MS) {
+        return Err(r.invalid(at, "timestamp above 2^53 - 1"));
+    }
+    Ok(stamps)
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// A cursor over the input that reports where it ran out.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn left(&self) -> usize {
+        self.bytes.len() - self.at
+    }
+
+    fn invalid(&self, at: usize, what: &'static str) -> CodecError {
+        CodecError::Invalid { at, what }
+    }
+
+    fn take(&mut self, n: usize) -> Result<&[u8], CodecError> {
+        let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len());
+        let end = end.ok_or(CodecError::Truncated {
+            at: self.at,
+            needed: n - self.left().min(n),
+        })?;
+        let slice = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(slice)
+    }
+
+    fn u8(&mut self) -> Result<u8, CodecError> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn varint(&mut self) -> Result<u64, CodecError> {
+        let start = self.at;
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.u8()?;
+            let bits = u64::from(b & 0x7f);
+            if shift == 63 && bits > 1 {
+                return Err(self.invalid(start, "varint above u64::MAX"));
+            }
+            v |= bits << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(self.invalid(start, "varint longer than 10 bytes"))
+    }
+}
