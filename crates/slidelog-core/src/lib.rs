@@ -41,4 +41,4 @@ pub use limit::{
     Limit, LimitParseError, MAX_COST, MAX_KEY_BYTES, MAX_LIMITS, MAX_MAX, MAX_WINDOW_MS, Request,
 };
 pub use log::Log;
-pub use store::{DEFAULT_KEY_PREFIX, MAX_NOW_MS, Mode, Now, Store};
+pub use store::{DEFAULT_KEY_PREFIX, MAX_NOW_MS, Mode, Now, Store, StoreStats};

@@ -44,6 +44,18 @@ impl Now {
     }
 }
 
+/// What a store counted about its own calls since it was made, for the
+/// metrics export ([`Store::stats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StoreStats {
+    /// Checks recorded although their caller had timed out (the reply came
+    /// late, and it admitted).
+    pub late_records: u64,
+    /// Checks whose caller timed out and whose reply never came: they may or
+    /// may not have been recorded.
+    pub unknown_outcomes: u64,
+}
+
 /// A place where logs live, shared by every caller that decides on them.
 #[async_trait::async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug {
@@ -60,6 +72,12 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 
     /// A short name for logs and metrics: "memory", "redis", …
     fn kind(&self) -> &'static str;
+
+    /// Returns this store's own counters (each store counts its own; none
+    /// is process-wide). A store with nothing to report keeps the default.
+    fn stats(&self) -> StoreStats {
+        StoreStats::default()
+    }
 
     /// Decide and record, on the store's clock.
     async fn check(&self, request: &Request) -> Result<Decision, StoreError> {

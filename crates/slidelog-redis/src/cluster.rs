@@ -239,11 +239,13 @@ impl ClusterStore {
                 });
             }
         };
-        Ok(ScriptStore::with_connection(
+        let store = ScriptStore::with_connection(
             ClusterConnection::new(conn, maker(client, &options), options.probe_timeout),
             &options,
             "redis-cluster",
-        ))
+        );
+        store.check_clock().await;
+        Ok(store)
     }
 
     /// A store that connects to the cluster in the background and never

@@ -45,7 +45,10 @@ impl RedisStore {
             redis::cmd("PING").query_async::<String>(&mut conn).await
         };
         match tokio::time::timeout(options.connect_timeout, ping).await {
-            Ok(Ok(_)) => Ok(store),
+            Ok(Ok(_)) => {
+                store.check_clock().await;
+                Ok(store)
+            }
             Ok(Err(e)) => Err(ConnectError::Connect {
                 url: mask_password(url),
                 transient: crate::errors::is_transient(&e),

@@ -47,18 +47,18 @@ mod options;
 mod pipelined;
 pub mod script;
 pub mod sentinel;
+pub mod skew;
 mod store;
+mod watched;
 
 pub use cluster::{ClusterConnection, ClusterStore};
 pub use connect::{ConnectError, client, install_crypto_provider, mask_password};
 pub use multi_url::MultiHostUrl;
 pub use options::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_PREFIX, DEFAULT_PROBE_TIMEOUT, DEFAULT_SKEW_MARGIN,
-    DEFAULT_TIMEOUT, RedisOptions, TimeMode,
+    DEFAULT_TIMEOUT, RedisOptions,
 };
 pub use pipelined::UnsafePipelinedStore;
 pub use script::Outcome;
 pub use sentinel::{SentinelConnection, SentinelStore};
-pub use store::{
-    LATE_WINDOW, RedisStore, ScriptStore, StandaloneConnection, late_records, unknown_outcomes,
-};
+pub use store::{LATE_WINDOW, RedisStore, ScriptStore, StandaloneConnection};

@@ -1,5 +1,6 @@
 //! Options of the Redis stores: key prefix, per-call timeout, connect
-//! timeout, which clock decides (docs/design.md §3) and an extra TLS root.
+//! timeout, the skew margin and an extra TLS root. Which clock decides is the
+//! caller's per-call `Now` (docs/design.md §3).
 
 use std::time::Duration;
 
@@ -17,18 +18,6 @@ pub const DEFAULT_SKEW_MARGIN: Duration = Duration::from_millis(20);
 /// The default bound on the `PING` that checks a connection after a call
 /// got no answer; a connection silent for longer is replaced.
 pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_millis(300);
-
-/// Which clock a decision made with [`slidelog_core::Now::Server`] uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum TimeMode {
-    /// Redis `TIME`, read inside the script: every instance shares one clock
-    /// and client clock skew cannot matter (the default).
-    #[default]
-    Server,
-    /// The caller's clock in ms (the original Go design's
-    /// `time.Now().UnixMilli()`), sent to the script as an explicit time.
-    Client,
-}
 
 /// How a Redis store is reached and how it decides.
 #[derive(Debug, Clone)]
@@ -50,11 +39,9 @@ pub struct RedisOptions {
     /// (NTP keeps it to a few ms): the script refuses a check that starts
     /// after `start + timeout - skew_margin` (Redis `TIME`), so a check that
     /// timed out is never recorded later. A larger skew (Redis behind) can
-    /// still let one through: those are counted ([`crate::late_records`]).
+    /// still let one through: those are counted (`Store::stats`).
     /// Default 20 ms.
     pub skew_margin: Duration,
-    /// Which clock decides when the caller passes `Now::Server`.
-    pub time: TimeMode,
     /// A PEM root certificate to trust for `rediss://` in addition to the
     /// built-in web roots (a private CA, a test certificate).
     pub tls_root_cert_pem: Option<Vec<u8>>,
@@ -68,7 +55,6 @@ impl Default for RedisOptions {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             probe_timeout: DEFAULT_PROBE_TIMEOUT,
             skew_margin: DEFAULT_SKEW_MARGIN,
-            time: TimeMode::Server,
             tls_root_cert_pem: None,
         }
     }
@@ -84,12 +70,6 @@ impl RedisOptions {
     /// These options with another per-call timeout.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
-        self
-    }
-
-    /// These options with another clock.
-    pub fn with_time(mut self, time: TimeMode) -> Self {
-        self.time = time;
         self
     }
 }

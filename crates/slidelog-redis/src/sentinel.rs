@@ -511,11 +511,9 @@ impl SentinelStore {
                 transient: crate::errors::is_transient(&e),
                 reason: crate::errors::describe(&e),
             })?;
-        Ok(ScriptStore::with_connection(
-            conn,
-            &options,
-            "redis-sentinel",
-        ))
+        let store = ScriptStore::with_connection(conn, &options, "redis-sentinel");
+        store.check_clock().await;
+        Ok(store)
     }
 
     /// A store that resolves the master in the background and never fails

@@ -4,13 +4,16 @@
 //! type, Redis Cluster and Sentinel.
 
 use crate::errors::bounded;
-use crate::options::{RedisOptions, TimeMode};
-use crate::script::{self, MAX_NOW_MS, Outcome};
+use crate::options::RedisOptions;
+use crate::script::{MAX_NOW_MS, Outcome};
+use crate::skew::{ClockWatch, Skew};
+use crate::watched::{Call, CallError, Counters};
 use redis::aio::{ConnectionLike, ConnectionManager};
-use slidelog_core::{Clock, Decision, Mode, Now, Request, Store, StoreError, SystemClock};
+use slidelog_core::{
+    Clock, Decision, Mode, Now, Request, Store, StoreError, StoreStats, SystemClock,
+};
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// A store whose every decision is one atomic run of a decision script on
@@ -24,42 +27,26 @@ use std::time::Duration;
 /// (start + timeout - skew margin, [`RedisOptions::skew_margin`]) and the
 /// script refuses it once Redis `TIME` is past it, so a stalled Redis that
 /// runs its backlog, or a reply stuck in a frozen link, records nothing for
-/// callers that gave up. What stays possible (a check that started in time
-/// but answered too late, a Redis clock behind by more than the margin) is
-/// counted: [`late_records`] (the reply came, within [`LATE_WINDOW`] after
-/// the timeout, and it recorded) and [`unknown_outcomes`] (no reply even
-/// then).
+/// callers that gave up. A check refused by its deadline is a timeout
+/// ([`StoreError::Timeout`]): it is never sent again. What stays possible (a
+/// check that started in time but answered too late, a Redis clock behind by
+/// more than the margin) is counted per store, in [`Store::stats`]:
+/// late records (the reply came, within [`LATE_WINDOW`] after the timeout,
+/// and it recorded) and unknown outcomes (no reply even then). Clock skew
+/// is found by comparing Redis `TIME` with this host's clock
+/// ([`crate::skew`]), never from a refusal.
 #[derive(Clone)]
 pub struct ScriptStore<C> {
     conn: C,
     prefix: Arc<str>,
     timeout: Duration,
-    time: TimeMode,
-    clock: Arc<dyn Clock>,
     kind: &'static str,
     skew_margin: Duration,
+    counters: Arc<Counters>,
+    clock_watch: Arc<ClockWatch>,
 }
 
-/// How long after its caller timed out a check's reply is still awaited,
-/// to count a late record; then the call is dropped (and the connection
-/// becomes suspect, [`crate::heal`]).
-pub const LATE_WINDOW: Duration = Duration::from_millis(250);
-
-static LATE_RECORDS: AtomicU64 = AtomicU64::new(0);
-static UNKNOWN_OUTCOMES: AtomicU64 = AtomicU64::new(0);
-static SKEW_WARNED: AtomicBool = AtomicBool::new(false);
-
-/// Checks recorded after their caller had timed out (the reply came late),
-/// in this process so far.
-pub fn late_records() -> u64 {
-    LATE_RECORDS.load(Ordering::Relaxed)
-}
-
-/// Checks whose caller timed out and whose reply never came (within
-/// [`LATE_WINDOW`]): they may or may not have been recorded.
-pub fn unknown_outcomes() -> u64 {
-    UNKNOWN_OUTCOMES.load(Ordering::Relaxed)
-}
+pub use crate::watched::LATE_WINDOW;
 
 /// The connection of [`RedisStore`]: a redis-rs `ConnectionManager` (one
 /// multiplexed connection, reconnecting when it drops), replaced as a whole
@@ -79,7 +66,6 @@ impl<C> std::fmt::Debug for ScriptStore<C> {
             .field("kind", &self.kind)
             .field("prefix", &self.prefix)
             .field("timeout", &self.timeout)
-            .field("time", &self.time)
             .finish_non_exhaustive()
     }
 }
@@ -95,17 +81,20 @@ where
             conn,
             prefix: options.key_prefix.as_str().into(),
             timeout: options.timeout,
-            time: options.time,
-            clock: Arc::new(SystemClock),
             kind,
             skew_margin: options.skew_margin,
+            counters: Arc::default(),
+            clock_watch: Arc::new(ClockWatch::new(options.skew_margin, kind)),
         }
     }
 
-    /// Uses `clock` for [`Now::Server`] decisions in [`TimeMode::Client`].
-    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
-        self
+    /// Compares Redis `TIME` with this host's clock now (bounded by the
+    /// per-call timeout), warning once when they differ by more than the
+    /// skew margin. The connect functions call it; `None` when the clocks
+    /// agree or Redis did not answer.
+    pub async fn check_clock(&self) -> Option<Skew> {
+        let mut conn = self.conn.clone();
+        self.clock_watch.measure(&mut conn, self.timeout).await
     }
 
     /// The Redis key of `key`: the prefix followed by the key.
@@ -126,11 +115,6 @@ where
         self.timeout
     }
 
-    /// Which clock decides for [`Now::Server`].
-    pub fn time_mode(&self) -> TimeMode {
-        self.time
-    }
-
     /// A handle on the connection (shares it), for tools and tests.
     pub fn connection(&self) -> C {
         self.conn.clone()
@@ -144,90 +128,60 @@ where
         mode: Mode,
         now: Now,
     ) -> Result<Outcome, StoreError> {
-        let now_ms = match (now, self.time) {
-            (Now::At(ms), _) => Some(ms),
-            (Now::Server, TimeMode::Client) => Some(self.clock.now_ms()),
-            (Now::Server, TimeMode::Server) => None,
+        // Redis `TIME` for the store's clock, the given ms otherwise.
+        let now_ms = match now {
+            Now::At(ms) => Some(ms),
+            Now::Server => None,
         };
         if let Some(ms) = now_ms.filter(|&ms| ms > MAX_NOW_MS) {
             return Err(StoreError::Backend(format!(
                 "now_ms {ms} is beyond {MAX_NOW_MS} (2^53 - 1), the largest time Redis scores hold exactly"
             )));
         }
-        let key = self.redis_key(request.key());
         // Only a check records, and only a decision on the current time can
         // be late (an explicit time is a replay).
-        let deadline = (mode == Mode::Record && now == Now::Server)
+        let deadline_ms = (mode == Mode::Record && now == Now::Server)
             .then(|| {
                 let budget = self.timeout.checked_sub(self.skew_margin)?;
                 Some(SystemClock.now_ms() + budget.as_millis() as u64)
             })
             .flatten();
-        match self
-            .run_watched(key.clone(), request, mode, now_ms, deadline)
-            .await
-        {
-            Err(StoreError::Backend(e)) if e.starts_with(script::DEADLINE_CODE) => {
-                // Refused while we still wait: Redis's clock is ahead of
-                // ours by more than the margin. Decide without a deadline.
-                if !SKEW_WARNED.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(
-                        store = self.kind,
-                        margin = ?self.skew_margin,
-                        "Redis's clock is ahead of this host's by more than the skew margin: \
-                         checks are sent without a deadline when refused (fix the clocks)"
-                    );
-                }
-                self.run_watched(key, request, mode, now_ms, None).await
+        let call = Call {
+            key: self.redis_key(request.key()),
+            request: request.clone(),
+            mode,
+            now_ms,
+            deadline_ms,
+        };
+        let sent_ms = SystemClock.now_ms();
+        let result =
+            crate::watched::run(self.conn.clone(), call, self.timeout, self.counters.clone())
+                .await;
+        match &result {
+            // The reply carries the Redis TIME the script used: compare.
+            Ok(outcome) if now_ms.is_none() => {
+                self.clock_watch
+                    .observe(sent_ms, outcome.now_ms, SystemClock.now_ms());
             }
-            other => other,
+            // Not skew by itself (a check queued past its deadline is
+            // refused on one clock too): read the clocks to find out.
+            Err(CallError::DeadlinePassed) => {
+                self.clock_watch
+                    .measure_soon(self.conn.clone(), self.timeout);
+            }
+            _ => {}
         }
+        result.map_err(|e| self.store_error(e))
     }
 
-    /// Runs the script on its own task, waiting at most the per-call
-    /// timeout; the task keeps waiting [`LATE_WINDOW`] more to count a late
-    /// record (see the type's docs).
-    async fn run_watched(
-        &self,
-        key: Vec<u8>,
-        request: &Request,
-        mode: Mode,
-        now_ms: Option<u64>,
-        deadline: Option<u64>,
-    ) -> Result<Outcome, StoreError> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let mut conn = self.conn.clone();
-        let request = request.clone();
-        let patience = self.timeout + LATE_WINDOW;
-        tokio::spawn(async move {
-            let run = script::run(&mut conn, &key, &request, mode, now_ms, deadline);
-            match tokio::time::timeout(patience, run).await {
-                Ok(result) => {
-                    if let Err(Ok(outcome)) = tx.send(result)
-                        && mode == Mode::Record
-                        && outcome.decision.allowed
-                    {
-                        LATE_RECORDS.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-                Err(_) if mode == Mode::Record => {
-                    UNKNOWN_OUTCOMES.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(_) => {}
+    /// The one mapping of a watched call's failure to the store's error.
+    fn store_error(&self, error: CallError) -> StoreError {
+        match error {
+            CallError::Redis(e) => crate::errors::to_store_error(e),
+            CallError::DeadlinePassed | CallError::Timeout => StoreError::Timeout(self.timeout),
+            CallError::Vanished => {
+                StoreError::Backend("the decision task ended without an answer".into())
             }
-        });
-        match tokio::time::timeout(self.timeout, rx).await {
-            Ok(Ok(result)) => result.map_err(|e| {
-                if script::is_deadline(&e) {
-                    StoreError::Backend(format!("{} {e}", script::DEADLINE_CODE))
-                } else {
-                    crate::errors::to_store_error(e)
-                }
-            }),
-            Ok(Err(_)) => Err(StoreError::Backend(
-                "the decision task ended without an answer".into(),
-            )),
-            Err(_) => Err(StoreError::Timeout(self.timeout)),
         }
     }
 
@@ -275,5 +229,9 @@ where
 
     fn kind(&self) -> &'static str {
         self.kind
+    }
+
+    fn stats(&self) -> StoreStats {
+        self.counters.stats()
     }
 }

@@ -3,10 +3,10 @@
 //! timed out, yet ZCARD was 60 after SIGCONT: Redis ran its backlog and
 //! recorded them, using up quota for requests that were refused or admitted
 //! degraded. Each check now carries a deadline the script compares with
-//! Redis TIME. One test per process: the late-record counters are global.
+//! Redis TIME. The late-record counters are the store's own.
 
 use slidelog_core::{Limit, Request, Store};
-use slidelog_redis::{RedisOptions, RedisStore, late_records, unknown_outcomes};
+use slidelog_redis::{RedisOptions, RedisStore};
 use slidelog_testkit::{RedisServer, unique_prefix};
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,11 +54,11 @@ async fn checks_that_timed_out_during_a_sigstop_are_never_recorded() {
         .unwrap();
     println!(
         "records after SIGCONT: {records} (2 before the stop); late records {}, unknown outcomes {}",
-        late_records(),
-        unknown_outcomes()
+        store.stats().late_records,
+        store.stats().unknown_outcomes
     );
     assert_eq!(records, 2, "checks that timed out were recorded later");
-    assert_eq!(late_records(), 0);
+    assert_eq!(store.stats().late_records, 0);
     // Decisions come from Redis again, and record.
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while store.check(&request).await.is_err() {

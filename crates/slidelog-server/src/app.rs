@@ -90,6 +90,7 @@ impl App {
     }
 
     fn with_limiter(limiter: Limiter, config: AppConfig, metrics: Arc<Metrics>) -> Self {
+        metrics.watch_store(limiter.store().clone());
         if let Some(cache) = limiter.rejection_cache() {
             metrics.watch_rejection_cache(cache.clone());
         }

@@ -48,6 +48,8 @@ pub struct Metrics {
     memory: Option<Arc<MemoryStore>>,
     /// The limiter's rejection cache, when on: its counters are exported.
     rejections: std::sync::OnceLock<Arc<slidelog::rejection_cache::RejectionCache>>,
+    /// The limiter's store: its own counters (`Store::stats`) are exported.
+    store: std::sync::OnceLock<Arc<dyn slidelog_core::Store>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -71,6 +73,7 @@ impl Metrics {
             rules: RwLock::new(HashMap::new()),
             memory,
             rejections: std::sync::OnceLock::new(),
+            store: std::sync::OnceLock::new(),
         };
         metrics.describe();
         metrics
@@ -198,6 +201,11 @@ impl Metrics {
         self.recorder.clone()
     }
 
+    /// Exports the store's own counters (late records, unknown outcomes).
+    pub fn watch_store(&self, store: Arc<dyn slidelog_core::Store>) {
+        let _ = self.store.set(store);
+    }
+
     /// Exports the counters of the limiter's rejection cache.
     pub fn watch_rejection_cache(&self, cache: Arc<slidelog::rejection_cache::RejectionCache>) {
         let _ = self.rejections.set(cache);
@@ -230,11 +238,12 @@ impl Metrics {
                 gauge!(MEMORY_KEY_CAP).set(cap as f64);
             });
         }
-        // Checks of the Redis stores recorded after their caller timed out,
-        // and those whose outcome never came back (process-wide counters).
+        // Checks of the store recorded after their caller timed out, and
+        // those whose outcome never came back (the store's own counters).
+        let stats = self.store.get().map(|s| s.stats()).unwrap_or_default();
         metrics::with_local_recorder(self.recorder.as_ref(), || {
-            counter!(LATE_RECORDS).absolute(slidelog::redis::late_records());
-            counter!(UNKNOWN_OUTCOMES).absolute(slidelog::redis::unknown_outcomes());
+            counter!(LATE_RECORDS).absolute(stats.late_records);
+            counter!(UNKNOWN_OUTCOMES).absolute(stats.unknown_outcomes);
         });
         self.handle.render()
     }

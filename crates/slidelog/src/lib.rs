@@ -99,6 +99,5 @@ pub mod redis {
     pub use slidelog_redis::TimeMode as RedisTimeMode;
     pub use slidelog_redis::{
         ClusterStore, ConnectError, RedisOptions, RedisStore, SentinelStore, UnsafePipelinedStore,
-        late_records, unknown_outcomes,
     };
 }

@@ -1,0 +1,106 @@
+//! One decision on its own task: the caller waits at most the per-call
+//! timeout; the task waits [`LATE_WINDOW`] more, so that a check whose reply
+//! came after its caller gave up is counted (a late record), and one whose
+//! reply never came is counted too (an unknown outcome). The counters belong
+//! to one store ([`Counters`]): stores never mix their counts.
+
+use crate::script::{self, Outcome};
+use redis::RedisError;
+use redis::aio::ConnectionLike;
+use slidelog_core::{Mode, Request, StoreStats};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// How long after its caller timed out a check's reply is still awaited,
+/// to count a late record; then the call is dropped (and the connection
+/// becomes suspect, [`crate::heal`]).
+pub const LATE_WINDOW: Duration = Duration::from_millis(250);
+
+/// The late records and unknown outcomes of one store.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    late_records: AtomicU64,
+    unknown_outcomes: AtomicU64,
+}
+
+impl Counters {
+    /// Returns the counts so far.
+    pub(crate) fn stats(&self) -> StoreStats {
+        StoreStats {
+            late_records: self.late_records.load(Ordering::Relaxed),
+            unknown_outcomes: self.unknown_outcomes.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Why a watched call gave no decision.
+#[derive(Debug)]
+pub(crate) enum CallError {
+    /// Redis answered with an error (or the connection failed).
+    Redis(RedisError),
+    /// The script refused the check: Redis `TIME` was past its deadline, so
+    /// nothing was recorded. The caller's time budget is spent: a timeout.
+    DeadlinePassed,
+    /// No answer within the per-call timeout.
+    Timeout,
+    /// The task ended without sending an answer (it panicked).
+    Vanished,
+}
+
+/// One decision to run: the Redis key (prefix applied), the request, and
+/// the time and deadline the script gets (`None`: Redis `TIME`, no deadline).
+pub(crate) struct Call {
+    pub key: Vec<u8>,
+    pub request: Request,
+    pub mode: Mode,
+    pub now_ms: Option<u64>,
+    pub deadline_ms: Option<u64>,
+}
+
+/// Runs `call` on its own task over `conn`, waiting at most `timeout` for
+/// it; the task keeps waiting [`LATE_WINDOW`] more and counts into
+/// `counters` (see the module docs).
+pub(crate) async fn run<C>(
+    mut conn: C,
+    call: Call,
+    timeout: Duration,
+    counters: Arc<Counters>,
+) -> Result<Outcome, CallError>
+where
+    C: ConnectionLike + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let mode = call.mode;
+    tokio::spawn(async move {
+        let run = script::run(
+            &mut conn,
+            &call.key,
+            &call.request,
+            call.mode,
+            call.now_ms,
+            call.deadline_ms,
+        );
+        match tokio::time::timeout(timeout + LATE_WINDOW, run).await {
+            Ok(result) => {
+                if let Err(Ok(outcome)) = tx.send(result)
+                    && mode == Mode::Record
+                    && outcome.decision.allowed
+                {
+                    counters.late_records.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Err(_) if mode == Mode::Record => {
+                counters.unknown_outcomes.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(_) => {}
+        }
+    });
+    match tokio::time::timeout(timeout, rx).await {
+        Ok(Ok(Ok(outcome))) => Ok(outcome),
+        Ok(Ok(Err(e))) if script::is_deadline(&e) => Err(CallError::DeadlinePassed),
+        Ok(Ok(Err(e))) => Err(CallError::Redis(e)),
+        Ok(Err(_)) => Err(CallError::Vanished),
+        Err(_) => Err(CallError::Timeout),
+    }
+}
