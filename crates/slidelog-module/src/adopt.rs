@@ -1,0 +1,132 @@
+//! Adoption: a key that still holds a sorted set written by the Lua scripts
+//! (or by the original design's script) becomes a module log on first touch,
+//! every record and cost kept (docs/design.md §8.3). Members are read as the
+//! scripts read them (crates/slidelog-redis/src/sliding_log.lua, `cost_of`):
+//! a member without `#` costs 1; `<id>#c` or `<id>#c1,c2,...` lists costs by
+//! position, a later position taking the last one. Scores are the records'
+//! ms timestamps. The companion *weights* hash only caches sums of those
+//! costs, so it is deleted, never read; its name is computed here exactly as
+//! `slidelog_redis::keys::weights_key` does.
+
+use slidelog_core::{Log, MAX_COST, MAX_LIMITS};
+
+/// The costs a member carries: digit runs after its first `#`, each clamped
+/// to 1 ..= the largest cost (a Lua `tonumber` of a run has no bound; a log
+/// holds none above it), at most 16; `[1]` for a plain member.
+pub fn member_costs(member: &[u8]) -> Vec<u64> {
+    let Some(hash) = member.iter().position(|&b| b == b'#') else {
+        return vec![1];
+    };
+    let costs: Vec<u64> = member[hash + 1..]
+        .split(|b| !b.is_ascii_digit())
+        .filter(|run| !run.is_empty())
+        .take(MAX_LIMITS)
+        .map(|run| {
+            run.iter()
+                .try_fold(0u64, |v, &d| {
+                    v.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+                })
+                .unwrap_or(MAX_COST)
+                .clamp(1, MAX_COST)
+        })
+        .collect();
+    if costs.is_empty() { vec![1] } else { costs }
+}
+
+/// A score as a ms timestamp (scores the project writes are whole ms;
+/// anything else is floored, and a negative or NaN one is 0).
+pub fn score_ms(score: f64) -> u64 {
+    if score.is_nan() || score <= 0.0 {
+        0
+    } else {
+        score.min(slidelog_core::MAX_NOW_MS as f64) as u64
+    }
+}
+
+/// The log of a sorted set's `(member, score)` entries, in score order.
+pub fn log_of(entries: impl IntoIterator<Item = (Vec<u8>, f64)>) -> Log {
+    let mut log = Log::new();
+    for (member, score) in entries {
+        log.append(score_ms(score), &member_costs(&member));
+    }
+    log
+}
+
+/// The bytes Redis Cluster hashes for `key`.
+fn hash_tag(key: &[u8]) -> Option<&[u8]> {
+    let open = key.iter().position(|&b| b == b'{')?;
+    let close = key[open + 1..].iter().position(|&b| b == b'}')?;
+    (close > 0).then(|| &key[open + 1..open + 1 + close])
+}
+
+fn slot(key: &[u8]) -> u16 {
+    crc16::State::<crc16::XMODEM>::calculate(hash_tag(key).unwrap_or(key)) % 16384
+}
+
+/// The first decimal string (0, 1, 2, ...) whose slot is `target`: the
+/// entry of `slidelog_redis::keys`' table for that slot, found on demand
+/// (adoption of such a key is rare; the search is a few thousand CRCs).
+fn slot_tag(target: u16) -> String {
+    (0u64..)
+        .map(|c| c.to_string())
+        .find(|text| slot(text.as_bytes()) == target)
+        .unwrap_or_default()
+}
+
+/// The weights hash of the log at `log_key` (same Cluster slot).
+pub fn weights_key(log_key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(log_key.len() + 8);
+    out.push(b'{');
+    if let Some(tag) = hash_tag(log_key) {
+        out.extend_from_slice(tag);
+        out.extend_from_slice(b"}#w:");
+        out.extend_from_slice(log_key);
+    } else if !log_key.contains(&b'}') {
+        out.extend_from_slice(log_key);
+        out.extend_from_slice(b"}#w");
+    } else {
+        out.extend_from_slice(slot_tag(slot(log_key)).as_bytes());
+        out.extend_from_slice(b"}#w:");
+        out.extend_from_slice(log_key);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn members_carry_costs_as_the_scripts_read_them() {
+        assert_eq!(member_costs(b"01HZX3J8K9M2N4P6Q8R0S2T4V6"), vec![1]);
+        assert_eq!(member_costs(b"01HZX#7"), vec![7]);
+        assert_eq!(member_costs(b"01HZX#1,4000"), vec![1, 4000]);
+        assert_eq!(member_costs(b"01HZX#"), vec![1]);
+        assert_eq!(member_costs(b"x#99999999999999999999999"), vec![MAX_COST]);
+        assert_eq!(member_costs(b"x#0"), vec![1]);
+    }
+
+    #[test]
+    fn weights_keys_share_the_log_slot() {
+        assert_eq!(weights_key(b"rate:sliding:u"), b"{rate:sliding:u}#w");
+        assert_eq!(
+            weights_key(b"rate:sliding:{t}:u"),
+            b"{t}#w:rate:sliding:{t}:u"
+        );
+        for key in [&b"rate:sliding:a}b"[..], b"rate:sliding:{}x}"] {
+            assert_eq!(slot(&weights_key(key)), slot(key));
+        }
+    }
+
+    #[test]
+    fn a_sorted_set_becomes_the_same_log() {
+        let log = log_of([
+            (b"a".to_vec(), 10.0),
+            (b"b#3".to_vec(), 20.0),
+            (b"c#1,5".to_vec(), 20.0),
+        ]);
+        assert_eq!(log.len(), 3);
+        assert_eq!(log.units_from(0, 0), 5);
+        assert_eq!(log.units_from(0, 1), 9);
+    }
+}

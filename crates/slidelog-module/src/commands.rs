@@ -1,0 +1,261 @@
+//! The module's commands (docs/design.md §8), in safe Rust over
+//! [`crate::ffi`]'s key handles. Each decision is `slidelog_core::engine`'s,
+//! on the key's `slidelog_core::Log`, so the module and the memory store
+//! decide by the same code.
+//!
+//! - `SLIDELOG.CHECK <key> <RECORD|PEEK> <now_ms|*> <deadline_ms|0> <n> (<max> <window_ms> <cost>){n}`
+//!   answers `[allowed, limit, window_ms, count, remaining, retry_after_ms,
+//!   reset_after_ms, now_ms_used]`.
+//! - `SLIDELOG.RESET <key>`: 1 when a log (module or sorted set) was deleted, else 0.
+//! - `SLIDELOG.INFO <key>`: `records, units, oldest_ms, newest_ms, bytes, weighted`.
+//! - `SLIDELOG.APPLY <key> <now_ms> <expire_window_ms|0> <expire_at_ms|0> [<cost> ...]`:
+//!   the change a decision made, with the time it used; what CHECK
+//!   propagates to replicas and the AOF (they never read a clock).
+
+use crate::adopt;
+use crate::args;
+use crate::codec;
+use crate::error::CommandError;
+use crate::ffi::{Ctx, Key, Kind};
+use slidelog_core::{Log, Mode, engine};
+
+/// A successful reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// One integer.
+    Integer(i64),
+    /// An array of integers.
+    Integers(Vec<i64>),
+    /// A flat array of name / integer pairs.
+    Pairs(Vec<(&'static str, i64)>),
+}
+
+/// Every record of `log` as `(timestamp, costs)`, oldest first.
+pub fn records(log: &Log) -> impl Iterator<Item = (u64, Vec<u64>)> + '_ {
+    (0..log.len()).map(move |j| {
+        let costs = if log.is_weighted() {
+            codec::record_costs(log, j)
+        } else {
+            vec![1]
+        };
+        (log.ts(j), costs)
+    })
+}
+
+/// What `MEMORY USAGE` counts for a log: the value and its heap.
+pub fn bytes(log: &Log) -> usize {
+    std::mem::size_of::<Log>() + log.heap_bytes()
+}
+
+fn int(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// The key's log, adopting a sorted set (and dropping its weights hash):
+/// `(log, adopted)`, `None` for an empty key.
+fn take_log(
+    ctx: &Ctx,
+    key: &mut Key<'_>,
+    name: &[u8],
+) -> Result<Option<(Log, bool)>, CommandError> {
+    match key.kind() {
+        Kind::Empty => Ok(None),
+        Kind::Log => {
+            let log = key.log_mut().ok_or(CommandError::WrongType)?;
+            Ok(Some((std::mem::take(log), false)))
+        }
+        Kind::SortedSet => {
+            let log = adopt::log_of(key.sorted_set_entries());
+            ctx.delete_named(&adopt::weights_key(name));
+            Ok(Some((log, true)))
+        }
+        Kind::Other => Err(CommandError::WrongType),
+    }
+}
+
+/// Puts `log` back into the key (deleting the key when it is empty) and
+/// sets its expiry when `expire_at_ms` is given.
+fn store(
+    key: &mut Key<'_>,
+    log: Log,
+    was_module: bool,
+    expire_at_ms: Option<u64>,
+) -> Result<(), CommandError> {
+    if log.is_empty() {
+        key.delete();
+        return Ok(());
+    }
+    match key.log_mut() {
+        Some(slot) if was_module => *slot = log,
+        _ => key.set_log(log)?,
+    }
+    if let Some(at) = expire_at_ms {
+        key.set_expire_at(at);
+    }
+    Ok(())
+}
+
+/// The expiry a log gets: its newest record plus the longest window, on the
+/// server's clock (equal to `newest + longest` on server time; shifted by
+/// the difference when the caller gave its own time, as the scripts'
+/// relative `PEXPIRE` is).
+fn expire_at(log: &Log, now: u64, server_ms: u64, longest: u64) -> Option<u64> {
+    let newest = log.newest()?;
+    Some(
+        (newest + longest)
+            .saturating_sub(now)
+            .saturating_add(server_ms)
+            .max(1),
+    )
+}
+
+/// `SLIDELOG.CHECK`.
+pub fn check(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
+    let call = args::check(argv)?;
+    let name = argv[0];
+    let mut key = ctx.open_key(true);
+    let kind = key.kind();
+    let (mut log, adopted) = take_log(ctx, &mut key, name)?.unwrap_or_default();
+    let now = match call.now_ms {
+        Some(ms) => ms,
+        None => ctx.server_ms(),
+    };
+    let request = &call.request;
+    // engine::decide_and_record in its three steps (expire, evaluate,
+    // append), with the deadline between: a record that would be written
+    // after the caller gave up is refused, changing nothing. Evaluating
+    // before the expiry gives the same decision (expired records are not
+    // live for any of the request's windows).
+    let decision = engine::evaluate(&log, now, request);
+    let late = call.mode == Mode::Record
+        && decision.allowed
+        && call.deadline_ms.is_some_and(|d| {
+            let clock = if call.now_ms.is_some() {
+                ctx.server_ms()
+            } else {
+                now
+            };
+            clock > d
+        });
+    let (mut dropped, mut appended) = (0, false);
+    if call.mode == Mode::Record && !late {
+        dropped = log.expire(now, request.longest_window_ms());
+        if decision.allowed {
+            log.append(now, request.costs());
+            appended = true;
+        }
+    }
+    let changed = adopted || dropped > 0 || appended;
+    if changed {
+        let server = if call.now_ms.is_some() {
+            ctx.server_ms()
+        } else {
+            now
+        };
+        let at = expire_at(&log, now, server, request.longest_window_ms());
+        let window = if call.mode == Mode::Record && !late {
+            request.longest_window_ms()
+        } else {
+            0
+        };
+        let mut words = vec![
+            now.to_string(),
+            window.to_string(),
+            at.unwrap_or(0).to_string(),
+        ];
+        if appended {
+            words.extend(request.costs().iter().map(u64::to_string));
+        }
+        store(&mut key, log, kind == Kind::Log, at)?;
+        ctx.replicate_apply(
+            &words
+                .into_iter()
+                .map(String::into_bytes)
+                .collect::<Vec<_>>(),
+        );
+    } else if kind == Kind::Log {
+        store(&mut key, log, true, None)?;
+    }
+    if late {
+        return Err(CommandError::Deadline);
+    }
+    Ok(Reply::Integers(vec![
+        i64::from(decision.allowed),
+        int(decision.limit),
+        int(decision.window_ms),
+        int(decision.count),
+        int(decision.remaining),
+        int(decision.retry_after_ms),
+        int(decision.reset_after_ms),
+        int(now),
+    ]))
+}
+
+/// `SLIDELOG.APPLY`: replays a decision's change exactly.
+pub fn apply(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
+    let call = args::apply(argv)?;
+    let mut key = ctx.open_key(true);
+    let kind = key.kind();
+    let (mut log, _) = take_log(ctx, &mut key, argv[0])?.unwrap_or_default();
+    if call.expire_window_ms > 0 {
+        log.expire(call.now_ms, call.expire_window_ms);
+    }
+    if !call.costs.is_empty() {
+        log.append(call.now_ms, &call.costs);
+    }
+    let at = (call.expire_at_ms > 0).then_some(call.expire_at_ms);
+    store(&mut key, log, kind == Kind::Log, at)?;
+    ctx.replicate_verbatim();
+    Ok(Reply::Integer(1))
+}
+
+/// `SLIDELOG.RESET`.
+pub fn reset(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
+    args::single_key("slidelog.reset", argv)?;
+    let mut key = ctx.open_key(true);
+    let existed = match key.kind() {
+        Kind::Empty => false,
+        Kind::Log => true,
+        Kind::SortedSet => {
+            ctx.delete_named(&adopt::weights_key(argv[0]));
+            true
+        }
+        Kind::Other => return Err(CommandError::WrongType),
+    };
+    if existed {
+        key.delete();
+        ctx.replicate_verbatim();
+    }
+    Ok(Reply::Integer(i64::from(existed)))
+}
+
+/// `SLIDELOG.INFO`: a read of the log (a sorted set is read as the log it
+/// would become, without converting it).
+pub fn info(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
+    args::single_key("slidelog.info", argv)?;
+    let mut key = ctx.open_key(false);
+    let adopted;
+    let log = match key.kind() {
+        Kind::Empty => {
+            adopted = Log::new();
+            &adopted
+        }
+        Kind::Log => key.log_mut().ok_or(CommandError::WrongType)?,
+        Kind::SortedSet => {
+            adopted = adopt::log_of(key.sorted_set_entries());
+            &adopted
+        }
+        Kind::Other => return Err(CommandError::WrongType),
+    };
+    Ok(Reply::Pairs(vec![
+        ("records", int(log.len() as u64)),
+        ("units", int(log.units_from(0, 0))),
+        ("oldest_ms", int(if log.is_empty() { 0 } else { log.ts(0) })),
+        ("newest_ms", int(log.newest().unwrap_or(0))),
+        (
+            "bytes",
+            int(if log.is_empty() { 0 } else { bytes(log) as u64 }),
+        ),
+        ("weighted", i64::from(log.is_weighted())),
+    ]))
+}
