@@ -32,6 +32,11 @@
 #![warn(missing_docs)]
 
 mod shard;
+mod snapshot;
+
+pub use snapshot::{
+    EntryError, FORMAT_VERSION, LoadReport, SaveReport, SnapshotError, SnapshotFileError,
+};
 
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;

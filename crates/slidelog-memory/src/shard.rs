@@ -1,6 +1,7 @@
 //! One shard of the memory store: a hash table of logs found by a hash computed
 //! once per decision, and the sweeping of logs that have expired.
 
+use crate::snapshot::format;
 use compact_str::CompactString;
 use hashbrown::HashTable;
 use slidelog_core::{Decision, Log, Mode, Request, engine};
@@ -158,6 +159,43 @@ impl Shard {
     /// Records held in this shard.
     pub(crate) fn record_count(&self) -> usize {
         self.table.iter().map(|e| e.log.len()).sum()
+    }
+
+    /// Appends the live logs of this shard to a snapshot (the copy taken
+    /// under the shard's lock: bytes, no allocation per key). Returns the
+    /// keys and records written.
+    pub(crate) fn encode_live(&self, now_ms: u64, out: &mut Vec<u8>) -> (u64, u64) {
+        let (mut keys, mut records) = (0, 0);
+        for e in self.table.iter().filter(|e| e.expires_at > now_ms) {
+            let Some(newest) = e.log.newest() else {
+                continue;
+            };
+            // `expires_at` is the newest record plus the longest window.
+            format::put_entry(out, &e.key, e.expires_at - newest, &e.log);
+            keys += 1;
+            records += e.log.len() as u64;
+        }
+        (keys, records)
+    }
+
+    /// True when the shard holds `key`.
+    pub(crate) fn contains(&self, hash: u64, key: &str) -> bool {
+        self.table.find(hash, |e| e.key == key).is_some()
+    }
+
+    /// Adds a loaded key's log (the caller has checked that the key is new
+    /// and reserved room for it). Returns the bytes it holds.
+    pub(crate) fn adopt(&mut self, hash: u64, loaded: format::Entry, hasher: &KeyHasher) -> usize {
+        let mut entry = Entry {
+            key: CompactString::from(loaded.key),
+            log: loaded.log,
+            expires_at: 0,
+        };
+        entry.refresh_expiry(loaded.longest_window_ms);
+        let bytes = entry.footprint();
+        self.table
+            .insert_unique(hash, entry, |e| hasher.hash_one(e.key.as_str()));
+        bytes
     }
 }
 

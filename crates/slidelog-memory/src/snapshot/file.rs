@@ -1,0 +1,63 @@
+//! Snapshots on disk: written crash-safe (a temporary file in the same
+//! directory, fsync, atomic rename, fsync of the directory), so that the
+//! path holds either the previous snapshot or the new one, whole.
+
+use super::{LoadReport, SaveReport, SnapshotError};
+use crate::MemoryStore;
+use std::fs::File;
+use std::io::{self, BufReader};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// A snapshot file that could not be written or loaded, naming it.
+#[derive(Debug, thiserror::Error)]
+#[error("memory snapshot {}: {source}", path.display())]
+pub struct SnapshotFileError {
+    /// The file.
+    pub path: PathBuf,
+    /// What went wrong.
+    #[source]
+    pub source: SnapshotError,
+}
+
+impl MemoryStore {
+    /// Writes a snapshot to `path`, replacing the previous one atomically.
+    pub fn save_path(&self, path: &Path) -> Result<SaveReport, SnapshotFileError> {
+        let started = Instant::now();
+        let named = |e: io::Error| SnapshotFileError {
+            path: path.to_owned(),
+            source: SnapshotError::Io(e),
+        };
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".slidelog-snapshot-")
+            .tempfile_in(dir)
+            .map_err(named)?;
+        let mut report = self.save(tmp.as_file_mut()).map_err(named)?;
+        tmp.as_file().sync_all().map_err(named)?;
+        tmp.persist(path).map_err(|e| named(e.error))?;
+        // The rename is durable once the directory is.
+        File::open(dir).and_then(|d| d.sync_all()).map_err(named)?;
+        report.duration = started.elapsed();
+        Ok(report)
+    }
+
+    /// Loads the snapshot at `path`; `Ok(None)` when there is no file there.
+    pub fn load_path(&self, path: &Path) -> Result<Option<LoadReport>, SnapshotFileError> {
+        let named = |source| SnapshotFileError {
+            path: path.to_owned(),
+            source,
+        };
+        let file = match File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(named(SnapshotError::Io(e))),
+        };
+        self.load(&mut BufReader::new(file))
+            .map(Some)
+            .map_err(named)
+    }
+}

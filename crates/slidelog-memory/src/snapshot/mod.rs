@@ -1,0 +1,236 @@
+//! The memory store survives a restart: its live logs written to a writer
+//! or a file, and loaded back at start (docs/design.md §4.1, "Snapshots").
+//!
+//! Writing copies one shard at a time under that shard's lock (the logs'
+//! bytes, no allocation per key) and writes them out with the lock released,
+//! so decisions on other shards never wait and decisions on the shard being
+//! copied wait for one copy at most ([`SaveReport::longest_lock_hold`]). The
+//! snapshot is consistent per key, not across keys: it is taken while the
+//! store decides.
+//!
+//! Loading checks the whole file (magic, version, checksum, every entry)
+//! before it adds anything, so a torn or foreign file adds nothing; then it
+//! drops the records that expired while the process was down (by the store's
+//! clock: records in the future stay live, as in every decision) and adds
+//! the keys within the key cap and the memory budget.
+
+mod file;
+pub(crate) mod format;
+
+pub use file::SnapshotFileError;
+pub use format::{EntryError, FORMAT_VERSION};
+
+use crate::MemoryStore;
+use std::hash::BuildHasher;
+use std::io::{self, Read, Write};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// What a save wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SaveReport {
+    /// Keys written.
+    pub keys: u64,
+    /// Records written.
+    pub records: u64,
+    /// Bytes written.
+    pub bytes: u64,
+    /// Time taken, file sync included for a path.
+    pub duration: Duration,
+    /// The longest time one shard's lock was held for its copy.
+    pub longest_lock_hold: Duration,
+}
+
+/// What a load added, and what it left out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoadReport {
+    /// When the snapshot was taken, by the clock of the store that wrote it (Unix ms).
+    pub written_at_ms: u64,
+    /// Keys added.
+    pub keys: u64,
+    /// Records added.
+    pub records: u64,
+    /// Records dropped because they expired while the process was down.
+    pub expired_records: u64,
+    /// Keys left out because the store already held them (their logs are kept).
+    pub existing_keys: u64,
+    /// Keys left out at the key cap or the memory budget, and their records.
+    pub refused_keys: u64,
+    /// The records of the refused keys.
+    pub refused_records: u64,
+}
+
+/// Why a snapshot cannot be written or loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    /// Reading or writing failed.
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    /// The input holds no byte.
+    #[error("empty (0 bytes)")]
+    Empty,
+    /// The input does not start as a snapshot does.
+    #[error("not a slidelog memory snapshot (no magic bytes at its start)")]
+    Foreign,
+    /// A version this build does not read.
+    #[error("format version {got}; this build reads version {FORMAT_VERSION}")]
+    UnknownVersion {
+        /// The version found.
+        got: u32,
+    },
+    /// The checksum does not match: the file is truncated or corrupt.
+    #[error(
+        "truncated or corrupt ({len} bytes; checksum {stored:#010x}, computed {computed:#010x})"
+    )]
+    Checksum {
+        /// Bytes read.
+        len: usize,
+        /// The checksum the file ends with.
+        stored: u32,
+        /// The checksum of what precedes it.
+        computed: u32,
+    },
+    /// The checksum matches but an entry is invalid (a writer's bug).
+    #[error("invalid content: {0}")]
+    Entries(#[from] EntryError),
+}
+
+impl SnapshotError {
+    /// True when the input was read but is not a snapshot this build can
+    /// load (as opposed to an I/O failure).
+    pub fn is_invalid(&self) -> bool {
+        !matches!(self, Self::Io(_))
+    }
+}
+
+impl MemoryStore {
+    /// Writes every live log to `out` (see the module doc); the store keeps deciding meanwhile.
+    pub fn save(&self, out: &mut impl Write) -> io::Result<SaveReport> {
+        self.save_at(out, self.now_ms())
+    }
+
+    /// [`MemoryStore::save`] at an explicit time: logs expired at `now_ms` are left out.
+    pub fn save_at(&self, out: &mut impl Write, now_ms: u64) -> io::Result<SaveReport> {
+        let started = Instant::now();
+        let mut report = SaveReport::default();
+        let mut crc = crc32fast::Hasher::new();
+        let mut buf = Vec::with_capacity(1 << 16);
+        format::put_header(&mut buf, now_ms);
+        for shard in self.shards.iter() {
+            let copy = Instant::now();
+            let (keys, records) = shard.lock().encode_live(now_ms, &mut buf);
+            report.longest_lock_hold = report.longest_lock_hold.max(copy.elapsed());
+            report.keys += keys;
+            report.records += records;
+            flush(out, &mut crc, &mut buf, &mut report)?;
+        }
+        format::put_end(&mut buf, report.keys, report.records);
+        let checksum = {
+            let mut crc = crc.clone();
+            crc.update(&buf);
+            crc.finalize()
+        };
+        buf.extend_from_slice(&checksum.to_le_bytes());
+        flush(out, &mut crc, &mut buf, &mut report)?;
+        out.flush()?;
+        report.duration = started.elapsed();
+        Ok(report)
+    }
+
+    /// Loads a snapshot from `input` into this store (see the module doc).
+    /// Nothing is added unless the whole input is a valid snapshot.
+    pub fn load(&self, input: &mut impl Read) -> Result<LoadReport, SnapshotError> {
+        let mut bytes = Vec::new();
+        input.read_to_end(&mut bytes)?;
+        self.load_bytes_at(&bytes, self.now_ms())
+    }
+
+    /// [`MemoryStore::load`] from bytes at an explicit time: records expired
+    /// at `now_ms` are dropped.
+    pub fn load_bytes_at(&self, bytes: &[u8], now_ms: u64) -> Result<LoadReport, SnapshotError> {
+        let (written_at_ms, entries) = parse(bytes)?;
+        let mut report = LoadReport {
+            written_at_ms,
+            ..LoadReport::default()
+        };
+        for mut entry in entries {
+            report.expired_records += entry.log.expire(now_ms, entry.longest_window_ms) as u64;
+            if entry.log.is_empty() {
+                continue;
+            }
+            self.adopt(entry, &mut report);
+        }
+        Ok(report)
+    }
+
+    /// Adds one loaded key within the cap and the budget, unless held already.
+    fn adopt(&self, entry: format::Entry, report: &mut LoadReport) {
+        let hash = self.hasher.hash_one(entry.key.as_str());
+        let mut shard = self.shards[self.shard_index(hash)].lock();
+        let records = entry.log.len() as u64;
+        if shard.contains(hash, &entry.key) {
+            report.existing_keys += 1;
+        } else if self.try_reserve_key().is_err() {
+            report.refused_keys += 1;
+            report.refused_records += records;
+        } else {
+            let bytes = shard.adopt(hash, entry, &self.hasher);
+            self.bytes.fetch_add(bytes, Ordering::Relaxed);
+            report.keys += 1;
+            report.records += records;
+        }
+    }
+}
+
+fn flush(
+    out: &mut impl Write,
+    crc: &mut crc32fast::Hasher,
+    buf: &mut Vec<u8>,
+    report: &mut SaveReport,
+) -> io::Result<()> {
+    crc.update(buf);
+    out.write_all(buf)?;
+    report.bytes += buf.len() as u64;
+    buf.clear();
+    Ok(())
+}
+
+/// Checks the whole snapshot and reads its entries: the time it was written and its keys.
+fn parse(bytes: &[u8]) -> Result<(u64, Vec<format::Entry>), SnapshotError> {
+    if bytes.is_empty() {
+        return Err(SnapshotError::Empty);
+    }
+    let magic = format::MAGIC.len();
+    if bytes.len() < magic || bytes[..magic] != format::MAGIC[..] {
+        return Err(SnapshotError::Foreign);
+    }
+    let word = |at: usize, n: usize| {
+        bytes
+            .get(at..at + n)
+            .map(|b| b.iter().rev().fold(0u64, |v, &x| (v << 8) | u64::from(x)))
+    };
+    let version = word(magic, 4);
+    if let Some(got) = version.filter(|&v| v != u64::from(FORMAT_VERSION)) {
+        return Err(SnapshotError::UnknownVersion { got: got as u32 });
+    }
+    let len = bytes.len();
+    if len < format::HEADER_LEN + format::TRAILER_LEN {
+        return Err(SnapshotError::Checksum {
+            len,
+            stored: 0,
+            computed: crc32fast::hash(bytes),
+        });
+    }
+    let stored = word(len - 4, 4).unwrap_or_default() as u32;
+    let computed = crc32fast::hash(&bytes[..len - 4]);
+    if stored != computed {
+        return Err(SnapshotError::Checksum {
+            len,
+            stored,
+            computed,
+        });
+    }
+    let written_at_ms = word(magic + 4, 8).unwrap_or_default();
+    let entries = format::read_entries(&bytes[format::HEADER_LEN..len - 4])?;
+    Ok((written_at_ms, entries))
+}
