@@ -65,7 +65,17 @@ end
 -- Step 1c: the newest record: its member is the marker (above), its score
 -- the reset_after_ms. Read before anything is removed, so that a weighted
 -- log's frontiers (step 3) still see every record.
-local top = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')
+-- A key the module converted (docs/design.md §4.3) answers WRONGTYPE here:
+-- the module decides it, with the same limits, time and deadline, and its
+-- reply is this script's, so switching engines never over-admits.
+local top = redis.pcall('ZRANGE', log, -1, -1, 'WITHSCORES')
+if top.err then
+  if string.sub(top.err, 1, 9) ~= 'WRONGTYPE' then return top end
+  local until_ms = '0'
+  if record and deadline >= 0 then until_ms = ARGV[5 + 3 * n] end
+  return redis.call('SLIDELOG.CHECK', log, record and 'RECORD' or 'PEEK',
+    string.format('%d', now), until_ms, unpack(ARGV, 3, 3 + 3 * n))
+end
 local newest_member, newest = top[1], tonumber(top[2])
 local marked = newest_member ~= nil and string.find(newest_member, '#', 1, true) ~= nil
 
