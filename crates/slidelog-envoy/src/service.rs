@@ -21,15 +21,18 @@
 //! another matched rule `replaces` is not applied (reported `OK`).
 //! Descriptors are decided independently and concurrently.
 
-use crate::config::{RateLimitConfig, Rule, Unit};
-use crate::proto::{
-    HeaderValue, RateLimitRequest, RateLimitResponse, RateLimitService,
-    rate_limit_response::{self, Code, DescriptorStatus, rate_limit::Unit as PbUnit},
-};
+mod grpc;
+mod plan;
+mod status;
+
+pub use grpc::{GrpcService, serve_grpc};
+
+use crate::config::{Rule, Unit};
+use crate::proto::{RateLimitRequest, RateLimitResponse, rate_limit_response::Code};
 use crate::reload::ConfigHandle;
+use plan::Plan;
 use slidelog::{Limiter, LimiterError};
-use slidelog_core::{Decision, Limit, Mode, Request, StoreError};
-use std::collections::HashSet;
+use slidelog_core::{Decision, Mode, StoreError};
 use std::sync::Arc;
 
 /// Options of the service. The store timeout and failure policy are the
@@ -92,20 +95,11 @@ impl std::fmt::Debug for RateLimiter {
     }
 }
 
-/// The plan for one descriptor before the store is asked.
-enum Plan {
-    NotLimited,
-    Unlimited,
-    /// `requests_per_unit: 0`: over the limit without asking the store.
-    Blocked(Arc<Rule>),
-    Decide {
-        rule: Arc<Rule>,
-        request: Request,
-    },
-}
+/// What the store answered for one plan: `None` where it was not asked.
+type Answer = Option<Result<Decision, LimiterError>>;
 
 impl RateLimiter {
-    /// The service over `limiter` with the rules of `config`.
+    /// Creates the service over `limiter` with the rules of `config`.
     pub fn new(limiter: Limiter, config: Arc<ConfigHandle>, options: ServiceOptions) -> Self {
         Self {
             limiter,
@@ -122,7 +116,7 @@ impl RateLimiter {
         self
     }
 
-    /// The live config.
+    /// Returns the live config.
     pub fn config(&self) -> &Arc<ConfigHandle> {
         &self.config
     }
@@ -132,6 +126,16 @@ impl RateLimiter {
         &self,
         req: &RateLimitRequest,
     ) -> Result<RateLimitResponse, ServiceError> {
+        self.check_shape(req)?;
+        let config = self.config.get();
+        let plans = self.plan(&config, req)?;
+        let answers = self.decide(&plans).await;
+        self.respond(&req.domain, &plans, answers)
+    }
+
+    /// Refuses a request without a domain or descriptors, or with more
+    /// descriptors than the operator's bound.
+    fn check_shape(&self, req: &RateLimitRequest) -> Result<(), ServiceError> {
         if req.domain.is_empty() {
             return Err(ServiceError::InvalidArgument(
                 "domain must not be empty".into(),
@@ -146,10 +150,12 @@ impl RateLimiter {
         self.limiter
             .bounds()
             .check_descriptors(req.descriptors.len())
-            .map_err(|e| ServiceError::InvalidArgument(e.to_string()))?;
-        let config = self.config.get();
-        let plans = self.plan(&config, req)?;
-        let decisions = futures::future::join_all(plans.iter().map(|p| async move {
+            .map_err(|e| ServiceError::InvalidArgument(e.to_string()))
+    }
+
+    /// Asks the store, concurrently, about every plan that needs it.
+    async fn decide(&self, plans: &[Plan]) -> Vec<Answer> {
+        futures::future::join_all(plans.iter().map(|p| async move {
             match p {
                 // The limit is the operator's rule (a client's override was
                 // checked against the bounds in `plan`); the cost is checked here.
@@ -159,32 +165,34 @@ impl RateLimiter {
                 _ => None,
             }
         }))
-        .await;
+        .await
+    }
 
+    /// Builds the response: one status per descriptor, in order; over the
+    /// limit when any is; the headers of the most restrictive when asked.
+    fn respond(
+        &self,
+        domain: &str,
+        plans: &[Plan],
+        answers: Vec<Answer>,
+    ) -> Result<RateLimitResponse, ServiceError> {
         let mut statuses = Vec::with_capacity(plans.len());
         // The most restrictive limited descriptor, for the optional headers.
         let mut tightest: Option<(Decision, Unit)> = None;
-        for (plan, decision) in plans.iter().zip(decisions) {
-            let status = match (plan, decision) {
-                (Plan::NotLimited, _) => DescriptorStatus {
-                    code: Code::Ok as i32,
-                    ..Default::default()
-                },
-                (Plan::Unlimited, _) => DescriptorStatus {
-                    code: Code::Ok as i32,
-                    limit_remaining: u32::MAX,
-                    ..Default::default()
-                },
-                (Plan::Blocked(rule), _) => blocked_status(rule),
+        for (plan, answer) in plans.iter().zip(answers) {
+            let status = match (plan, answer) {
+                (Plan::NotLimited, _) => status::not_limited(),
+                (Plan::Unlimited, _) => status::unlimited(),
+                (Plan::Blocked(rule), _) => status::blocked_status(rule),
                 (Plan::Decide { rule, .. }, Some(result)) => {
                     // Under fail-open the limiter answered a degraded
                     // decision; an error here is fail-closed.
                     let decision = result?;
-                    self.record_metrics(&req.domain, rule, &decision);
+                    self.record_metrics(domain, rule, &decision);
                     if tightest.is_none_or(|(t, _)| decision.remaining < t.remaining) {
                         tightest = Some((decision, rule.unit()));
                     }
-                    status_for(rule, &decision)
+                    status::status_for(rule, &decision)
                 }
                 (Plan::Decide { .. }, None) => unreachable!("every planned decision is made"),
             };
@@ -197,88 +205,9 @@ impl RateLimiter {
             ..Default::default()
         };
         if let (true, Some((d, _))) = (self.options.response_headers, tightest) {
-            response.response_headers_to_add = rate_limit_headers(&d);
+            response.response_headers_to_add = status::rate_limit_headers(&d);
         }
         Ok(response)
-    }
-
-    fn plan(
-        &self,
-        config: &RateLimitConfig,
-        req: &RateLimitRequest,
-    ) -> Result<Vec<Plan>, ServiceError> {
-        let request_cost = u64::from(req.hits_addend.max(1));
-        let mut matched: Vec<Option<Arc<Rule>>> = Vec::with_capacity(req.descriptors.len());
-        for d in &req.descriptors {
-            let entries: Vec<(&str, &str)> = d
-                .entries
-                .iter()
-                .map(|e| (e.key.as_str(), e.value.as_str()))
-                .collect();
-            let rule = match &d.limit {
-                // A limit sent by the client applies when the domain is
-                // configured, as in the reference service.
-                Some(o) if config.has_domain(&req.domain) => {
-                    let rule = override_rule(o, &req.domain, &entries)?;
-                    if let Some(limit) = rule.limit() {
-                        self.limiter.bounds().check_limits(&[limit]).map_err(|e| {
-                            ServiceError::InvalidArgument(format!(
-                                "descriptor limit override: {}",
-                                e.to_string().replacen("max", "requests_per_unit", 1)
-                            ))
-                        })?;
-                    }
-                    Some(Arc::new(rule))
-                }
-                _ => config.lookup(&req.domain, &entries),
-            };
-            matched.push(rule);
-        }
-        let replaced: HashSet<&str> = matched
-            .iter()
-            .flatten()
-            .flat_map(|r| r.replaces().iter().map(String::as_str))
-            .collect();
-        let mut plans = Vec::with_capacity(matched.len());
-        for (d, rule) in req.descriptors.iter().zip(&matched) {
-            let Some(rule) = rule else {
-                plans.push(Plan::NotLimited);
-                continue;
-            };
-            if rule.name().is_some_and(|n| replaced.contains(n)) {
-                plans.push(Plan::NotLimited);
-                continue;
-            }
-            if rule.blocks_all() {
-                plans.push(Plan::Blocked(Arc::clone(rule)));
-                continue;
-            }
-            let Some(limit) = rule.limit() else {
-                plans.push(Plan::Unlimited);
-                continue;
-            };
-            let cost = match d.hits_addend {
-                Some(n) if n > 0 => n,
-                _ => request_cost,
-            };
-            let entries: Vec<(&str, &str)> = d
-                .entries
-                .iter()
-                .map(|e| (e.key.as_str(), e.value.as_str()))
-                .collect();
-            let key = rule.store_key(&req.domain, &entries);
-            let request = Request::new(key, vec![limit], cost).map_err(|e| {
-                ServiceError::InvalidArgument(format!(
-                    "descriptor {}: hits_addend {e}",
-                    rule.path()
-                ))
-            })?;
-            plans.push(Plan::Decide {
-                rule: Arc::clone(rule),
-                request,
-            });
-        }
-        Ok(plans)
     }
 
     /// Counts one descriptor's decision by domain, rule and result.
@@ -303,184 +232,4 @@ impl RateLimiter {
             None => count(),
         }
     }
-}
-
-fn override_rule(
-    o: &crate::proto::rate_limit_descriptor::RateLimitOverride,
-    domain: &str,
-    entries: &[(&str, &str)],
-) -> Result<Rule, ServiceError> {
-    use crate::proto::RateLimitUnit as U;
-    let unit = match U::try_from(o.unit).unwrap_or(U::Unknown) {
-        U::Second => Unit::Second,
-        U::Minute => Unit::Minute,
-        U::Hour => Unit::Hour,
-        U::Day => Unit::Day,
-        U::Month => Unit::Month,
-        U::Year => Unit::Year,
-        U::Unknown => {
-            return Err(ServiceError::InvalidArgument(
-                "descriptor limit override: unit must be SECOND, MINUTE, HOUR, DAY, MONTH or YEAR"
-                    .into(),
-            ));
-        }
-    };
-    let limit = Limit::new(u64::from(o.requests_per_unit), unit.millis()).map_err(|e| {
-        ServiceError::InvalidArgument(format!(
-            "descriptor limit override: {}",
-            e.to_string().replacen("max", "requests_per_unit", 1)
-        ))
-    })?;
-    let path = std::iter::once(domain.to_owned())
-        .chain(entries.iter().map(|(k, v)| format!("{k}_{v}")))
-        .collect::<Vec<_>>()
-        .join(".");
-    Ok(Rule::from_override(limit, unit, path))
-}
-
-fn pb_unit(unit: Unit) -> PbUnit {
-    match unit {
-        Unit::Second => PbUnit::Second,
-        Unit::Minute => PbUnit::Minute,
-        Unit::Hour => PbUnit::Hour,
-        Unit::Day => PbUnit::Day,
-        Unit::Week => PbUnit::Week,
-        Unit::Month => PbUnit::Month,
-        Unit::Year => PbUnit::Year,
-    }
-}
-
-fn status_for(rule: &Rule, d: &Decision) -> DescriptorStatus {
-    let wait_ms = if d.allowed {
-        d.reset_after_ms
-    } else {
-        d.retry_after_ms
-    };
-    let code = if d.allowed || rule.shadow_mode() {
-        Code::Ok
-    } else {
-        Code::OverLimit
-    };
-    DescriptorStatus {
-        code: code as i32,
-        current_limit: Some(rate_limit_response::RateLimit {
-            name: rule.name().unwrap_or_default().to_owned(),
-            requests_per_unit: u32::try_from(rule.requests_per_unit()).unwrap_or(u32::MAX),
-            unit: pb_unit(rule.unit()) as i32,
-        }),
-        // A degraded (fail-open) decision counted nothing: it claims no
-        // remaining count (0 is left out of the answer).
-        limit_remaining: if d.degraded {
-            0
-        } else {
-            u32::try_from(d.remaining).unwrap_or(u32::MAX)
-        },
-        duration_until_reset: Some(prost_types::Duration {
-            seconds: (wait_ms / 1000) as i64,
-            nanos: ((wait_ms % 1000) * 1_000_000) as i32,
-        }),
-        quota: None,
-    }
-}
-
-/// A rule with `requests_per_unit: 0`: over the limit (OK in shadow mode),
-/// nothing remaining, and a whole window until anything could change.
-fn blocked_status(rule: &Rule) -> DescriptorStatus {
-    let code = if rule.shadow_mode() {
-        Code::Ok
-    } else {
-        Code::OverLimit
-    };
-    let wait_ms = rule.window_ms();
-    DescriptorStatus {
-        code: code as i32,
-        current_limit: Some(rate_limit_response::RateLimit {
-            name: rule.name().unwrap_or_default().to_owned(),
-            requests_per_unit: 0,
-            unit: pb_unit(rule.unit()) as i32,
-        }),
-        limit_remaining: 0,
-        duration_until_reset: Some(prost_types::Duration {
-            seconds: (wait_ms / 1000) as i64,
-            nanos: ((wait_ms % 1000) * 1_000_000) as i32,
-        }),
-        quota: None,
-    }
-}
-
-/// `x-ratelimit-*` as the reference service sends them: the limit with its
-/// window in seconds, the remaining count, and seconds until reset.
-fn rate_limit_headers(d: &Decision) -> Vec<HeaderValue> {
-    let window_s = d.window_ms.div_ceil(1000);
-    let wait_ms = if d.allowed {
-        d.reset_after_ms
-    } else {
-        d.retry_after_ms
-    };
-    let header = |key: &str, value: String| HeaderValue {
-        key: key.to_owned(),
-        value,
-        raw_value: Vec::new(),
-    };
-    let mut headers = vec![header(
-        "x-ratelimit-limit",
-        format!("{}, {};w={}", d.limit, d.limit, window_s),
-    )];
-    // A degraded (fail-open) decision counted nothing: no remaining count.
-    if !d.degraded {
-        headers.push(header("x-ratelimit-remaining", d.remaining.to_string()));
-    }
-    headers.push(header(
-        "x-ratelimit-reset",
-        wait_ms.div_ceil(1000).to_string(),
-    ));
-    headers
-}
-
-/// The tonic `RateLimitService`.
-#[derive(Debug, Clone)]
-pub struct GrpcService {
-    limiter: Arc<RateLimiter>,
-}
-
-impl GrpcService {
-    /// The service over `limiter`.
-    pub fn new(limiter: Arc<RateLimiter>) -> Self {
-        Self { limiter }
-    }
-
-    /// The tonic server wrapper, ready for `tonic::transport::Server::add_service`.
-    pub fn into_server(self) -> crate::proto::RateLimitServiceServer<Self> {
-        crate::proto::RateLimitServiceServer::new(self)
-    }
-}
-
-#[tonic::async_trait]
-impl RateLimitService for GrpcService {
-    async fn should_rate_limit(
-        &self,
-        request: tonic::Request<RateLimitRequest>,
-    ) -> Result<tonic::Response<RateLimitResponse>, tonic::Status> {
-        let response = self
-            .limiter
-            .should_rate_limit(request.get_ref())
-            .await
-            .map_err(tonic::Status::from)?;
-        Ok(tonic::Response::new(response))
-    }
-}
-
-/// Serves `RateLimitService` on `listener` until `shutdown` completes.
-pub async fn serve_grpc(
-    listener: tokio::net::TcpListener,
-    limiter: Arc<RateLimiter>,
-    shutdown: impl std::future::Future<Output = ()> + Send,
-) -> Result<(), tonic::transport::Error> {
-    tonic::transport::Server::builder()
-        .add_service(GrpcService::new(limiter).into_server())
-        .serve_with_incoming_shutdown(
-            tonic::transport::server::TcpIncoming::from(listener),
-            shutdown,
-        )
-        .await
 }

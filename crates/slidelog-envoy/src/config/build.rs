@@ -8,7 +8,7 @@ use super::pattern::Pattern;
 use super::rule::{Kind, Rule};
 use super::tree::{Node, ValueKind};
 use super::yaml::{DescriptorYaml, FileYaml, RateLimitYaml, at, text};
-use super::{ConfigError, Domain, LoadOptions, RateLimitConfig, Unit};
+use super::{ConfigError, Domain, LoadOptions, RateLimitConfig, RuleLimitError, Unit};
 use serde_saphyr::Spanned;
 use slidelog_core::Limit;
 use std::path::Path;
@@ -232,8 +232,8 @@ fn limited(
         }
         Some(n) => {
             let limit = Limit::new(n, window_ms).map_err(|e| {
-                let msg = e.to_string().replacen("max", "requests_per_unit", 1);
-                ctx.invalid(at(&rpu.expect("set").referenced), msg)
+                let e = RuleLimitError::from(e);
+                ctx.invalid(at(&rpu.expect("set").referenced), e.to_string())
             })?;
             Ok((Kind::Limited(limit), unit, n, window_ms))
         }

@@ -32,6 +32,7 @@
 mod build;
 mod error;
 mod files;
+mod limit_error;
 pub mod pattern;
 pub mod rule;
 mod tree;
@@ -40,6 +41,7 @@ mod yaml;
 
 pub use error::ConfigError;
 pub use files::config_files;
+pub use limit_error::RuleLimitError;
 pub use rule::Rule;
 pub use unit::Unit;
 

@@ -1,0 +1,155 @@
+//! The plan of each descriptor before the store is asked: the rule that
+//! applies (the config's, or a client's override in a configured domain),
+//! whether another matched rule `replaces` it, and the request to decide.
+
+use super::{RateLimiter, ServiceError};
+use crate::config::{RateLimitConfig, Rule, RuleLimitError, Unit};
+use crate::proto::rate_limit_descriptor::RateLimitOverride;
+use crate::proto::{RateLimitDescriptor, RateLimitRequest};
+use slidelog_core::{Limit, Request};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// The plan for one descriptor before the store is asked.
+pub(super) enum Plan {
+    /// No rule applies (or a replaced one): `OK`, nothing reported.
+    NotLimited,
+    /// `unlimited: true`: `OK` with all remaining.
+    Unlimited,
+    /// `requests_per_unit: 0`: over the limit without asking the store.
+    Blocked(Arc<Rule>),
+    /// A limit the store decides on.
+    Decide {
+        /// The rule that applies.
+        rule: Arc<Rule>,
+        /// The validated request on the rule's store key.
+        request: Request,
+    },
+}
+
+impl RateLimiter {
+    /// Plans every descriptor of `req`, in order.
+    pub(super) fn plan(
+        &self,
+        config: &RateLimitConfig,
+        req: &RateLimitRequest,
+    ) -> Result<Vec<Plan>, ServiceError> {
+        let matched = req
+            .descriptors
+            .iter()
+            .map(|d| self.rule_for(config, &req.domain, d))
+            .collect::<Result<Vec<_>, _>>()?;
+        let replaced: HashSet<&str> = matched
+            .iter()
+            .flatten()
+            .flat_map(|r| r.replaces().iter().map(String::as_str))
+            .collect();
+        let request_cost = u64::from(req.hits_addend.max(1));
+        req.descriptors
+            .iter()
+            .zip(&matched)
+            .map(|(d, rule)| match rule {
+                Some(rule) if !rule.name().is_some_and(|n| replaced.contains(n)) => {
+                    plan_rule(rule, &req.domain, d, request_cost)
+                }
+                _ => Ok(Plan::NotLimited),
+            })
+            .collect()
+    }
+
+    /// The rule for one descriptor: a limit sent by the client applies when
+    /// the domain is configured, as in the reference service; otherwise the
+    /// config's match, if any.
+    fn rule_for(
+        &self,
+        config: &RateLimitConfig,
+        domain: &str,
+        d: &RateLimitDescriptor,
+    ) -> Result<Option<Arc<Rule>>, ServiceError> {
+        let entries = entries(d);
+        match &d.limit {
+            Some(o) if config.has_domain(domain) => {
+                let rule = override_rule(o, domain, &entries)?;
+                if let Some(limit) = rule.limit() {
+                    self.limiter
+                        .bounds()
+                        .check_limits(&[limit])
+                        .map_err(|e| override_error(e.into()))?;
+                }
+                Ok(Some(Arc::new(rule)))
+            }
+            _ => Ok(config.lookup(domain, &entries)),
+        }
+    }
+}
+
+/// The plan of a descriptor that a rule applies to.
+fn plan_rule(
+    rule: &Arc<Rule>,
+    domain: &str,
+    d: &RateLimitDescriptor,
+    request_cost: u64,
+) -> Result<Plan, ServiceError> {
+    if rule.blocks_all() {
+        return Ok(Plan::Blocked(Arc::clone(rule)));
+    }
+    let Some(limit) = rule.limit() else {
+        return Ok(Plan::Unlimited);
+    };
+    let cost = match d.hits_addend {
+        Some(n) if n > 0 => n,
+        _ => request_cost,
+    };
+    let key = rule.store_key(domain, &entries(d));
+    let request = Request::new(key, vec![limit], cost).map_err(|e| {
+        ServiceError::InvalidArgument(format!("descriptor {}: hits_addend {e}", rule.path()))
+    })?;
+    Ok(Plan::Decide {
+        rule: Arc::clone(rule),
+        request,
+    })
+}
+
+/// The descriptor's entries as `(key, value)` pairs.
+fn entries(d: &RateLimitDescriptor) -> Vec<(&str, &str)> {
+    d.entries
+        .iter()
+        .map(|e| (e.key.as_str(), e.value.as_str()))
+        .collect()
+}
+
+/// Builds the rule of a client's limit override, named by the domain and
+/// the descriptor's entries.
+fn override_rule(
+    o: &RateLimitOverride,
+    domain: &str,
+    entries: &[(&str, &str)],
+) -> Result<Rule, ServiceError> {
+    use crate::proto::RateLimitUnit as U;
+    let unit = match U::try_from(o.unit).unwrap_or(U::Unknown) {
+        U::Second => Unit::Second,
+        U::Minute => Unit::Minute,
+        U::Hour => Unit::Hour,
+        U::Day => Unit::Day,
+        U::Month => Unit::Month,
+        U::Year => Unit::Year,
+        U::Unknown => {
+            return Err(ServiceError::InvalidArgument(
+                "descriptor limit override: unit must be SECOND, MINUTE, HOUR, DAY, MONTH or YEAR"
+                    .into(),
+            ));
+        }
+    };
+    let limit = Limit::new(u64::from(o.requests_per_unit), unit.millis())
+        .map_err(|e| override_error(e.into()))?;
+    let path = std::iter::once(domain.to_owned())
+        .chain(entries.iter().map(|(k, v)| format!("{k}_{v}")))
+        .collect::<Vec<_>>()
+        .join(".");
+    Ok(Rule::from_override(limit, unit, path))
+}
+
+/// A client's override whose limit breaks a bound.
+fn override_error(e: RuleLimitError) -> ServiceError {
+    ServiceError::InvalidArgument(format!("descriptor limit override: {e}"))
+}
