@@ -98,6 +98,36 @@ impl Clock for ManualClock {
     }
 }
 
+/// Which clock decides what "now" is (docs/design.md §3): the one way every
+/// crate names it. A limiter turns it into the per-call [`Now`](crate::Now)
+/// ([`TimeMode::now`]); stores only ever see that.
+#[derive(Debug, Clone, Default)]
+pub enum TimeMode {
+    /// The store's own clock: Redis `TIME` inside the script, the process
+    /// clock for the memory store. Every application instance shares it.
+    #[default]
+    Store,
+    /// The caller's clock, read on every decision (the original Go design's
+    /// `time.Now().UnixMilli()`). Clock skew between instances then matters.
+    Client(Arc<dyn Clock>),
+}
+
+impl TimeMode {
+    /// Returns the time a decision made now is made at: [`Now::Server`](crate::Now::Server)
+    /// on the store's clock, the caller's clock reading otherwise.
+    pub fn now(&self) -> crate::Now {
+        match self {
+            Self::Store => crate::Now::Server,
+            Self::Client(clock) => crate::Now::At(clock.now_ms()),
+        }
+    }
+
+    /// Returns true on the store's own clock.
+    pub fn is_store(&self) -> bool {
+        matches!(self, Self::Store)
+    }
+}
+
 impl<C: Clock + ?Sized> Clock for Arc<C> {
     fn now_ms(&self) -> u64 {
         (**self).now_ms()
@@ -107,6 +137,14 @@ impl<C: Clock + ?Sized> Clock for Arc<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn time_mode_turns_into_the_per_call_now() {
+        assert_eq!(TimeMode::Store.now(), crate::Now::Server);
+        let client = TimeMode::Client(Arc::new(ManualClock::new(42)));
+        assert_eq!(client.now(), crate::Now::At(42));
+        assert!(TimeMode::default().is_store() && !client.is_store());
+    }
 
     #[test]
     fn manual_clock_moves_only_when_told_and_clones_share_time() {

@@ -34,7 +34,7 @@ pub mod store;
 pub mod url;
 
 pub use bounds::{BoundError, Bounds};
-pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock};
+pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock, TimeMode};
 pub use decision::Decision;
 pub use error::{FullLimit, InputError, StoreError};
 pub use limit::{

@@ -66,13 +66,13 @@ pub mod rejection_cache;
 pub mod url;
 
 pub use limiter::{
-    BuildError, FailurePolicy, Limiter, LimiterBuilder, LimiterError, TimeMode, UnknownPolicy,
+    BuildError, FailurePolicy, Limiter, LimiterBuilder, LimiterError, UnknownPolicy,
 };
 #[cfg(feature = "tower")]
 pub use middleware::RateLimitLayer;
 pub use slidelog_core::{
     BoundError, Bounds, Decision, FullLimit, InputError, Limit, LimitParseError, Mode, Now,
-    Request, StoreError,
+    Request, StoreError, TimeMode,
 };
 pub use url::OpenError;
 
@@ -93,10 +93,6 @@ pub mod store {
 #[cfg(feature = "redis")]
 pub mod redis {
     pub use crate::url::redis_options;
-    /// The Redis store's own clock choice (as [`RedisOptions::time`]); a
-    /// [`Limiter`](crate::Limiter) takes [`TimeMode`](crate::TimeMode)
-    /// instead, which works with every store.
-    pub use slidelog_redis::TimeMode as RedisTimeMode;
     pub use slidelog_redis::{
         ClusterStore, ConnectError, RedisOptions, RedisStore, SentinelStore, UnsafePipelinedStore,
     };

@@ -8,6 +8,7 @@ use crate::metrics::{MetricsHook, Op};
 use crate::url::{OpenError, StoreOptions, StoreUrl, open_store};
 use slidelog_core::{
     Bounds, Clock, Decision, InputError, Limit, Mode, Now, Request, Store, StoreError, SystemClock,
+    TimeMode,
 };
 use slidelog_memory::MemoryStore;
 use std::sync::Arc;
@@ -57,18 +58,6 @@ impl std::str::FromStr for FailurePolicy {
             other => Err(UnknownPolicy(other.to_owned())),
         }
     }
-}
-
-/// Which clock decides what "now" is (docs/design.md §3).
-#[derive(Debug, Clone, Default)]
-pub enum TimeMode {
-    /// The store's own clock: Redis `TIME` inside the script, the process
-    /// clock for the memory store. Every application instance shares it.
-    #[default]
-    Store,
-    /// The caller's clock, read on every decision (the original Go design's
-    /// `time.Now().UnixMilli()`). Clock skew between instances then matters.
-    Client(Arc<dyn Clock>),
 }
 
 /// Why a limiter call failed.
@@ -329,10 +318,7 @@ impl Limiter {
 
     /// The time a decision is made at: the store's clock, or the caller's.
     fn now(&self) -> Now {
-        match &self.inner.time {
-            TimeMode::Store => Now::Server,
-            TimeMode::Client(clock) => Now::At(clock.now_ms()),
-        }
+        self.inner.time.now()
     }
 
     /// The decision of a request already checked against the bounds.
@@ -709,7 +695,7 @@ impl LimiterBuilder {
         // Exact (and worth it) only for a remote store on its own clock.
         let rejections = self
             .rejections
-            .resolve(memory.is_none() && matches!(self.time, TimeMode::Store));
+            .resolve(memory.is_none() && self.time.is_store());
         Limiter {
             inner: Arc::new(Inner {
                 store,

@@ -30,40 +30,18 @@
 //! Memory is bounded: at the capacity the expired entries are swept, then
 //! arbitrary ones dropped (a dropped entry only costs a store call).
 
-use slidelog_core::{Decision, Limit, Request};
+use parking_lot::Mutex;
+use slidelog_core::{Clock, Decision, Limit, MonotonicClock, Request};
 use std::collections::HashMap;
 use std::hash::BuildHasher;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 /// Entries kept by default (about 100 B each plus the key).
 pub const DEFAULT_CAPACITY: usize = 100_000;
 
 /// Lock shards: rejections of different keys rarely wait on one another.
 const SHARDS: usize = 16;
-
-/// A monotonic clock: time since an arbitrary origin, never going back.
-pub trait MonotonicClock: Send + Sync + std::fmt::Debug {
-    /// The time elapsed since the clock's origin.
-    fn elapsed(&self) -> Duration;
-}
-
-/// [`Instant`]-based: the process's monotonic clock.
-#[derive(Debug)]
-pub struct InstantClock(Instant);
-
-impl Default for InstantClock {
-    fn default() -> Self {
-        Self(Instant::now())
-    }
-}
-
-impl MonotonicClock for InstantClock {
-    fn elapsed(&self) -> Duration {
-        self.0.elapsed()
-    }
-}
 
 /// Whether a [`Limiter`](crate::Limiter) keeps a rejection cache.
 #[derive(Debug, Clone, Default)]
@@ -95,16 +73,16 @@ struct Entry {
     /// The cost per limit the rejection was for.
     costs: Vec<u64>,
     decision: Decision,
-    /// When the rejected request was sent, on the cache's clock.
-    sent: Duration,
+    /// When the rejected request was sent, in ms on the cache's clock.
+    sent: u64,
 }
 
 impl Entry {
-    /// The local answer at `at`, or `None` once the wait may have ended.
-    fn answer(&self, at: Duration) -> Option<Decision> {
+    /// Returns the local answer at `at` (ms on the cache's clock, `slack`
+    /// added to the elapsed time), or `None` once the wait may have ended.
+    fn answer(&self, at: u64, slack: u64) -> Option<Decision> {
         // Rounded up: the store's clock may have moved by at most this much.
-        let elapsed = at.saturating_sub(self.sent);
-        let elapsed_ms = elapsed.as_nanos().div_ceil(1_000_000) as u64;
+        let elapsed_ms = at.saturating_sub(self.sent) + slack;
         let retry = self.decision.retry_after_ms.checked_sub(elapsed_ms)?;
         (retry > 0).then(|| Decision {
             retry_after_ms: retry,
@@ -118,7 +96,7 @@ impl Entry {
 /// to a request sent before a reset is not cached.
 #[derive(Debug, Clone, Copy)]
 pub struct Ticket {
-    sent: Duration,
+    sent: u64,
     generation: u64,
 }
 
@@ -144,7 +122,11 @@ pub struct RejectionCache {
     shards: Box<[Shard]>,
     hasher: std::collections::hash_map::RandomState,
     per_shard: usize,
-    clock: Arc<dyn MonotonicClock>,
+    clock: Arc<dyn Clock>,
+    /// Added to every elapsed time: 1 ms for a clock whose readings drop
+    /// a fraction of a ms (two readings may be up to 1 ms short of the
+    /// time between them), 0 for one that moves in exact steps.
+    slack_ms: u64,
     /// Bumped by every reset, so a reply that raced it is not kept.
     generation: AtomicU64,
     local_answers: AtomicU64,
@@ -159,15 +141,23 @@ impl Default for RejectionCache {
 }
 
 impl RejectionCache {
-    /// A cache of at most `capacity` entries (at least one per shard) on the
-    /// process's monotonic clock.
+    /// Returns a cache of at most `capacity` entries (at least one per
+    /// shard) on the process's monotonic clock, counting every wait 1 ms
+    /// short (the clock reads whole ms: two readings can fall up to 1 ms
+    /// short of the time between them, and a wait must never end late).
     pub fn new(capacity: usize) -> Self {
-        Self::with_clock(capacity, Arc::new(InstantClock::default()))
+        Self {
+            slack_ms: 1,
+            ..Self::with_clock(capacity, Arc::new(MonotonicClock::new()))
+        }
     }
 
-    /// A cache on `clock` (tests drive it in step with a store's clock).
-    pub fn with_clock(capacity: usize, clock: Arc<dyn MonotonicClock>) -> Self {
+    /// Returns a cache on `clock`, a clock that moves in exact ms steps (a
+    /// [`ManualClock`](slidelog_core::ManualClock) that tests drive in step
+    /// with a store's clock): elapsed times are taken as read.
+    pub fn with_clock(capacity: usize, clock: Arc<dyn Clock>) -> Self {
         Self {
+            slack_ms: 0,
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             hasher: Default::default(),
             per_shard: capacity.div_ceil(SHARDS).max(1),
@@ -188,11 +178,11 @@ impl RejectionCache {
     /// answer. Read just before the request is sent.
     pub fn answer(&self, request: &Request) -> Result<Decision, Ticket> {
         let generation = self.generation.load(Ordering::Acquire);
-        let now = self.clock.elapsed();
-        let mut shard = lock(self.shard(request.key()));
+        let now = self.clock.now_ms();
+        let mut shard = self.shard(request.key()).lock();
         if let Some(entries) = shard.get_mut(request.key()) {
             let mut found = None;
-            entries.retain(|e| match e.answer(now) {
+            entries.retain(|e| match e.answer(now, self.slack_ms) {
                 None => false,
                 Some(d) => {
                     if found.is_none() && covers(e, request) {
@@ -240,7 +230,7 @@ impl RejectionCache {
             decision: *decision,
             sent: ticket.sent,
         };
-        let mut shard = lock(self.shard(request.key()));
+        let mut shard = self.shard(request.key()).lock();
         if self.generation.load(Ordering::Acquire) != ticket.generation {
             return; // a reset ran while this request was out
         }
@@ -256,7 +246,7 @@ impl RejectionCache {
 
     /// Forgets every entry of `key` (a reset through this limiter).
     pub fn forget(&self, key: &str) {
-        let mut shard = lock(self.shard(key));
+        let mut shard = self.shard(key).lock();
         self.generation.fetch_add(1, Ordering::AcqRel);
         shard.remove(key);
     }
@@ -266,7 +256,7 @@ impl RejectionCache {
         let entries = self
             .shards
             .iter()
-            .map(|s| lock(s).values().map(|v| v.len() as u64).sum::<u64>())
+            .map(|s| s.lock().values().map(|v| v.len() as u64).sum::<u64>())
             .sum();
         RejectionCacheStats {
             local_answers: self.local_answers.load(Ordering::Relaxed),
@@ -278,9 +268,9 @@ impl RejectionCache {
 
     /// At the capacity: sweep the expired, then drop a tenth, arbitrarily.
     fn make_room(&self, shard: &mut HashMap<String, Vec<Entry>>) {
-        let now = self.clock.elapsed();
+        let now = self.clock.now_ms();
         shard.retain(|_, v| {
-            v.retain(|e| e.answer(now).is_some());
+            v.retain(|e| e.answer(now, self.slack_ms).is_some());
             !v.is_empty()
         });
         if shard.len() >= self.per_shard {
@@ -308,24 +298,10 @@ fn covers(entry: &Entry, request: &Request) -> bool {
             .all(|(i, &c)| request.cost_for(i) >= c)
 }
 
-/// A poisoned shard is still a valid map (every update is one insert or
-/// remove), so a panic elsewhere does not disable the cache.
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicU64;
-
-    #[derive(Debug, Default)]
-    struct Manual(AtomicU64);
-    impl MonotonicClock for Manual {
-        fn elapsed(&self) -> Duration {
-            Duration::from_millis(self.0.load(Ordering::SeqCst))
-        }
-    }
+    use slidelog_core::ManualClock;
 
     fn rejected(count: u64, max: u64, retry: u64) -> Decision {
         Decision {
@@ -342,20 +318,20 @@ mod tests {
 
     #[test]
     fn answers_until_the_wait_ends_and_only_for_costs_at_least_the_cached() {
-        let clock = Arc::new(Manual::default());
-        let cache = RejectionCache::with_clock(10, clock.clone());
+        let clock = ManualClock::new(0);
+        let cache = RejectionCache::with_clock(10, Arc::new(clock.clone()));
         let limit = Limit::new(5, 1_000).unwrap();
         let r2 = Request::new("k", vec![limit], 2).unwrap();
         let t = cache.answer(&r2).unwrap_err();
         cache.observe(&r2, &rejected(4, 5, 300), t);
-        clock.0.store(100, Ordering::SeqCst);
+        clock.set(100);
         let d = cache.answer(&r2).unwrap();
         assert_eq!((d.retry_after_ms, d.reset_after_ms, d.count), (200, 800, 4));
         let r3 = Request::new("k", vec![limit], 3).unwrap();
         assert_eq!(cache.answer(&r3).unwrap().retry_after_ms, 200);
         let r1 = Request::new("k", vec![limit], 1).unwrap();
         assert!(cache.answer(&r1).is_err(), "a smaller cost may fit sooner");
-        clock.0.store(300, Ordering::SeqCst);
+        clock.set(300);
         assert!(cache.answer(&r2).is_err(), "the wait has ended");
         assert_eq!(cache.stats().entries, 0);
     }

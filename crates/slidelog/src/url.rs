@@ -22,9 +22,6 @@ pub struct StoreOptions {
     pub memory_limit: usize,
     /// Prefix of Redis keys. Default `rate:sliding:`.
     pub key_prefix: String,
-    /// Redis stores: decide on the caller's clock instead of Redis `TIME`
-    /// (docs/design.md §3). Default false (server time).
-    pub client_time: bool,
     /// Redis stores: upper bound on establishing the first connection.
     /// Default 2 s.
     pub connect_timeout: Duration,
@@ -44,7 +41,6 @@ impl Default for StoreOptions {
             memory_key_cap: slidelog_memory::DEFAULT_KEY_CAP,
             memory_limit: slidelog_memory::DEFAULT_MEMORY_LIMIT,
             key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
-            client_time: false,
             connect_timeout: Duration::from_secs(2),
             lazy_connect: false,
             tls_root_cert_pem: None,
@@ -122,11 +118,6 @@ pub fn redis_options(options: &StoreOptions) -> slidelog_redis::RedisOptions {
         key_prefix: options.key_prefix.clone(),
         timeout: options.timeout,
         connect_timeout: options.connect_timeout,
-        time: if options.client_time {
-            slidelog_redis::TimeMode::Client
-        } else {
-            slidelog_redis::TimeMode::Server
-        },
         tls_root_cert_pem: options.tls_root_cert_pem.clone(),
         ..slidelog_redis::RedisOptions::default()
     }

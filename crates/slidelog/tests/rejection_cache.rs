@@ -5,7 +5,7 @@
 //! rejection the store also gives, with no later `retry_after_ms`; the key
 //! admits exactly its max; far fewer store calls).
 
-use slidelog::rejection_cache::{MonotonicClock, RejectionCache};
+use slidelog::rejection_cache::RejectionCache;
 use slidelog::store::{Clock, ManualClock, Store};
 use slidelog::{Decision, Limit, Limiter, Mode, Now, Request, StoreError};
 use slidelog_testkit::RedisServer;
@@ -56,15 +56,6 @@ impl Store for ClockedStore {
     }
 }
 
-/// The cache's monotonic clock, the same manual clock.
-#[derive(Debug)]
-struct Mono(ManualClock, u64);
-impl MonotonicClock for Mono {
-    fn elapsed(&self) -> Duration {
-        Duration::from_millis(self.0.now_ms() - self.1)
-    }
-}
-
 /// A small deterministic generator (no dependency for one test).
 struct Lcg(u64);
 impl Lcg {
@@ -85,7 +76,7 @@ async fn one_instance_every_answer_is_the_stores_answer_at_that_moment() {
         inner: slidelog::store::MemoryStore::new(),
         clock: clock.clone(),
     });
-    let cache = RejectionCache::with_clock(1_000, Arc::new(Mono(clock.clone(), start)));
+    let cache = RejectionCache::with_clock(1_000, Arc::new(clock.clone()));
     let limiter = Limiter::builder()
         .rejection_cache(cache)
         .build(store.clone());

@@ -169,6 +169,7 @@ async fn load(args: &BenchArgs, store: Arc<dyn Store>, limit: Limit) -> anyhow::
                 progress: progress.clone(),
                 total: args.requests,
                 start,
+                time: args.store.time_mode(),
             };
             tokio::spawn(worker.run())
         })
@@ -200,6 +201,8 @@ struct Worker {
     progress: ProgressBar,
     total: u64,
     start: Instant,
+    /// `--client-time`: the time each check is sent at.
+    time: slidelog::TimeMode,
 }
 
 impl Worker {
@@ -213,7 +216,8 @@ impl Worker {
             let key = i % self.requests.len() as u64;
             let request = &self.requests[key as usize];
             let sent = self.start.elapsed();
-            let result = self.store.check(request).await;
+            let now = self.time.now();
+            let result = self.store.decide(request, slidelog::Mode::Record, now).await;
             let answered = self.start.elapsed();
             log.latencies_us.push((answered - sent).as_micros() as u64);
             match result {

@@ -83,6 +83,7 @@ pub async fn run(args: CheckArgs, store_given: bool) -> anyhow::Result<ExitCode>
     // store failure is an error (exit 2), never a silent admission.
     let limiter = Limiter::builder()
         .store_options(args.store.options())
+        .time_mode(args.store.time_mode())
         .fail_closed()
         .open(&args.store.store)
         .await?;

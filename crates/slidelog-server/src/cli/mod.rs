@@ -86,9 +86,18 @@ impl StoreArgs {
         slidelog::url::StoreOptions {
             timeout: self.store_timeout,
             key_prefix: self.key_prefix.clone(),
-            client_time: self.client_time,
             connect_timeout: self.connect_timeout,
             ..slidelog::url::StoreOptions::default()
+        }
+    }
+
+    /// Returns the clock that decides: this machine's with `--client-time`,
+    /// the store's otherwise (docs/design.md §3).
+    pub fn time_mode(&self) -> slidelog::TimeMode {
+        if self.client_time {
+            slidelog::TimeMode::Client(std::sync::Arc::new(slidelog::store::SystemClock))
+        } else {
+            slidelog::TimeMode::Store
         }
     }
 }
