@@ -88,6 +88,12 @@ impl ClusterConnection {
     pub fn replacements(&self) -> u64 {
         self.inner.replacements()
     }
+
+    /// The redis-rs connection in use now, for commands routed to several
+    /// nodes (asking every primary for the module, [`crate::engine`]).
+    pub(crate) fn raw(&self) -> RawClusterConnection {
+        self.inner.current()
+    }
 }
 
 /// `EVAL <source> <the rest of the EVALSHA arguments>` when `cmd` is an
@@ -243,9 +249,10 @@ impl ClusterStore {
             ClusterConnection::new(conn, maker(client, &options), options.probe_timeout),
             &options,
             "redis-cluster",
-        );
+        )
+        .set_engine_select(crate::engine::cluster_select_for(url, &options)?);
         store.check_clock().await;
-        Ok(store)
+        store.settle_engine(url).await
     }
 
     /// A store that connects to the cluster in the background and never
@@ -259,7 +266,8 @@ impl ClusterStore {
             ClusterConnection::new(conn, make, options.probe_timeout),
             &options,
             "redis-cluster",
-        ))
+        )
+        .set_engine_select(crate::engine::cluster_select_for(url, &options)?))
     }
 }
 

@@ -47,7 +47,7 @@ impl RedisStore {
         match tokio::time::timeout(options.connect_timeout, ping).await {
             Ok(Ok(_)) => {
                 store.check_clock().await;
-                Ok(store)
+                store.settle_engine(url).await
             }
             Ok(Err(e)) => Err(ConnectError::Connect {
                 url: mask_password(url),
@@ -83,7 +83,8 @@ impl RedisStore {
             options.probe_timeout,
             "redis",
         );
-        Ok(ScriptStore::with_connection(conn, &options, "redis"))
+        let engine = crate::engine::select_for(url, "redis", &options)?;
+        Ok(ScriptStore::with_connection(conn, &options, "redis").set_engine_select(engine))
     }
 }
 

@@ -38,6 +38,7 @@
 
 pub mod cluster;
 mod connect;
+pub mod engine;
 pub mod errors;
 pub mod heal;
 pub mod keys;
@@ -45,6 +46,7 @@ pub mod members;
 mod multi_url;
 mod options;
 mod pipelined;
+pub mod module;
 pub mod script;
 pub mod sentinel;
 pub mod skew;
@@ -53,6 +55,7 @@ mod watched;
 
 pub use cluster::{ClusterConnection, ClusterStore};
 pub use connect::{ConnectError, client, install_crypto_provider, mask_password};
+pub use engine::{Engine, RedisEngine};
 pub use multi_url::MultiHostUrl;
 pub use options::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_PREFIX, DEFAULT_PROBE_TIMEOUT, DEFAULT_SKEW_MARGIN,

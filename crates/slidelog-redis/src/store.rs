@@ -3,6 +3,7 @@
 //! Redis ([`RedisStore`], a `ConnectionManager`) and, with another connection
 //! type, Redis Cluster and Sentinel.
 
+use crate::engine::{EngineSelect, RedisEngine};
 use crate::errors::bounded;
 use crate::options::RedisOptions;
 use crate::script::{MAX_NOW_MS, Outcome};
@@ -44,6 +45,8 @@ pub struct ScriptStore<C> {
     skew_margin: Duration,
     counters: Arc<Counters>,
     clock_watch: Arc<ClockWatch>,
+    /// The scripts or the module (docs/design.md §4.3; [`crate::engine`]).
+    engine: Arc<EngineSelect<C>>,
 }
 
 pub use crate::watched::LATE_WINDOW;
@@ -85,7 +88,24 @@ where
             skew_margin: options.skew_margin,
             counters: Arc::default(),
             clock_watch: Arc::new(ClockWatch::new(options.skew_margin, kind)),
+            // The scripts, unless told otherwise ([`Self::with_engine`]).
+            engine: Arc::new(EngineSelect::new(
+                RedisEngine::Script,
+                kind,
+                options.connect_timeout,
+            )),
         }
+    }
+
+    /// The engine choice (shared by clones).
+    pub(crate) fn engine_select(&self) -> &Arc<EngineSelect<C>> {
+        &self.engine
+    }
+
+    /// This store with another engine choice.
+    pub(crate) fn set_engine_select(mut self, select: EngineSelect<C>) -> Self {
+        self.engine = Arc::new(select);
+        self
     }
 
     /// Compares Redis `TIME` with this host's clock now (bounded by the
@@ -146,7 +166,9 @@ where
                 Some(SystemClock.now_ms() + budget.as_millis() as u64)
             })
             .flatten();
+        let engine = self.engine.select(&self.conn)?;
         let call = Call {
+            engine,
             key: self.redis_key(request.key()),
             request: request.clone(),
             mode,

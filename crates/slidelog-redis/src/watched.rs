@@ -51,6 +51,8 @@ pub(crate) enum CallError {
 /// One decision to run: the Redis key (prefix applied), the request, and
 /// the time and deadline the script gets (`None`: Redis `TIME`, no deadline).
 pub(crate) struct Call {
+    /// The engine that decides (the one dispatch: [`crate::engine::Engine::run`]).
+    pub engine: crate::engine::Engine,
     pub key: Vec<u8>,
     pub request: Request,
     pub mode: Mode,
@@ -73,7 +75,7 @@ where
     let (tx, rx) = tokio::sync::oneshot::channel();
     let mode = call.mode;
     tokio::spawn(async move {
-        let run = script::run(
+        let run = call.engine.run(
             &mut conn,
             &call.key,
             &call.request,
