@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of slidelog on a fresh Debian machine with a Rust toolchain.
-# It installs what the tests need when it is missing (redis-server, openssl,
+# It installs what the tests need when it is missing (redis-server, clang and
+# libclang for the module crate's bindgen, openssl,
 # curl, Prometheus' promtool and server, Valkey 8, the Python Envoy client),
 # then runs the whole workspace's tests. Tests start their own redis-server,
 # valkey-server and prometheus processes on free loopback ports; nothing here
@@ -15,6 +16,10 @@ command -v redis-cli >/dev/null 2>&1 || need_apt+=(redis-tools)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 # The README test runs the README's curl examples.
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
+# crates/slidelog-module (the native Redis/Valkey module) runs bindgen at
+# build time: it needs clang and libclang (libclang-cpp alone is not enough).
+command -v clang >/dev/null 2>&1 || need_apt+=(clang)
+ls /usr/lib/llvm-*/lib/libclang.so* >/dev/null 2>&1 || ls /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1 || need_apt+=(libclang-dev)
 # promtool checks and unit-tests deploy/prometheus/alerts.yml; the prometheus
 # server scrapes a running `slidelog serve` (both from Debian's package).
 if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then

@@ -1,6 +1,6 @@
 //! Adoption: a key that still holds a sorted set written by the Lua scripts
 //! (or by the original design's script) becomes a module log on first touch,
-//! every record and cost kept (docs/design.md §8.3). Members are read as the
+//! every record and cost kept (docs/design.md §4.3). Members are read as the
 //! scripts read them (crates/slidelog-redis/src/sliding_log.lua, `cost_of`):
 //! a member without `#` costs 1; `<id>#c` or `<id>#c1,c2,...` lists costs by
 //! position, a later position taking the last one. Scores are the records'

@@ -1,5 +1,5 @@
 //! The arguments of the module's commands, parsed and bounded before any key
-//! is touched (docs/design.md §8): every number is ASCII digits that fit its
+//! is touched (docs/design.md §4.3): every number is ASCII digits that fit its
 //! field, and an error names the field and its bound.
 
 use crate::error::CommandError;

@@ -1,4 +1,4 @@
-//! The module's commands (docs/design.md §8), in safe Rust over
+//! The module's commands (docs/design.md §4.3), in safe Rust over
 //! [`crate::ffi`]'s key handles. Each decision is `slidelog_core::engine`'s,
 //! on the key's `slidelog_core::Log`, so the module and the memory store
 //! decide by the same code.

@@ -1,5 +1,5 @@
 //! slidelog's sliding window log as a native Redis / Valkey module
-//! (docs/design.md §8): `slidelog_core::Log` as a data type, decided by
+//! (docs/design.md §4.3): `slidelog_core::Log` as a data type, decided by
 //! `slidelog_core::engine`, so the module and the memory store answer alike
 //! by construction.
 //!

@@ -17,6 +17,7 @@
 
 mod admin;
 pub mod cluster;
+pub mod module;
 pub mod proxy;
 mod redis_server;
 pub mod runner;
@@ -28,6 +29,7 @@ pub mod tls;
 pub mod tools;
 
 pub use cluster::RedisCluster;
+pub use module::module_path;
 pub use proxy::FreezingProxy;
 pub use redis_server::{RedisServer, free_port, redis_server_binary};
 pub use sentinel::SentinelGroup;
