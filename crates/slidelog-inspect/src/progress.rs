@@ -1,7 +1,7 @@
 //! Live progress of a scan, shared with whoever draws it (the CLI's progress
 //! bar polls it). Counters are atomics so the scan never waits for the drawer.
 
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Counters a scan updates as it goes.
@@ -37,7 +37,7 @@ impl ScanProgress {
 
     /// Estimated share of the key space visited, 0.0 ..= 1.0, averaged over nodes.
     pub fn fraction(&self) -> f64 {
-        let f = self.fractions.lock().unwrap_or_else(|e| e.into_inner());
+        let f = self.fractions.lock();
         if f.is_empty() {
             0.0
         } else {
@@ -47,14 +47,11 @@ impl ScanProgress {
 
     /// Nodes registered so far.
     pub fn nodes(&self) -> usize {
-        self.fractions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .len()
+        self.fractions.lock().len()
     }
 
     pub(crate) fn set_nodes(&self, n: usize) {
-        *self.fractions.lock().unwrap_or_else(|e| e.into_inner()) = vec![0.0; n];
+        *self.fractions.lock() = vec![0.0; n];
     }
 
     pub(crate) fn add(&self, keys: u64, records: u64, memory_bytes: u64) {
@@ -64,12 +61,7 @@ impl ScanProgress {
     }
 
     pub(crate) fn set_fraction(&self, node: usize, fraction: f64) {
-        if let Some(f) = self
-            .fractions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get_mut(node)
-        {
+        if let Some(f) = self.fractions.lock().get_mut(node) {
             *f = fraction.clamp(0.0, 1.0);
         }
     }

@@ -5,13 +5,15 @@
 //! its default sampling for the same reason.
 
 use crate::error::InspectError;
-use crate::facts::{KeyFacts, KeyKind, ZSetFacts};
+use crate::facts::{KeyFacts, KeyKind};
 use crate::progress::{ScanProgress, cursor_fraction};
 use redis::Value;
 use redis::aio::MultiplexedConnection;
 use std::collections::HashSet;
 use std::hash::{BuildHasher, RandomState};
 use std::time::Duration;
+
+mod reply;
 
 /// Commands sent per key in a batch pipeline.
 const COMMANDS_PER_KEY: usize = 5;
@@ -158,8 +160,33 @@ async fn read_batch(
     keys: &[Vec<u8>],
     sample: usize,
 ) -> Result<Vec<KeyFacts>, InspectError> {
+    let pipe = zset_reads(keys, sample);
+    let replies = query(&mut conn, node, &pipe, keys.len() * COMMANDS_PER_KEY).await?;
+    let mut facts: Vec<KeyFacts> = keys
+        .iter()
+        .zip(replies.chunks(COMMANDS_PER_KEY))
+        .map(|(key, r)| KeyFacts {
+            key: key.clone(),
+            kind: reply::parse_zset(r),
+        })
+        .collect();
+    // Not sorted sets: ask their type.
+    let others: Vec<usize> = (0..facts.len())
+        .filter(|i| matches!(replies[i * COMMANDS_PER_KEY], Value::ServerError(_)))
+        .collect();
+    if !others.is_empty() {
+        let kinds = read_types(&mut conn, node, keys, &others).await?;
+        for (i, kind) in others.into_iter().zip(kinds) {
+            facts[i].kind = kind;
+        }
+    }
+    Ok(facts)
+}
+
+/// Builds the pipeline of the [`COMMANDS_PER_KEY`] reads of every key,
+/// keeping per-command errors (WRONGTYPE) instead of failing the batch.
+fn zset_reads(keys: &[Vec<u8>], sample: usize) -> redis::Pipeline {
     let mut pipe = redis::pipe();
-    // Keep per-command errors (WRONGTYPE) instead of failing the batch.
     pipe.ignore_errors();
     for key in keys {
         pipe.cmd("ZCARD").arg(key);
@@ -176,46 +203,24 @@ async fn read_batch(
             .arg(-1)
             .arg("WITHSCORES");
     }
-    let replies = query(&mut conn, node, &pipe, keys.len() * COMMANDS_PER_KEY).await?;
-    let mut facts: Vec<KeyFacts> = keys
-        .iter()
-        .zip(replies.chunks(COMMANDS_PER_KEY))
-        .map(|(key, r)| KeyFacts {
-            key: key.clone(),
-            kind: parse_zset(r),
-        })
-        .collect();
+    pipe
+}
 
-    // Not sorted sets: ask their type.
-    let others: Vec<usize> = (0..facts.len())
-        .filter(|i| matches!(replies[i * COMMANDS_PER_KEY], Value::ServerError(_)))
-        .collect();
-    if !others.is_empty() {
-        let mut pipe = redis::pipe();
-        pipe.ignore_errors();
-        for &i in &others {
-            pipe.cmd("TYPE").arg(&keys[i]);
-        }
-        let types = query(&mut conn, node, &pipe, others.len()).await?;
-        for (&i, t) in others.iter().zip(&types) {
-            facts[i].kind = match t {
-                Value::SimpleString(s) if s == "none" => KeyKind::Vanished,
-                // Became a sorted set in between: counted as vanished
-                // rather than read half.
-                Value::SimpleString(s) if s == "zset" => KeyKind::Vanished,
-                Value::SimpleString(s) => KeyKind::Other(s.clone()),
-                Value::BulkString(b) => KeyKind::Other(String::from_utf8_lossy(b).into_owned()),
-                other => {
-                    return Err(InspectError::UnexpectedReply {
-                        node: node.to_owned(),
-                        what: "TYPE",
-                        reply: format!("{other:?}"),
-                    });
-                }
-            };
-        }
+/// Reads the TYPE of the keys at `others` (those that are not sorted sets)
+/// in one pipeline.
+async fn read_types(
+    conn: &mut MultiplexedConnection,
+    node: &str,
+    keys: &[Vec<u8>],
+    others: &[usize],
+) -> Result<Vec<KeyKind>, InspectError> {
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    for &i in others {
+        pipe.cmd("TYPE").arg(&keys[i]);
     }
-    Ok(facts)
+    let types = query(conn, node, &pipe, others.len()).await?;
+    types.iter().map(|t| reply::kind_of_type(node, t)).collect()
 }
 
 /// Sends `pipe` and checks that it got `expected` replies.
@@ -241,88 +246,4 @@ async fn query(
         });
     }
     Ok(replies)
-}
-
-/// Turns the five replies of one key into its facts. A missing key answers
-/// ZCARD 0 and PTTL -2: it expired or was deleted after SCAN saw it.
-fn parse_zset(r: &[Value]) -> KeyKind {
-    match (&r[0], &r[2]) {
-        (Value::Int(0), _) | (_, Value::Int(-2)) => KeyKind::Vanished,
-        (Value::Int(zcard), Value::Int(pttl)) => KeyKind::ZSet(ZSetFacts {
-            zcard: *zcard as u64,
-            memory_bytes: match &r[1] {
-                Value::Int(m) => Some(*m as u64),
-                _ => None,
-            },
-            pttl_ms: *pttl,
-            first: pairs(&r[3]),
-            newest: pairs(&r[4]).into_iter().next(),
-        }),
-        // WRONGTYPE: resolved by the TYPE follow-up.
-        _ => KeyKind::Vanished,
-    }
-}
-
-/// `(member, score)` pairs of a ZRANGE WITHSCORES reply: a flat array in RESP2,
-/// an array of pairs in RESP3.
-fn pairs(v: &Value) -> Vec<(Vec<u8>, f64)> {
-    let Value::Array(items) = v else {
-        return Vec::new();
-    };
-    let nested = items
-        .iter()
-        .all(|i| matches!(i, Value::Array(a) if a.len() == 2));
-    let flat: Vec<&Value> = if nested && !items.is_empty() {
-        items
-            .iter()
-            .flat_map(|i| match i {
-                Value::Array(a) => a.iter().collect::<Vec<_>>(),
-                _ => Vec::new(),
-            })
-            .collect()
-    } else {
-        items.iter().collect()
-    };
-    flat.chunks(2)
-        .filter_map(|c| match c {
-            [m, s] => Some((bytes(m)?, score(s)?)),
-            _ => None,
-        })
-        .collect()
-}
-
-fn bytes(v: &Value) -> Option<Vec<u8>> {
-    match v {
-        Value::BulkString(b) => Some(b.clone()),
-        Value::SimpleString(s) => Some(s.as_bytes().to_vec()),
-        _ => None,
-    }
-}
-
-fn score(v: &Value) -> Option<f64> {
-    match v {
-        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
-        Value::SimpleString(s) => s.parse().ok(),
-        Value::Double(d) => Some(*d),
-        Value::Int(i) => Some(*i as f64),
-        _ => None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn withscores_replies_in_resp2_and_resp3() {
-        let b = |s: &str| Value::BulkString(s.as_bytes().to_vec());
-        let resp2 = Value::Array(vec![b("m1"), b("1.5"), b("m2"), b("inf")]);
-        assert_eq!(
-            pairs(&resp2),
-            [(b"m1".to_vec(), 1.5), (b"m2".to_vec(), f64::INFINITY)]
-        );
-        let resp3 = Value::Array(vec![Value::Array(vec![b("m1"), Value::Double(2.0)])]);
-        assert_eq!(pairs(&resp3), [(b"m1".to_vec(), 2.0)]);
-        assert!(pairs(&Value::Array(vec![])).is_empty());
-    }
 }

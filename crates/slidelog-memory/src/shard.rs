@@ -60,6 +60,10 @@ pub(crate) struct Swept {
 pub(crate) struct Shard {
     table: HashTable<Entry>,
     ops_since_sweep: usize,
+    /// Bumped whenever the table may move entries between buckets (it grows,
+    /// rehashes or shrinks): a snapshot copying the table a range of buckets
+    /// at a time starts the shard again when it changes.
+    layout: u64,
 }
 
 impl Shard {
@@ -91,6 +95,7 @@ impl Shard {
             }
         });
         if swept.keys > 0 && self.table.capacity() > 4 * self.table.len().max(16) {
+            self.layout += 1;
             self.table
                 .shrink_to_fit(|e| hasher.hash_one(e.key.as_str()));
         }
@@ -139,9 +144,18 @@ impl Shard {
         let decision = engine::decide_and_record(&mut entry.log, now_ms, request);
         entry.refresh_expiry(request.longest_window_ms());
         let bytes = entry.footprint();
+        self.insert(hash, entry, hasher);
+        (decision, bytes)
+    }
+
+    /// Inserts a new key's entry. A full table grows or rehashes in place
+    /// on insert, which moves entries: that changes the layout.
+    fn insert(&mut self, hash: u64, entry: Entry, hasher: &KeyHasher) {
+        if self.table.len() == self.table.capacity() {
+            self.layout += 1;
+        }
         self.table
             .insert_unique(hash, entry, |e| hasher.hash_one(e.key.as_str()));
-        (decision, bytes)
     }
 
     /// Removes a key's log. Returns the bytes it held, or `None` when it had none.
@@ -161,13 +175,28 @@ impl Shard {
         self.table.iter().map(|e| e.log.len()).sum()
     }
 
-    /// Appends the live logs of this shard to a snapshot (the copy taken
+    /// The table's layout generation (see `layout`).
+    pub(crate) fn layout(&self) -> u64 {
+        self.layout
+    }
+
+    /// Buckets of the table (the range a snapshot copies).
+    pub(crate) fn buckets(&self) -> usize {
+        self.table.num_buckets()
+    }
+
+    /// Appends the live logs in buckets `range` to a snapshot (the copy taken
     /// under the shard's lock: bytes, no allocation per key). Returns the
     /// keys and records written.
-    pub(crate) fn encode_live(&self, now_ms: u64, out: &mut Vec<u8>) -> (u64, u64) {
+    pub(crate) fn encode_live(
+        &self,
+        range: std::ops::Range<usize>,
+        now_ms: u64,
+        out: &mut Vec<u8>,
+    ) -> (u64, u64) {
         let (mut keys, mut records) = (0, 0);
-        for e in self.table.iter().filter(|e| e.expires_at > now_ms) {
-            let Some(newest) = e.log.newest() else {
+        for e in range.filter_map(|i| self.table.get_bucket(i)) {
+            let Some(newest) = e.log.newest().filter(|_| e.expires_at > now_ms) else {
                 continue;
             };
             // `expires_at` is the newest record plus the longest window.
@@ -193,8 +222,7 @@ impl Shard {
         };
         entry.refresh_expiry(loaded.longest_window_ms);
         let bytes = entry.footprint();
-        self.table
-            .insert_unique(hash, entry, |e| hasher.hash_one(e.key.as_str()));
+        self.insert(hash, entry, hasher);
         bytes
     }
 }

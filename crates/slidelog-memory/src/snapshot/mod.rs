@@ -21,6 +21,8 @@ pub use file::SnapshotFileError;
 pub use format::{EntryError, FORMAT_VERSION};
 
 use crate::MemoryStore;
+use crate::shard::Shard;
+use parking_lot::Mutex;
 use std::hash::BuildHasher;
 use std::io::{self, Read, Write};
 use std::sync::atomic::Ordering;
@@ -117,11 +119,7 @@ impl MemoryStore {
         let mut buf = Vec::with_capacity(1 << 16);
         format::put_header(&mut buf, now_ms);
         for shard in self.shards.iter() {
-            let copy = Instant::now();
-            let (keys, records) = shard.lock().encode_live(now_ms, &mut buf);
-            report.longest_lock_hold = report.longest_lock_hold.max(copy.elapsed());
-            report.keys += keys;
-            report.records += records;
+            copy_shard(shard, now_ms, &mut buf, &mut report);
             flush(out, &mut crc, &mut buf, &mut report)?;
         }
         format::put_end(&mut buf, report.keys, report.records);
@@ -179,6 +177,48 @@ impl MemoryStore {
             report.keys += 1;
             report.records += records;
         }
+    }
+}
+
+/// Buckets copied per hold of a shard's lock: about 1,800 keys at most.
+const CHUNK: usize = 2048;
+/// Restarts of a shard whose table moved entries mid-copy before the copy
+/// takes the whole shard under one hold.
+const RESTARTS: u32 = 3;
+
+/// Copies one shard's live logs into `buf`, `CHUNK` buckets per lock hold.
+/// Between holds keys may come and go (the copy is per key, as the module
+/// doc says), but a table that moved entries is copied again from its start.
+fn copy_shard(shard: &Mutex<Shard>, now_ms: u64, buf: &mut Vec<u8>, report: &mut SaveReport) {
+    let mark = (buf.len(), report.keys, report.records);
+    let mut restarts = 0;
+    let (mut start, mut layout) = (0usize, None);
+    loop {
+        let guard = shard.lock();
+        let held = Instant::now();
+        if *layout.get_or_insert(guard.layout()) != guard.layout() {
+            drop(guard);
+            buf.truncate(mark.0);
+            (report.keys, report.records) = (mark.1, mark.2);
+            (start, layout, restarts) = (0, None, restarts + 1);
+            continue;
+        }
+        let chunk = if restarts >= RESTARTS {
+            usize::MAX
+        } else {
+            CHUNK
+        };
+        let end = start.saturating_add(chunk).min(guard.buckets());
+        let (keys, records) = guard.encode_live(start..end, now_ms, buf);
+        let done = end == guard.buckets();
+        drop(guard);
+        report.longest_lock_hold = report.longest_lock_hold.max(held.elapsed());
+        report.keys += keys;
+        report.records += records;
+        if done {
+            return;
+        }
+        start = end;
     }
 }
 

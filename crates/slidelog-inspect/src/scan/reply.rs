@@ -1,0 +1,111 @@
+//! The replies of a key's reads, as facts: the five replies of a sorted
+//! set's reads, a TYPE reply, and `ZRANGE … WITHSCORES` in RESP2 or RESP3.
+
+use crate::error::InspectError;
+use crate::facts::{KeyKind, ZSetFacts};
+use redis::Value;
+
+/// Turns the reply to TYPE of a key that is not a sorted set into its kind.
+pub(super) fn kind_of_type(node: &str, t: &Value) -> Result<KeyKind, InspectError> {
+    Ok(match t {
+        Value::SimpleString(s) if s == "none" => KeyKind::Vanished,
+        // Became a sorted set in between: counted as vanished
+        // rather than read half.
+        Value::SimpleString(s) if s == "zset" => KeyKind::Vanished,
+        Value::SimpleString(s) => KeyKind::Other(s.clone()),
+        Value::BulkString(b) => KeyKind::Other(String::from_utf8_lossy(b).into_owned()),
+        other => {
+            return Err(InspectError::UnexpectedReply {
+                node: node.to_owned(),
+                what: "TYPE",
+                reply: format!("{other:?}"),
+            });
+        }
+    })
+}
+
+/// Turns the five replies of one key into its facts. A missing key answers
+/// ZCARD 0 and PTTL -2: it expired or was deleted after SCAN saw it.
+pub(super) fn parse_zset(r: &[Value]) -> KeyKind {
+    match (&r[0], &r[2]) {
+        (Value::Int(0), _) | (_, Value::Int(-2)) => KeyKind::Vanished,
+        (Value::Int(zcard), Value::Int(pttl)) => KeyKind::ZSet(ZSetFacts {
+            zcard: *zcard as u64,
+            memory_bytes: match &r[1] {
+                Value::Int(m) => Some(*m as u64),
+                _ => None,
+            },
+            pttl_ms: *pttl,
+            first: pairs(&r[3]),
+            newest: pairs(&r[4]).into_iter().next(),
+        }),
+        // WRONGTYPE: resolved by the TYPE follow-up.
+        _ => KeyKind::Vanished,
+    }
+}
+
+/// `(member, score)` pairs of a ZRANGE WITHSCORES reply: a flat array in RESP2,
+/// an array of pairs in RESP3.
+fn pairs(v: &Value) -> Vec<(Vec<u8>, f64)> {
+    let Value::Array(items) = v else {
+        return Vec::new();
+    };
+    let nested = items
+        .iter()
+        .all(|i| matches!(i, Value::Array(a) if a.len() == 2));
+    let flat: Vec<&Value> = if nested && !items.is_empty() {
+        items
+            .iter()
+            .flat_map(|i| match i {
+                Value::Array(a) => a.iter().collect::<Vec<_>>(),
+                _ => Vec::new(),
+            })
+            .collect()
+    } else {
+        items.iter().collect()
+    };
+    flat.chunks(2)
+        .filter_map(|c| match c {
+            [m, s] => Some((bytes(m)?, score(s)?)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Reads a member's bytes.
+fn bytes(v: &Value) -> Option<Vec<u8>> {
+    match v {
+        Value::BulkString(b) => Some(b.clone()),
+        Value::SimpleString(s) => Some(s.as_bytes().to_vec()),
+        _ => None,
+    }
+}
+
+/// Reads a score, whatever way the protocol sent it.
+fn score(v: &Value) -> Option<f64> {
+    match v {
+        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        Value::SimpleString(s) => s.parse().ok(),
+        Value::Double(d) => Some(*d),
+        Value::Int(i) => Some(*i as f64),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn withscores_replies_in_resp2_and_resp3() {
+        let b = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let resp2 = Value::Array(vec![b("m1"), b("1.5"), b("m2"), b("inf")]);
+        assert_eq!(
+            pairs(&resp2),
+            [(b"m1".to_vec(), 1.5), (b"m2".to_vec(), f64::INFINITY)]
+        );
+        let resp3 = Value::Array(vec![Value::Array(vec![b("m1"), Value::Double(2.0)])]);
+        assert_eq!(pairs(&resp3), [(b"m1".to_vec(), 2.0)]);
+        assert!(pairs(&Value::Array(vec![])).is_empty());
+    }
+}
