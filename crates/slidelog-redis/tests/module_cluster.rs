@@ -1,0 +1,167 @@
+//! The module engine on Redis Cluster (docs/design.md §4.3): 3 masters, the
+//! module loaded on every node. `SLIDELOG.CHECK` is routed by its key (the
+//! module declares the key position), exactness holds across concurrent
+//! clients, and a killed master fails over to its replica, which holds the
+//! replicated module logs: errors only in a bounded window, at most one
+//! lost record per load task, exact again afterwards. `auto` on a cluster
+//! where one primary lacks the module decides through the scripts, and
+//! `module` refuses to open naming that node.
+
+mod ha;
+
+use slidelog_core::{Limit, Request, Store};
+use slidelog_redis::{ClusterStore, ConnectError, Engine, RedisOptions};
+use slidelog_testkit::{RedisCluster, module_path, unique_prefix};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+const TIMEOUT: Duration = Duration::from_millis(250);
+/// Scheduling delays on a shared 2-core machine (as cluster_failover.rs).
+const MARGIN: Duration = Duration::from_millis(150);
+const LOAD_TASKS: usize = 8;
+
+/// A cluster of `masters` masters with `replicas` replicas each; the first
+/// `without` nodes of each start attempt have no module (the testkit
+/// starts fresh nodes when joining fails).
+async fn cluster(masters: usize, replicas: usize, without: usize) -> RedisCluster {
+    let path = module_path();
+    tokio::task::spawn_blocking(move || {
+        let started = AtomicUsize::new(0);
+        RedisCluster::start_with_node_args(masters, replicas, &|| {
+            let count = masters * (1 + replicas);
+            if started.fetch_add(1, Ordering::SeqCst) % count < without {
+                Vec::new()
+            } else {
+                vec!["--loadmodule".into(), path.display().to_string()]
+            }
+        })
+    })
+    .await
+    .unwrap()
+}
+
+async fn connect(
+    cluster: &RedisCluster,
+    engine: &str,
+    prefix: &str,
+) -> Result<ClusterStore, ConnectError> {
+    let options = RedisOptions::default()
+        .with_prefix(prefix)
+        .with_timeout(TIMEOUT);
+    ClusterStore::connect_cluster(&format!("{}?engine={engine}", cluster.url()), options).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_max_admitted_on_a_module_cluster() {
+    let cluster = cluster(3, 0, 0).await;
+    let prefix = unique_prefix("mod-cluster");
+    let store = Arc::new(connect(&cluster, "auto", &prefix).await.expect("connect"));
+    assert_eq!(store.engine_in_use(), Some(Engine::Module));
+    // 16 clients x 10 checks on one key, and on keys of every master.
+    for key in ["shared", "a", "b", "c", "d", "e"] {
+        let r = Request::single(key, Limit::new(100, 60_000).unwrap()).unwrap();
+        let tasks: Vec<_> = (0..16)
+            .map(|_| {
+                let (store, r) = (store.clone(), r.clone());
+                tokio::spawn(async move {
+                    let mut n = 0;
+                    for _ in 0..10 {
+                        n += usize::from(store.check(&r).await.expect("check").allowed);
+                    }
+                    n
+                })
+            })
+            .collect();
+        let mut admitted = 0;
+        for t in tasks {
+            admitted += t.await.unwrap();
+        }
+        assert_eq!(admitted, 100, "{key}");
+        assert_eq!(
+            store.peek(&r).await.unwrap().count,
+            100,
+            "{key}: the log holds them"
+        );
+    }
+    ha::differential(
+        store.as_ref(),
+        &(0..30).map(|i| format!("d{i}")).collect::<Vec<_>>(),
+        400,
+        5,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_master_fails_over_to_a_replica_with_the_module_logs() {
+    let mut cluster = cluster(3, 1, 0).await;
+    let prefix = unique_prefix("mod-cluster-kill");
+    let store: Arc<ClusterStore> =
+        Arc::new(connect(&cluster, "module", &prefix).await.expect("connect"));
+    let keys: Vec<String> = (0..90).map(|i| format!("load{i}")).collect();
+    let (stop, load) = ha::start_load(store.clone(), keys.clone(), LOAD_TASKS);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (cluster_back, took) = tokio::task::spawn_blocking(move || {
+        let master = cluster.master_ports()[1];
+        let replica = cluster.replica_of(master).expect("a replica");
+        cluster.kill(master);
+        let took = cluster.wait_promoted(replica);
+        (cluster, took)
+    })
+    .await
+    .unwrap();
+    cluster = cluster_back;
+    ha::eventually(Duration::from_secs(20), || async {
+        let r = Request::single("probe", ha::load_limit()).unwrap();
+        store.check(&r).await
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::Relaxed);
+    let load = load.await.unwrap();
+    let counts = ha::record_counts(store.as_ref(), &keys).await;
+    eprintln!(
+        "module cluster, killed master: failover took {took:?}; {}",
+        load.summary(&counts)
+    );
+    load.assert_failover_bounds(TIMEOUT + MARGIN, Duration::from_millis(6_000));
+    // Records not yet replicated when the master died are lost: at most one
+    // in flight per load task (as for the scripts, cluster_failover.rs).
+    assert!(
+        load.lost_records(&counts) <= LOAD_TASKS as u64,
+        "lost {} admitted records",
+        load.lost_records(&counts)
+    );
+    let fresh: Vec<String> = (0..30).map(|i| format!("after{i}")).collect();
+    ha::differential(store.as_ref(), &fresh, 400, 11).await;
+    assert_eq!(store.engine_in_use(), Some(Engine::Module));
+    drop(cluster);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_primary_without_the_module_means_the_scripts_or_a_refusal() {
+    let cluster = cluster(3, 0, 1).await;
+    let prefix = unique_prefix("mod-cluster-partial");
+    let store = connect(&cluster, "auto", &prefix)
+        .await
+        .expect("auto opens");
+    assert_eq!(store.engine_in_use(), Some(Engine::Script));
+    let r = Request::single("k", Limit::new(1, 60_000).unwrap()).unwrap();
+    assert!(store.check(&r).await.unwrap().allowed);
+    assert!(!store.check(&r).await.unwrap().allowed);
+    let e = connect(&cluster, "module", &prefix)
+        .await
+        .expect_err("module refuses");
+    let ConnectError::Connect {
+        transient, reason, ..
+    } = &e
+    else {
+        panic!("{e}");
+    };
+    assert!(!transient, "{e}");
+    assert!(
+        reason.contains("--loadmodule") && reason.contains("127.0.0.1:"),
+        "{reason}"
+    );
+}

@@ -1,0 +1,356 @@
+//! Exactness of the module engine across OS processes (this test binary run
+//! again as children), docs/design.md §4.3: 3 processes x 16 concurrent
+//! tasks on one server with the module loaded.
+//!
+//! - `exact`: max 100 per 60 s on one key, every task checking 10 times:
+//!   exactly 100 admitted in all, and the module's log holds 100 records.
+//! - `slide`: max 50 per 400 ms under 1.5 s of sustained load: no interval
+//!   of one window holds more than 50 admissions (from the times the module
+//!   reports it decided at, which are the records' timestamps).
+//! - `switch`: every task starts on the scripts (`engine=script`) and half
+//!   of each process's tasks move to the module (`engine=module`) halfway
+//!   through 3 s of load, on a single-limit key (`single_limit.lua`) and on a
+//!   key with two limits and costs of 1 to 3 per request (`sliding_log.lua`,
+//!   a weighted log with its weights hash): the module adopts the sorted
+//!   sets and the scripts hand the converted keys back to it. Every
+//!   admission is counted: 0 beyond any limit, in any window.
+//!
+//! Each runs on Redis and on Valkey. A `harness = false` target: `main` is
+//! the child when `SLIDELOG_CHILD_URL` is set and otherwise runs the cases
+//! (slidelog_testkit::runner), so the child is never a test that passes by
+//! returning early.
+
+use slidelog_core::{Limit, Mode, Now, Request};
+use slidelog_redis::{Engine, RedisOptions, RedisStore};
+use slidelog_testkit::runner::{self, Case};
+use slidelog_testkit::{RedisServer, ServerKind, unique_prefix};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const PROCESSES: usize = 3;
+const TASKS: usize = 16;
+
+fn main() -> ExitCode {
+    if let Ok(url) = std::env::var("SLIDELOG_CHILD_URL") {
+        child_process(url);
+        return ExitCode::SUCCESS;
+    }
+    let mut cases = Vec::new();
+    for kind in ServerKind::ALL {
+        cases.push(Case::new(
+            format!("module_exactly_max_admitted_across_processes_{kind}"),
+            move || exactly_max_admitted(kind),
+        ));
+        cases.push(Case::new(
+            format!("module_no_window_holds_more_than_max_across_processes_{kind}"),
+            move || no_window_holds_more_than_max(kind),
+        ));
+        cases.push(Case::new(
+            format!("switching_half_the_clients_to_the_module_never_over_admits_{kind}"),
+            move || switching_never_over_admits(kind),
+        ));
+    }
+    runner::run(cases)
+}
+
+/// One scenario's keys and requests (the same in the parent and the
+/// children): `(key, limits as (max, window_ms))`.
+fn scenario_keys(scenario: &str) -> Vec<(&'static str, Vec<(u64, u64)>)> {
+    match scenario {
+        "exact" => vec![("shared", vec![(100, 60_000)])],
+        "slide" => vec![("shared", vec![(50, 400)])],
+        "switch" => vec![
+            ("one", vec![(50, 400)]),
+            ("two", vec![(30, 300), (100, 1_500)]),
+        ],
+        other => panic!("unknown scenario {other}"),
+    }
+}
+
+/// One admission a child saw: key, the time the engine decided at, and the
+/// cost it recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Admission {
+    key: usize,
+    at: u64,
+    cost: u64,
+}
+
+/// Starts the children, releases them together, and returns every
+/// admission they report.
+fn run_children(server: &RedisServer, prefix: &str, scenario: &str) -> Vec<Admission> {
+    let mut c = server.client();
+    let (ready, go) = (format!("{prefix}ready"), format!("{prefix}go"));
+    let children: Vec<_> = (0..PROCESSES)
+        .map(|_| {
+            Command::new(std::env::current_exe().unwrap())
+                .env("SLIDELOG_CHILD_URL", server.url())
+                .env("SLIDELOG_CHILD_PREFIX", prefix)
+                .env("SLIDELOG_CHILD_SCENARIO", scenario)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .expect("spawn child")
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let n: Option<usize> = redis::cmd("GET").arg(&ready).query(&mut c).unwrap();
+        if n == Some(PROCESSES) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "children not ready: {n:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _: () = redis::cmd("RPUSH")
+        .arg(&go)
+        .arg(vec!["go"; PROCESSES])
+        .query(&mut c)
+        .unwrap();
+    let mut all = Vec::new();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "child failed: {out:?}");
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        assert!(stdout.contains("CHILD DONE"), "{stdout}");
+        for line in stdout.lines().filter_map(|l| l.strip_prefix("ADMIT ")) {
+            let n: Vec<u64> = line.split(' ').map(|v| v.parse().unwrap()).collect();
+            all.push(Admission {
+                key: n[0] as usize,
+                at: n[1],
+                cost: n[2],
+            });
+        }
+    }
+    all.sort_unstable();
+    all
+}
+
+/// Admissions beyond `max` in any interval of one window: for each
+/// admission, the units admitted in the window that ends with it, minus max
+/// (a record at ts is live for `now` in `[ts, ts + window)`).
+fn beyond_limit(times: &[(u64, u64)], max: u64, window: u64) -> u64 {
+    let (mut from, mut units, mut beyond) = (0, 0u64, 0u64);
+    for &(at, cost) in times {
+        units += cost;
+        while times[from].0 + window <= at {
+            units -= times[from].1;
+            from += 1;
+        }
+        beyond = beyond.max(units.saturating_sub(max));
+    }
+    beyond
+}
+
+/// Every key's admissions checked against every one of its limits.
+fn assert_within_limits(scenario: &str, admissions: &[Admission]) {
+    for (k, (key, limits)) in scenario_keys(scenario).iter().enumerate() {
+        let times: Vec<(u64, u64)> = admissions
+            .iter()
+            .filter(|a| a.key == k)
+            .map(|a| (a.at, a.cost))
+            .collect();
+        for &(max, window) in limits {
+            let beyond = beyond_limit(&times, max, window);
+            assert_eq!(
+                beyond,
+                0,
+                "{key}: {beyond} units beyond {max} per {window} ms ({} admissions)",
+                times.len()
+            );
+        }
+    }
+}
+
+fn module_server(kind: ServerKind) -> RedisServer {
+    RedisServer::start_with_module(kind, &[])
+}
+
+fn exactly_max_admitted(kind: ServerKind) {
+    let server = module_server(kind);
+    let prefix = unique_prefix("mod-procs");
+    let admissions = run_children(&server, &prefix, "exact");
+    assert_eq!(
+        admissions.len(),
+        100,
+        "admitted across {PROCESSES} processes"
+    );
+    let info: Vec<redis::Value> = redis::cmd("SLIDELOG.INFO")
+        .arg(format!("{prefix}shared"))
+        .query(&mut server.client())
+        .unwrap();
+    let records = info
+        .chunks(2)
+        .find(|kv| {
+            redis::from_redis_value::<String>(kv[0].clone())
+                .ok()
+                .as_deref()
+                == Some("records")
+        })
+        .map(|kv| redis::from_redis_value::<u64>(kv[1].clone()).unwrap());
+    assert_eq!(records, Some(100), "the module's log holds the admissions");
+    assert_within_limits("exact", &admissions);
+}
+
+fn no_window_holds_more_than_max(kind: ServerKind) {
+    let server = module_server(kind);
+    let prefix = unique_prefix("mod-procs-slide");
+    let admissions = run_children(&server, &prefix, "slide");
+    assert!(
+        admissions.len() > 100,
+        "several windows: {}",
+        admissions.len()
+    );
+    assert_within_limits("slide", &admissions);
+}
+
+fn switching_never_over_admits(kind: ServerKind) {
+    let server = module_server(kind);
+    let prefix = unique_prefix("mod-switch");
+    let admissions = run_children(&server, &prefix, "switch");
+    let per_key = |k| admissions.iter().filter(|a| a.key == k).count();
+    eprintln!(
+        "switch ({kind}): {} admissions on the single-limit key, {} on the two-limit key",
+        per_key(0),
+        per_key(1)
+    );
+    assert!(
+        per_key(0) > 100 && per_key(1) > 40,
+        "the load spanned windows"
+    );
+    let mut c = server.client();
+    for key in ["one", "two"] {
+        let t: String = redis::cmd("TYPE")
+            .arg(format!("{prefix}{key}"))
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(t, "slide-log", "{key}: the module has adopted it");
+    }
+    assert_within_limits("switch", &admissions);
+}
+
+/// How long each scenario's load runs (0: each task checks 10 times), and
+/// when half the tasks switch engine (switch only).
+fn timing(scenario: &str) -> (u64, Option<u64>) {
+    match scenario {
+        "exact" => (0, None),
+        "slide" => (1_500, None),
+        _ => (3_000, Some(1_500)),
+    }
+}
+
+/// The child: connects (both engines for `switch`), waits for the release,
+/// runs its 16 tasks and prints every admission.
+fn child_process(url: String) {
+    let env = |k: &str| std::env::var(k).unwrap();
+    let prefix = env("SLIDELOG_CHILD_PREFIX");
+    let scenario = env("SLIDELOG_CHILD_SCENARIO");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let options = RedisOptions::default()
+            .with_prefix(prefix.clone())
+            .with_timeout(Duration::from_secs(5));
+        let open = |engine: &'static str| {
+            let (url, options) = (format!("{url}?engine={engine}"), options.clone());
+            async move { Arc::new(RedisStore::connect(&url, options).await.unwrap()) }
+        };
+        let module = open("module").await;
+        assert_eq!(module.engine_in_use(), Some(Engine::Module));
+        let (run_ms, switch_ms) = timing(&scenario);
+        let first = if switch_ms.is_some() {
+            open("script").await
+        } else {
+            module.clone()
+        };
+        let mut conn = module.connection();
+        let _: i64 = redis::cmd("INCR")
+            .arg(format!("{prefix}ready"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let _: Option<(String, String)> = redis::cmd("BLPOP")
+            .arg(format!("{prefix}go"))
+            .arg(30)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let started = Instant::now();
+        let tasks: Vec<_> = (0..TASKS)
+            .map(|t| {
+                let (first, module, scenario) = (first.clone(), module.clone(), scenario.clone());
+                // Half the tasks switch (when the scenario switches).
+                let switch_at = switch_ms.filter(|_| t % 2 == 0).map(Duration::from_millis);
+                tokio::spawn(async move {
+                    task(&scenario, t, &first, &module, switch_at, started, run_ms).await
+                })
+            })
+            .collect();
+        let mut out = String::new();
+        for task in tasks {
+            for a in task.await.unwrap() {
+                out.push_str(&format!("ADMIT {} {} {}\n", a.key, a.at, a.cost));
+            }
+        }
+        print!("{out}");
+        println!("CHILD DONE");
+    });
+}
+
+/// One task's checks: on `first` until `switch_at` (after `started`), then on
+/// `module`; each check on the scenario's keys in turn, with costs of 1 to
+/// 3 on a key of several limits.
+async fn task(
+    scenario: &str,
+    t: usize,
+    first: &RedisStore,
+    module: &RedisStore,
+    switch_at: Option<Duration>,
+    started: Instant,
+    run_ms: u64,
+) -> Vec<Admission> {
+    let keys = scenario_keys(scenario);
+    let mut admitted = Vec::new();
+    let mut i = 0usize;
+    loop {
+        if run_ms == 0 && i == 10 {
+            break;
+        }
+        if run_ms > 0 && started.elapsed() >= Duration::from_millis(run_ms) {
+            break;
+        }
+        let k = i % keys.len();
+        let (key, limits) = &keys[k];
+        let limits: Vec<Limit> = limits
+            .iter()
+            .map(|&(m, w)| Limit::new(m, w).unwrap())
+            .collect();
+        let cost = if limits.len() > 1 {
+            1 + ((t + i) % 3) as u64
+        } else {
+            1
+        };
+        let r = Request::new(*key, limits, cost).unwrap();
+        let store = match switch_at {
+            Some(at) if started.elapsed() >= at => module,
+            _ => first,
+        };
+        let outcome = store
+            .decide_timed(&r, Mode::Record, Now::Server)
+            .await
+            .unwrap();
+        if outcome.decision.allowed {
+            admitted.push(Admission {
+                key: k,
+                at: outcome.now_ms,
+                cost,
+            });
+        }
+        i += 1;
+    }
+    admitted
+}
