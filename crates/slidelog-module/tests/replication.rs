@@ -1,0 +1,235 @@
+//! Replication and persistence stay exact: a replica holds logs
+//! byte-identical (`DUMP`) to its primary's after 10,000 decisions on the
+//! server's clock (each change is propagated with the time it used, so the
+//! replica never reads a clock); a server restarted from the primary's RDB,
+//! and one from its AOF (rewritten midway, so the module's `aof_rewrite`
+//! output is replayed too), hold the same logs and decide the next 1,000
+//! checks exactly as the primary does.
+
+mod common;
+
+use common::{Limits, ServerKind, check, server};
+use redis::Connection;
+use slidelog_testkit::RedisServer;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const KEYS: usize = 25;
+
+fn limits_of(k: usize) -> Vec<(u64, u64, u64)> {
+    match k % 3 {
+        0 => vec![(300, 60_000, 1)],
+        1 => vec![(30, 2_000, 1 + (k as u64 % 4)), (300, 120_000, 1)],
+        _ => vec![(400, 90_000, 1), (4_000, 120_000, 25)],
+    }
+}
+
+fn info_field(conn: &mut Connection, section: &str, field: &str) -> String {
+    let text: String = redis::cmd("INFO").arg(section).query(conn).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn dumps(conn: &mut Connection) -> Vec<(String, Vec<u8>)> {
+    let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(conn).unwrap();
+    keys.sort();
+    keys.into_iter()
+        .map(|k| {
+            let d: Vec<u8> = redis::cmd("DUMP").arg(&k).query(conn).unwrap();
+            (k, d)
+        })
+        .collect()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
+
+/// The same 1,000 checks (caller's time, after every record, 100 ms apart:
+/// past the windows, so records expire) on a server.
+fn next_checks(conn: &mut Connection, start: u64) -> Vec<Vec<i64>> {
+    (0..1_000u64)
+        .map(|i| {
+            let k = (i as usize * 7) % KEYS;
+            let limits: &Limits = &limits_of(k);
+            check(
+                conn,
+                &format!("log:{k}"),
+                i % 9 != 0,
+                Some(start + i * 100),
+                0,
+                limits,
+            )
+            .unwrap()
+        })
+        .collect()
+}
+
+fn exact(kind: ServerKind) {
+    let primary = RedisServer::start_with_module(
+        kind,
+        &[
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            "--aof-use-rdb-preamble",
+            "no",
+        ],
+    );
+    let replicaof = format!("127.0.0.1 {}", primary.port());
+    let replica = RedisServer::start_with_module(kind, &["--replicaof", &replicaof]);
+    let mut p = primary.client();
+    let mut r = replica.client();
+    wait_until("the replica's link", || {
+        info_field(&mut r, "replication", "master_link_status") == "up"
+    });
+
+    let mut admitted = 0;
+    for i in 0..10_000usize {
+        let k = i % KEYS;
+        let reply = check(
+            &mut p,
+            &format!("log:{k}"),
+            i % 13 != 0,
+            None,
+            0,
+            &limits_of(k),
+        )
+        .unwrap();
+        admitted += reply[0];
+        if i == 5_000 {
+            let _: String = redis::cmd("BGREWRITEAOF").query(&mut p).unwrap();
+            wait_until("the AOF rewrite", || {
+                info_field(&mut p, "persistence", "aof_rewrite_in_progress") == "0"
+                    && info_field(&mut p, "persistence", "aof_rewrite_scheduled") == "0"
+            });
+        }
+    }
+    assert!(admitted > 2_000 && admitted < 9_000, "admitted {admitted}");
+    let _: i64 = redis::cmd("WAIT").arg(1).arg(10_000).query(&mut p).unwrap();
+    let primary_logs = dumps(&mut p);
+    assert_eq!(primary_logs.len(), KEYS);
+    assert_eq!(
+        dumps(&mut r),
+        primary_logs,
+        "the replica's logs differ from the primary's"
+    );
+
+    // Restarts: one server from a copy of the RDB, one from the AOF.
+    let _: String = redis::cmd("SAVE").query(&mut p).unwrap();
+    let rdb_dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        primary.dir().join("dump.rdb"),
+        rdb_dir.path().join("dump.rdb"),
+    )
+    .unwrap();
+    let aof_dir = tempfile::tempdir().unwrap();
+    copy_dir(
+        &primary.dir().join("appendonlydir"),
+        &aof_dir.path().join("appendonlydir"),
+    );
+    let from_rdb =
+        RedisServer::start_with_module(kind, &["--dir", rdb_dir.path().to_str().unwrap()]);
+    let from_aof = RedisServer::start_with_module(
+        kind,
+        &[
+            "--dir",
+            aof_dir.path().to_str().unwrap(),
+            "--appendonly",
+            "yes",
+        ],
+    );
+    let (mut b, mut a) = (from_rdb.client(), from_aof.client());
+    assert_eq!(dumps(&mut b), primary_logs, "restarted from RDB");
+    assert_eq!(dumps(&mut a), primary_logs, "restarted from AOF");
+
+    let newest: u64 = redis::cmd("TIME")
+        .query::<Vec<u64>>(&mut p)
+        .map(|t| t[0] * 1_000 + t[1] / 1_000)
+        .unwrap()
+        + 50_000;
+    let want = next_checks(&mut p, newest);
+    assert_eq!(
+        next_checks(&mut b, newest),
+        want,
+        "RDB restart decides differently"
+    );
+    assert_eq!(
+        next_checks(&mut a, newest),
+        want,
+        "AOF restart decides differently"
+    );
+}
+
+#[test]
+fn replicas_and_restarts_are_exact_on_redis() {
+    exact(ServerKind::Redis);
+}
+
+#[test]
+fn replicas_and_restarts_are_exact_on_valkey() {
+    exact(ServerKind::Valkey);
+}
+
+/// A log of an encoding version this module does not read is refused
+/// loudly (RESTORE answers an error and the server's log says why), and a
+/// payload of the right version restores the same log.
+#[test]
+fn an_unknown_encoding_version_is_refused() {
+    let server =
+        RedisServer::start_with_module(ServerKind::Redis, &["--enable-debug-command", "yes"]);
+    let mut conn = server.client();
+    check(&mut conn, "k", true, Some(1_000), 0, &[(5, 60_000, 2)]).unwrap();
+    let dump: Vec<u8> = redis::cmd("DUMP").arg("k").query(&mut conn).unwrap();
+    // RDB_TYPE_MODULE_2, then the 64-bit module id (9 name characters of 6
+    // bits, then the 10-bit encoding version, 1), big-endian after 0x81.
+    assert_eq!((dump[0], dump[1], dump[9] & 0x03), (7, 0x81, 1));
+    let _: () = redis::cmd("RESTORE")
+        .arg("same")
+        .arg(0)
+        .arg(&dump)
+        .query(&mut conn)
+        .unwrap();
+    let (a, b): (Vec<u8>, Vec<u8>) = (
+        redis::cmd("DUMP").arg("same").query(&mut conn).unwrap(),
+        dump.clone(),
+    );
+    assert_eq!(a, b);
+    let mut newer = dump;
+    newer[9] = (newer[9] & !0x03) | 2;
+    let _: () = redis::cmd("DEBUG")
+        .arg("SET-SKIP-CHECKSUM-VALIDATION")
+        .arg(1)
+        .query(&mut conn)
+        .unwrap();
+    let err = redis::cmd("RESTORE")
+        .arg("newer")
+        .arg(0)
+        .arg(&newer)
+        .query::<()>(&mut conn)
+        .unwrap_err();
+    assert!(err.to_string().contains("Bad data format"), "{err}");
+    let pong: String = redis::cmd("PING").query(&mut conn).unwrap();
+    assert_eq!(pong, "PONG");
+    let log = std::fs::read_to_string(server.log_path()).unwrap();
+    assert!(
+        log.contains("encoding version 2"),
+        "the server log says why"
+    );
+}
