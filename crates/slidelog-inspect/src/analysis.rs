@@ -84,7 +84,8 @@ pub fn problems_of(
             format!("ZCARD {} > {} x max {max}", z.zcard, t.oversize_factor),
         ));
     }
-    let sample = z.first.iter().chain(z.newest.iter());
+    // A module log has no members to sample.
+    let sample = z.first.iter().chain(z.newest.iter()).filter(|_| !z.module_log);
     if let Some((member, score)) = sample.into_iter().find(|(m, s)| duplicate_prone(m, *s)) {
         found.push((
             ProblemKind::DuplicateProneMembers,
@@ -378,6 +379,7 @@ mod tests {
             pttl_ms: 60_000,
             first: vec![(b"01JD0000000000000000000000".to_vec(), (NOW - 1000) as f64)],
             newest: Some((b"01JD0000000000000000000001".to_vec(), NOW as f64)),
+            module_log: false,
         }
     }
 

@@ -9,10 +9,14 @@ pub struct KeyFacts {
     pub kind: KeyKind,
 }
 
+/// The `TYPE` of a log kept by slidelog's native module (docs/design.md §4.3).
+pub const MODULE_TYPE: &str = "slide-log";
+
 /// The type-dependent part of [`KeyFacts`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum KeyKind {
-    /// A sorted set: a sliding window log.
+    /// A sliding window log: a sorted set, or a log of the module
+    /// ([`ZSetFacts::module_log`]).
     ZSet(ZSetFacts),
     /// Another Redis type (`string`, `hash`, …).
     Other(String),
@@ -20,10 +24,13 @@ pub enum KeyKind {
     Vanished,
 }
 
-/// The figures of one sorted set.
+/// The figures of one log: a sorted set, or a log of the module read with
+/// `SLIDELOG.INFO` (its records, oldest and newest timestamps; it has no
+/// members).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ZSetFacts {
-    /// ZCARD.
+    /// ZCARD (a module log: its records, one per admitted request, as the
+    /// sorted set's members are).
     pub zcard: u64,
     /// MEMORY USAGE in bytes (None when Redis answered nil).
     pub memory_bytes: Option<u64>,
@@ -34,6 +41,9 @@ pub struct ZSetFacts {
     pub first: Vec<(Vec<u8>, f64)>,
     /// The newest record (ZRANGE -1 -1 WITHSCORES).
     pub newest: Option<(Vec<u8>, f64)>,
+    /// A log of the module ([`MODULE_TYPE`]): `first` and `newest` hold its
+    /// oldest and newest timestamps with empty members.
+    pub module_log: bool,
 }
 
 impl ZSetFacts {

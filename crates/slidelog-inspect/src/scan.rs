@@ -1,11 +1,13 @@
 //! Scanning one node: SCAN MATCH COUNT (never KEYS), and for each batch one
 //! pipeline of cheap reads per key (ZCARD, MEMORY USAGE, PTTL, the first
-//! records and the newest record; TYPE only for keys that are not sorted sets). Every command is O(1) or
+//! records and the newest record; TYPE only for keys that are not sorted sets,
+//! and for those of the module's type, [`MODULE_TYPE`], `SLIDELOG.INFO`,
+//! MEMORY USAGE and PTTL). Every command is O(1) or
 //! O(log N + small), so Redis never blocks on a large set; MEMORY USAGE keeps
 //! its default sampling for the same reason.
 
 use crate::error::InspectError;
-use crate::facts::{KeyFacts, KeyKind};
+use crate::facts::{KeyFacts, KeyKind, MODULE_TYPE};
 use crate::progress::{ScanProgress, cursor_fraction};
 use redis::Value;
 use redis::aio::MultiplexedConnection;
@@ -180,7 +182,36 @@ async fn read_batch(
             facts[i].kind = kind;
         }
     }
+    // Logs of the module: read through it.
+    let logs: Vec<usize> = (0..facts.len())
+        .filter(|&i| matches!(&facts[i].kind, KeyKind::Other(t) if t == MODULE_TYPE))
+        .collect();
+    if !logs.is_empty() {
+        let kinds = read_module_logs(&mut conn, node, keys, &logs).await?;
+        for (i, kind) in logs.into_iter().zip(kinds) {
+            facts[i].kind = kind;
+        }
+    }
     Ok(facts)
+}
+
+/// Reads the module logs at `logs` in one pipeline: `SLIDELOG.INFO`,
+/// MEMORY USAGE and PTTL each.
+async fn read_module_logs(
+    conn: &mut MultiplexedConnection,
+    node: &str,
+    keys: &[Vec<u8>],
+    logs: &[usize],
+) -> Result<Vec<KeyKind>, InspectError> {
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    for &i in logs {
+        pipe.cmd("SLIDELOG.INFO").arg(&keys[i]);
+        pipe.cmd("MEMORY").arg("USAGE").arg(&keys[i]);
+        pipe.cmd("PTTL").arg(&keys[i]);
+    }
+    let replies = query(conn, node, &pipe, logs.len() * 3).await?;
+    Ok(replies.chunks(3).map(reply::parse_module_log).collect())
 }
 
 /// Builds the pipeline of the [`COMMANDS_PER_KEY`] reads of every key,

@@ -38,10 +38,57 @@ pub(super) fn parse_zset(r: &[Value]) -> KeyKind {
             pttl_ms: *pttl,
             first: pairs(&r[3]),
             newest: pairs(&r[4]).into_iter().next(),
+            module_log: false,
         }),
         // WRONGTYPE: resolved by the TYPE follow-up.
         _ => KeyKind::Vanished,
     }
+}
+
+/// Turns the three replies of a module log's reads (`SLIDELOG.INFO`,
+/// `MEMORY USAGE`, `PTTL`) into its facts; a key gone (or no longer a log)
+/// in between is vanished.
+pub(super) fn parse_module_log(r: &[Value]) -> KeyKind {
+    let Value::Int(pttl) = r[2] else {
+        return KeyKind::Vanished;
+    };
+    let info = info_pairs(&r[0]);
+    let field = |name: &str| info.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
+    let (Some(records), Some(oldest), Some(newest)) =
+        (field("records"), field("oldest_ms"), field("newest_ms"))
+    else {
+        return KeyKind::Vanished;
+    };
+    if records <= 0 || pttl == -2 {
+        return KeyKind::Vanished;
+    }
+    KeyKind::ZSet(ZSetFacts {
+        zcard: records as u64,
+        memory_bytes: match &r[1] {
+            Value::Int(m) => Some(*m as u64),
+            _ => None,
+        },
+        pttl_ms: pttl,
+        first: vec![(Vec::new(), oldest as f64)],
+        newest: Some((Vec::new(), newest as f64)),
+        module_log: true,
+    })
+}
+
+/// The name / integer pairs of `SLIDELOG.INFO` (a flat array, or a map).
+fn info_pairs(v: &Value) -> Vec<(String, i64)> {
+    let flat: Vec<&Value> = match v {
+        Value::Array(items) => items.iter().collect(),
+        Value::Map(kv) => kv.iter().flat_map(|(k, v)| [k, v]).collect(),
+        _ => return Vec::new(),
+    };
+    flat.chunks(2)
+        .filter_map(|c| match c {
+            [Value::Int(_), _] | [_] => None,
+            [k, Value::Int(v)] => Some((String::from_utf8(bytes(k)?).ok()?, *v)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// `(member, score)` pairs of a ZRANGE WITHSCORES reply: a flat array in RESP2,
@@ -107,5 +154,36 @@ mod tests {
         let resp3 = Value::Array(vec![Value::Array(vec![b("m1"), Value::Double(2.0)])]);
         assert_eq!(pairs(&resp3), [(b"m1".to_vec(), 2.0)]);
         assert!(pairs(&Value::Array(vec![])).is_empty());
+    }
+
+    #[test]
+    fn a_module_log_is_read_from_its_info() {
+        let b = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let info = Value::Array(vec![
+            b("records"),
+            Value::Int(3),
+            b("units"),
+            Value::Int(5),
+            b("oldest_ms"),
+            Value::Int(1_000),
+            b("newest_ms"),
+            Value::Int(2_000),
+        ]);
+        let KeyKind::ZSet(z) = parse_module_log(&[info.clone(), Value::Int(90), Value::Int(500)])
+        else {
+            panic!("not a log");
+        };
+        assert!(z.module_log);
+        assert_eq!((z.zcard, z.memory_bytes, z.pttl_ms), (3, Some(90), 500));
+        assert_eq!(
+            (z.oldest_score(), z.newest_score()),
+            (Some(1_000.0), Some(2_000.0))
+        );
+        let gone = [info, Value::Nil, Value::Int(-2)];
+        assert_eq!(parse_module_log(&gone), KeyKind::Vanished);
+        assert_eq!(
+            parse_module_log(&[Value::Nil, Value::Nil, Value::Int(10)]),
+            KeyKind::Vanished
+        );
     }
 }
