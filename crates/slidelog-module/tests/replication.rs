@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{Limits, ServerKind, check, server};
+use common::{Limits, ServerKind, check};
 use redis::Connection;
 use slidelog_testkit::RedisServer;
 use std::path::Path;
