@@ -10,15 +10,19 @@
 //! soon as it runs again.
 //!
 //! - [`Watch`]: a drop guard that reports a call that never completed.
-//! - [`Healing`]: any redis-rs connection plus a way to make a new one; the
-//!   standalone store uses it over a `ConnectionManager` and the cluster
-//!   store over a cluster connection (probing every primary).
+//! - [`Healing`]: any redis-rs connection plus a way to make a new one: the
+//!   one healing mechanism of every store. The standalone store uses it over
+//!   a `ConnectionManager`, the cluster store over a cluster connection
+//!   (probing every primary), the Sentinel store over a link to the master
+//!   the sentinels name (which also replaces it at once, without a probe,
+//!   when it drops or its server was demoted: [`Healing::replace`]).
 
 use futures::future::BoxFuture;
+use parking_lot::Mutex;
 use redis::aio::ConnectionLike;
 use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Calls `on_abandon` when dropped before [`Watch::done`]: the call it
@@ -145,9 +149,44 @@ where
         self.current_with_epoch().1
     }
 
-    fn current_with_epoch(&self) -> (u64, C) {
-        let cur = lock(&self.shared.current);
+    /// The connection in use now and its epoch (bumped by each replacement).
+    pub fn current_with_epoch(&self) -> (u64, C) {
+        let cur = self.shared.current.lock();
         (cur.0, cur.1.clone())
+    }
+
+    /// The connection of `epoch` failed in a way that no probe needs to
+    /// confirm (it dropped, or its server now refuses writes): replace it
+    /// now, unless it was replaced already. True when this call replaced it.
+    pub fn replace(&self, epoch: u64) -> bool {
+        replace(&self.shared, epoch)
+    }
+
+    /// Sends `cmd` on the connection in use, watched (a call that gets no
+    /// answer makes it suspect); returns the epoch it was sent on and the
+    /// result, so that the caller can [`Healing::replace`] that connection.
+    pub async fn call(&self, cmd: &Cmd) -> (u64, RedisResult<Value>) {
+        let (epoch, mut conn) = self.current_with_epoch();
+        let watch = Watch::new(|| self.suspect(epoch));
+        let result = conn.req_packed_command(cmd).await;
+        watch.done();
+        self.finish(epoch, &result);
+        (epoch, result)
+    }
+
+    /// [`Healing::call`] for a pipeline.
+    pub async fn call_pipeline(
+        &self,
+        cmd: &Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> (u64, RedisResult<Vec<Value>>) {
+        let (epoch, mut conn) = self.current_with_epoch();
+        let watch = Watch::new(|| self.suspect(epoch));
+        let result = conn.req_packed_commands(cmd, offset, count).await;
+        watch.done();
+        self.finish(epoch, &result);
+        (epoch, result)
     }
 
     /// The call on the connection of `epoch` got no answer: probe it, unless
@@ -180,7 +219,7 @@ where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
     let conn = {
-        let cur = lock(&shared.current);
+        let cur = shared.current.lock();
         if cur.0 != epoch {
             return;
         }
@@ -190,16 +229,7 @@ where
         tokio::time::timeout(shared.probe_timeout, (shared.probe)(conn)).await,
         Ok(Ok(()))
     );
-    if answered {
-        return;
-    }
-    let Some(fresh) = (shared.make)() else {
-        return;
-    };
-    let mut cur = lock(&shared.current);
-    if cur.0 == epoch {
-        *cur = (epoch + 1, fresh);
-        shared.replacements.fetch_add(1, Ordering::Relaxed);
+    if !answered && replace(shared, epoch) {
         tracing::warn!(
             store = shared.kind,
             probe_timeout = ?shared.probe_timeout,
@@ -208,19 +238,30 @@ where
     }
 }
 
+/// Puts a fresh connection in place of the one of `epoch`, if that one is
+/// still in use; true when it did.
+fn replace<C>(shared: &Shared<C>, epoch: u64) -> bool {
+    if shared.current.lock().0 != epoch {
+        return false;
+    }
+    let Some(fresh) = (shared.make)() else {
+        return false;
+    };
+    let mut cur = shared.current.lock();
+    if cur.0 != epoch {
+        return false;
+    }
+    *cur = (epoch + 1, fresh);
+    shared.replacements.fetch_add(1, Ordering::Relaxed);
+    true
+}
+
 impl<C> ConnectionLike for Healing<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        Box::pin(async move {
-            let (epoch, mut conn) = self.current_with_epoch();
-            let watch = Watch::new(|| self.suspect(epoch));
-            let result = conn.req_packed_command(cmd).await;
-            watch.done();
-            self.finish(epoch, &result);
-            result
-        })
+        Box::pin(async move { self.call(cmd).await.1 })
     }
 
     fn req_packed_commands<'a>(
@@ -229,21 +270,10 @@ where
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        Box::pin(async move {
-            let (epoch, mut conn) = self.current_with_epoch();
-            let watch = Watch::new(|| self.suspect(epoch));
-            let result = conn.req_packed_commands(cmd, offset, count).await;
-            watch.done();
-            self.finish(epoch, &result);
-            result
-        })
+        Box::pin(async move { self.call_pipeline(cmd, offset, count).await.1 })
     }
 
     fn get_db(&self) -> i64 {
         self.current().get_db()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -2,49 +2,52 @@
 //! (`rediss+sentinel://` for TLS).
 //!
 //! redis-rs resolves the master through the sentinels but does not follow a
-//! failover, so [`SentinelConnection`] does it:
+//! failover, so [`SentinelConnection`] does it, from three parts with one
+//! job each:
 //!
-//! - it resolves the master (the sentinels name it, and the named server must
-//!   say `ROLE` master) and keeps one multiplexed connection to it;
-//! - on a connection error it drops that connection, so the next call
-//!   resolves again (the failing call is not retried: the script may have
-//!   run, and running it twice would record twice);
-//! - on `READONLY` (the server it talks to was demoted) it resolves again and
-//!   retries once: a replica refuses the script before it writes anything;
-//! - a background task asks the sentinels every [`DEFAULT_POLL_INTERVAL`]
-//!   who the master is and switches when the answer changes, because after
-//!   a failover that an operator forced, the old master keeps accepting
-//!   writes until the sentinels demote it, up to 10 s later; writes made
-//!   there after the replica's promotion are lost;
-//! - while a sentinel reports a failover in progress for the master, calls
-//!   fail at once (a transient error) instead of writing to a master that is
-//!   being replaced: a failover costs errors rather than silently lost
-//!   records (extra admissions later).
-//!
-//! - a call that got no answer (abandoned by the per-call timeout, or timed
-//!   out) makes the connection suspect: a `PING` checks it, and when that
-//!   gets no answer within the probe timeout the connection is dropped and
-//!   the next call resolves and connects again — a black-holed connection
-//!   is replaced within about half a second ([`crate::heal`]).
+//! - finding the master ([`master`]): the sentinels name it, the named server
+//!   must say `ROLE` master, and one multiplexed connection is opened to it;
+//! - keeping a working connection: the one healing mechanism of every store
+//!   ([`crate::heal`]). A call that got no answer makes the connection
+//!   suspect (a `PING` that gets no answer within the probe timeout replaces
+//!   it: a black-holed connection is replaced within about half a second);
+//!   a connection error replaces it at once, so the next call resolves the
+//!   master again (the failing call is not retried: the script may have
+//!   run, and running it twice would record twice); `READONLY` (the server
+//!   was demoted) replaces it and retries once: a replica refuses the
+//!   script before it writes anything;
+//! - watching the sentinels ([`watch`]): every [`DEFAULT_POLL_INTERVAL`] the
+//!   poll asks who the master is and moves to it when it is not the one in
+//!   use, because after a failover that an operator forced, the old master
+//!   keeps accepting writes until the sentinels demote it, up to 10 s later;
+//!   and while a sentinel reports a failover in progress, calls fail at once
+//!   (a transient error) instead of writing to a master that is being
+//!   replaced: a failover costs errors rather than silently lost records.
 //!
 //! Every resolution is bounded by the connect timeout; every store call by
 //! the per-call timeout of [`ScriptStore`].
 
-use crate::multi_url::MultiHostUrl;
+mod master;
+mod url;
+mod watch;
+
+pub use url::SentinelUrlError;
+pub use watch::POLL_INTERVAL as DEFAULT_POLL_INTERVAL;
+
+use crate::heal::{Healing, Maker, ping_probe};
 use crate::options::RedisOptions;
 use crate::store::ScriptStore;
-use redis::aio::{ConnectionLike, MultiplexedConnection};
-use redis::sentinel::{Sentinel, SentinelNodeConnectionInfo};
+use master::{Master, MasterLink};
+use redis::aio::ConnectionLike;
+use redis::sentinel::Sentinel;
 use redis::{
-    AsyncConnectionConfig, Client, Cmd, ErrorKind, IntoConnectionInfo, Pipeline, RedisError,
-    RedisFuture, RedisResult, ServerErrorKind, TlsMode, Value,
+    AsyncConnectionConfig, Client, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult,
+    ServerErrorKind, Value,
 };
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
-
-/// How often the background task asks a sentinel who the master is.
-pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(100);
+use url::SentinelUrl;
+use watch::Watch;
 
 /// The store on a Sentinel-managed master that follows failovers.
 pub type SentinelStore = ScriptStore<SentinelConnection>;
@@ -53,179 +56,85 @@ pub type SentinelStore = ScriptStore<SentinelConnection>;
 /// failover (see the module docs). Cheap to clone; clones share it.
 #[derive(Clone)]
 pub struct SentinelConnection {
-    inner: Arc<Inner>,
+    parts: Arc<Parts>,
 }
 
-struct Inner {
-    master_name: String,
-    db: i64,
-    sentinel: tokio::sync::Mutex<Sentinel>,
-    node_info: SentinelNodeConnectionInfo,
-    /// Clients of each sentinel, for the background poll.
-    sentinel_clients: Vec<Client>,
-    /// The poll's connection to each sentinel, made on first use.
-    sentinel_conns: tokio::sync::Mutex<Vec<Option<MultiplexedConnection>>>,
-    /// True while a sentinel reports a failover in progress.
-    fenced: std::sync::atomic::AtomicBool,
-    /// The last master connected to, for counting switches.
-    last_addr: Mutex<Option<String>>,
-    current: Mutex<Option<Current>>,
-    resolving: tokio::sync::Mutex<()>,
-    config: AsyncConnectionConfig,
-    connect_timeout: Duration,
-    /// Bound on the `PING` that checks a connection after a call got no answer.
-    probe_timeout: Duration,
-    /// True while such a `PING` runs.
-    probing: std::sync::atomic::AtomicBool,
-    epoch: AtomicU64,
-    switches: AtomicU64,
-}
-
-#[derive(Clone)]
-struct Current {
-    conn: MultiplexedConnection,
-    /// `host:port` of the master.
-    addr: String,
-    epoch: u64,
+struct Parts {
+    /// Finds the master and counts the switches.
+    master: Arc<Master>,
+    /// The link to the master in use, replaced when it fails.
+    link: Healing<MasterLink>,
+    /// The sentinels' view, and the fence it raises.
+    watch: Watch,
 }
 
 impl std::fmt::Debug for SentinelConnection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SentinelConnection")
-            .field("master_name", &self.inner.master_name)
+            .field("master_name", &self.parts.master.name)
             .field("master", &self.master_addr())
             .finish_non_exhaustive()
     }
-}
-
-/// The master name and db index after the hosts: `/master-name[/db]`.
-fn master_and_db(parsed: &MultiHostUrl) -> Result<(String, i64), String> {
-    let master_name =
-        parsed.path.first().cloned().ok_or(
-            "the master name is missing: redis+sentinel://host:port,host:port/master-name",
-        )?;
-    let db: i64 = match parsed.path.get(1) {
-        None => 0,
-        Some(d) => d
-            .parse()
-            .ok()
-            .filter(|d| (0..=15).contains(d))
-            .ok_or_else(|| format!("db {d:?} after the master name must be 0 to 15"))?,
-    };
-    if parsed.path.len() > 2 {
-        return Err("expected /master-name[/db] after the hosts".into());
-    }
-    Ok((master_name, db))
-}
-
-/// A client per sentinel (with the sentinels' own credentials, if any) and
-/// the redis-rs `Sentinel` over all of them.
-fn sentinels(parsed: &MultiHostUrl) -> Result<(Vec<Client>, Sentinel), String> {
-    let sentinel_user = parsed.param("sentinel_username");
-    let sentinel_pass = parsed.param("sentinel_password");
-    let sentinel_urls: Vec<String> = parsed
-        .hosts
-        .iter()
-        .map(|(h, p)| parsed.single_url(h, *p, sentinel_user, sentinel_pass))
-        .collect();
-    let sentinel_infos = sentinel_urls
-        .iter()
-        .map(|u| u.as_str().into_connection_info())
-        .collect::<RedisResult<Vec<_>>>()
-        .map_err(|e| e.to_string())?;
-    let sentinel_clients = sentinel_infos
-        .iter()
-        .map(|i| Client::open(i.clone()))
-        .collect::<RedisResult<Vec<_>>>()
-        .map_err(|e| e.to_string())?;
-    let sentinel = Sentinel::build(sentinel_infos).map_err(|e| e.to_string())?;
-    Ok((sentinel_clients, sentinel))
-}
-
-/// How to reach the data nodes: their credentials and db, taken from a URL
-/// of the same shape so redis-rs parses them as it does for redis://.
-fn data_node_info(parsed: &MultiHostUrl, db: i64) -> Result<SentinelNodeConnectionInfo, String> {
-    let data_url = format!(
-        "{}/{db}",
-        parsed.single_url(
-            "localhost",
-            1,
-            parsed.username.as_deref(),
-            parsed.password.as_deref()
-        )
-    );
-    let data_info = data_url
-        .as_str()
-        .into_connection_info()
-        .map_err(|e| e.to_string())?;
-    let mut node_info = SentinelNodeConnectionInfo::default()
-        .set_redis_connection_info(data_info.redis_settings().clone());
-    if parsed.tls {
-        node_info = node_info.set_tls_mode(TlsMode::Secure);
-    }
-    Ok(node_info)
 }
 
 impl SentinelConnection {
     /// A connection for the master named in `url`. Resolves lazily (on the
     /// first call, or at once by the poll task); never fails for a group
     /// that is down. Must be called inside a Tokio runtime.
-    pub fn open(url: &str, options: &RedisOptions) -> Result<Self, String> {
-        let parsed = MultiHostUrl::parse(url, "redis+sentinel", "rediss+sentinel")?;
-        let (master_name, db) = master_and_db(&parsed)?;
-        if parsed.tls {
+    pub fn open(url: &str, options: &RedisOptions) -> Result<Self, SentinelUrlError> {
+        let url = SentinelUrl::parse(url)?;
+        if url.tls {
             crate::install_crypto_provider();
         }
-        let (sentinel_clients, sentinel) = sentinels(&parsed)?;
-        let node_info = data_node_info(&parsed, db)?;
+        let address = |e: RedisError| SentinelUrlError::Address(e.to_string());
+        let clients = url
+            .sentinels
+            .iter()
+            .map(|i| Client::open(i.clone()))
+            .collect::<RedisResult<Vec<_>>>()
+            .map_err(address)?;
+        let sentinel = Sentinel::build(url.sentinels).map_err(address)?;
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(options.connect_timeout))
             // The store bounds each call; this only frees a request that no
             // one waits on any more.
             .set_response_timeout(Some(options.timeout.max(Duration::from_secs(1))));
-        let conn = Self {
-            inner: Arc::new(Inner {
-                master_name,
-                db,
-                sentinel: tokio::sync::Mutex::new(sentinel),
-                node_info,
-                sentinel_conns: tokio::sync::Mutex::new(vec![None; sentinel_clients.len()]),
-                sentinel_clients,
-                fenced: std::sync::atomic::AtomicBool::new(false),
-                last_addr: Mutex::new(None),
-                current: Mutex::new(None),
-                resolving: tokio::sync::Mutex::new(()),
-                config,
-                connect_timeout: options.connect_timeout,
-                probe_timeout: options.probe_timeout,
-                probing: std::sync::atomic::AtomicBool::new(false),
-                epoch: AtomicU64::new(0),
-                switches: AtomicU64::new(0),
-            }),
-        };
-        tokio::spawn(poll(Arc::downgrade(&conn.inner), DEFAULT_POLL_INTERVAL));
-        Ok(conn)
+        let master = Arc::new(Master::new(
+            url.master_name.clone(),
+            url.db,
+            sentinel,
+            url.node_info,
+            config.clone(),
+            options.connect_timeout,
+        ));
+        let parts = Arc::new(Parts {
+            link: healing_link(&master, options.probe_timeout),
+            master,
+            watch: Watch::new(url.master_name, clients, config, options.connect_timeout),
+        });
+        tokio::spawn(poll(Arc::downgrade(&parts), DEFAULT_POLL_INTERVAL));
+        Ok(Self { parts })
     }
 
     /// `host:port` of the master in use, if connected.
     pub fn master_addr(&self) -> Option<String> {
-        lock(&self.inner.current).as_ref().map(|c| c.addr.clone())
+        self.parts.link.current().addr()
     }
 
     /// How many times the connection moved to a different master.
     pub fn switches(&self) -> u64 {
-        self.inner.switches.load(Ordering::Relaxed)
+        self.parts.master.switches()
     }
 
     /// Resolves the master now and connects to it (bounded by the connect
     /// timeout).
     pub async fn connect(&self) -> RedisResult<()> {
-        self.current().await.map(|_| ())
+        self.parts.link.current().conn().await.map(|_| ())
     }
 
     /// True while calls are refused because a failover is in progress.
     pub fn fenced(&self) -> bool {
-        self.inner.fenced.load(Ordering::Relaxed)
+        self.parts.watch.fenced()
     }
 
     fn check_fence(&self) -> RedisResult<()> {
@@ -237,220 +146,87 @@ impl SentinelConnection {
         }
         Ok(())
     }
-
-    async fn current(&self) -> RedisResult<Current> {
-        if let Some(c) = lock(&self.inner.current).clone() {
-            return Ok(c);
-        }
-        self.inner.resolve(None).await
-    }
 }
 
-impl Inner {
-    /// Resolves the master and connects to it, unless another caller has
-    /// already replaced the connection of epoch `stale` (or any connection
-    /// exists, for `None`).
-    async fn resolve(&self, stale: Option<u64>) -> RedisResult<Current> {
-        let _one_at_a_time = self.resolving.lock().await;
-        if let Some(c) = lock(&self.current).clone()
-            && stale != Some(c.epoch)
-        {
-            return Ok(c);
-        }
-        let found = tokio::time::timeout(self.connect_timeout, async {
-            let client = self
-                .sentinel
-                .lock()
-                .await
-                .async_master_for(&self.master_name, Some(&self.node_info))
-                .await?;
-            let addr = client.get_connection_info().addr().to_string();
-            let conn = client
-                .get_multiplexed_async_connection_with_config(&self.config)
-                .await?;
-            RedisResult::Ok((addr, conn))
-        })
-        .await;
-        let (addr, conn) = match found {
-            Ok(result) => result?,
-            Err(_) => {
-                return Err(RedisError::from((
-                    ErrorKind::Io,
-                    "no master found through the sentinels within the connect timeout",
-                )));
-            }
-        };
-        let mut current = lock(&self.current);
-        let previous = lock(&self.last_addr).replace(addr.clone());
-        if previous.as_deref().is_some_and(|p| p != addr) {
-            self.switches.fetch_add(1, Ordering::Relaxed);
-            tracing::info!(master = %self.master_name, from = ?previous, to = %addr, "sentinel master changed");
-        }
-        let c = Current {
-            conn,
-            addr,
-            epoch: self.epoch.fetch_add(1, Ordering::Relaxed) + 1,
-        };
-        *current = Some(c.clone());
-        Ok(c)
-    }
+/// A link to `master` that heals: a fresh (unresolved) link replaces it.
+fn healing_link(master: &Arc<Master>, probe_timeout: Duration) -> Healing<MasterLink> {
+    let fresh = master.clone();
+    let make: Maker<MasterLink> = Arc::new(move || Some(MasterLink::new(fresh.clone())));
+    Healing::new(
+        MasterLink::new(master.clone()),
+        make,
+        ping_probe(),
+        probe_timeout,
+        "redis-sentinel",
+    )
+}
 
-    /// A call on `current` got no answer: unless a check already runs, `PING`
-    /// it in the background and forget it when that gets no answer either.
-    fn suspect(self: &Arc<Self>, current: &Current) {
-        if self.probing.swap(true, Ordering::AcqRel) {
-            return;
+impl Parts {
+    /// One look at the sentinels: fence while a failover runs, move to the
+    /// master they name, and lower the fence only once that master is in
+    /// use.
+    async fn follow(&self) {
+        let view = self.watch.view().await;
+        if view.in_progress {
+            self.watch.raise();
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            self.probing.store(false, Ordering::Release);
-            return;
-        };
-        let (inner, current) = (self.clone(), current.clone());
-        runtime.spawn(async move {
-            let mut conn = current.conn.clone();
-            let cmd = redis::cmd("PING");
-            let ping = cmd.query_async::<String>(&mut conn);
-            if !matches!(
-                tokio::time::timeout(inner.probe_timeout, ping).await,
-                Ok(Ok(_))
-            ) {
-                tracing::warn!(master = %inner.master_name, addr = %current.addr, "Redis connection silent (a call got no answer and neither did a PING): replacing it");
-                inner.invalidate(current.epoch);
-            }
-            inner.probing.store(false, Ordering::Release);
-        });
-    }
-
-    /// Forgets the connection of `epoch` (a newer one is kept).
-    fn invalidate(&self, epoch: u64) {
-        let mut current = lock(&self.current);
-        if current.as_ref().is_some_and(|c| c.epoch == epoch) {
-            *current = None;
-        }
-    }
-
-    /// What the sentinels report now: the master's `host:port` (from the
-    /// first that answers) and whether any of them is running a failover of
-    /// it. Each query is bounded by the connect timeout.
-    async fn sentinel_view(&self) -> (Option<String>, bool) {
-        let mut conns = self.sentinel_conns.lock().await;
-        let mut master = None;
-        let mut in_progress = false;
-        for (client, slot) in self.sentinel_clients.iter().zip(conns.iter_mut()) {
-            let ask = async {
-                let mut conn = match slot.clone() {
-                    Some(c) => c,
-                    None => {
-                        let c = client
-                            .get_multiplexed_async_connection_with_config(&self.config)
-                            .await?;
-                        *slot = Some(c.clone());
-                        c
-                    }
-                };
-                redis::cmd("SENTINEL")
-                    .arg("MASTER")
-                    .arg(&self.master_name)
-                    .query_async::<Vec<String>>(&mut conn)
-                    .await
-            };
-            match tokio::time::timeout(self.connect_timeout, ask).await {
-                Ok(Ok(fields)) => {
-                    let field = |name: &str| {
-                        fields
-                            .chunks(2)
-                            .find(|kv| kv[0] == name)
-                            .and_then(|kv| kv.get(1).cloned())
-                    };
-                    if master.is_none()
-                        && let (Some(ip), Some(port)) = (field("ip"), field("port"))
-                    {
-                        master = Some(format!("{ip}:{port}"));
-                    }
-                    if field("flags").is_some_and(|f| f.contains("failover_in_progress")) {
-                        in_progress = true;
-                    }
+        if let Some(reported) = view.master {
+            let (epoch, link) = self.link.current_with_epoch();
+            match link.addr() {
+                Some(addr) if addr != reported => {
+                    self.link.replace(epoch);
+                    let _ = self.link.current().conn().await;
                 }
-                // Reconnect to this sentinel next time.
-                _ => *slot = None,
+                // Connect ahead of the first call.
+                None => {
+                    let _ = link.conn().await;
+                }
+                Some(_) => {}
             }
         }
-        (master, in_progress)
+        if !view.in_progress {
+            self.watch.lower();
+        }
     }
 }
 
-/// Every `interval`, asks a sentinel who the master is and re-resolves when
-/// it is not the one in use. Ends when the last connection handle is gone.
-async fn poll(inner: Weak<Inner>, interval: Duration) {
+/// Every `interval`, follows the sentinels ([`Parts::follow`]). Ends when
+/// the last connection handle is gone.
+async fn poll(parts: Weak<Parts>, interval: Duration) {
     loop {
         tokio::time::sleep(interval).await;
-        let Some(inner) = inner.upgrade() else {
+        let Some(parts) = parts.upgrade() else {
             return;
         };
-        let current = lock(&inner.current).clone();
-        let (reported, in_progress) = inner.sentinel_view().await;
-        if in_progress && !inner.fenced.swap(true, Ordering::Relaxed) {
-            tracing::warn!(master = %inner.master_name, "sentinel failover in progress: decisions fail until it ends");
-        }
-        let Some(reported) = reported else {
-            inner.fenced.store(in_progress, Ordering::Relaxed);
-            continue;
-        };
-        match current {
-            Some(c) if c.addr != reported => {
-                let _ = inner.resolve(Some(c.epoch)).await;
-            }
-            // Connect ahead of the first call.
-            None => {
-                let _ = inner.resolve(None).await;
-            }
-            Some(_) => {}
-        }
-        // Unfence only once the new master (if any) is in use.
-        if !in_progress {
-            inner.fenced.store(false, Ordering::Relaxed);
-        }
+        parts.follow().await;
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
+/// True when `value` says the server is a replica now (it was demoted).
 fn is_readonly(value: &RedisResult<Value>) -> bool {
     match value {
-        Ok(Value::ServerError(e)) => {
-            e.kind() == Some(ServerErrorKind::ReadOnly) || e.code() == "READONLY"
-        }
+        Ok(Value::ServerError(e)) => e.kind() == Some(ServerErrorKind::ReadOnly),
         Err(e) => e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly),
         Ok(_) => false,
     }
 }
 
-fn is_connection_error(value: &RedisResult<Value>) -> bool {
-    matches!(value, Err(e) if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout())
+fn is_connection_error(e: &RedisError) -> bool {
+    e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout()
 }
 
 impl ConnectionLike for SentinelConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
             self.check_fence()?;
-            let current = self.current().await?;
-            let mut conn = current.conn.clone();
-            let watch = crate::heal::Watch::new(|| self.inner.suspect(&current));
-            let result = conn.req_packed_command(cmd).await;
-            watch.done();
-            if crate::heal::timed_out(&result) {
-                self.inner.suspect(&current);
-            }
+            let (epoch, result) = self.parts.link.call(cmd).await;
             if is_readonly(&result) {
                 // Demoted: nothing was written. Find the new master, once.
-                self.inner.invalidate(current.epoch);
-                let mut conn = self.inner.resolve(Some(current.epoch)).await?.conn;
-                return conn.req_packed_command(cmd).await;
+                self.parts.link.replace(epoch);
+                return self.parts.link.call(cmd).await.1;
             }
-            if is_connection_error(&result) {
-                self.inner.invalidate(current.epoch);
+            if result.as_ref().is_err_and(is_connection_error) {
+                self.parts.link.replace(epoch);
             }
             result
         })
@@ -464,29 +240,25 @@ impl ConnectionLike for SentinelConnection {
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
             self.check_fence()?;
-            let current = self.current().await?;
-            let mut conn = current.conn.clone();
-            let result = conn.req_packed_commands(cmd, offset, count).await;
+            let (epoch, result) = self.parts.link.call_pipeline(cmd, offset, count).await;
             let failed = match &result {
                 Err(e) => {
                     e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
                         || e.is_io_error()
                         || e.is_connection_dropped()
                 }
-                Ok(values) => values
-                    .iter()
-                    .any(|v| matches!(v, Value::ServerError(e) if e.code() == "READONLY")),
+                Ok(values) => values.iter().any(|v| is_readonly(&Ok(v.clone()))),
             };
             if failed {
                 // A pipeline may be partly applied: never retried here.
-                self.inner.invalidate(current.epoch);
+                self.parts.link.replace(epoch);
             }
             result
         })
     }
 
     fn get_db(&self) -> i64 {
-        self.inner.db
+        self.parts.master.db
     }
 }
 
@@ -498,10 +270,10 @@ impl SentinelStore {
         options: RedisOptions,
     ) -> Result<Self, crate::ConnectError> {
         let masked = crate::mask_password(url);
-        let conn = SentinelConnection::open(url, &options).map_err(|reason| {
+        let conn = SentinelConnection::open(url, &options).map_err(|e| {
             crate::ConnectError::InvalidUrl {
                 url: masked.clone(),
-                reason,
+                reason: e.to_string(),
             }
         })?;
         conn.connect()
@@ -524,10 +296,10 @@ impl SentinelStore {
         url: &str,
         options: RedisOptions,
     ) -> Result<Self, crate::ConnectError> {
-        let conn = SentinelConnection::open(url, &options).map_err(|reason| {
+        let conn = SentinelConnection::open(url, &options).map_err(|e| {
             crate::ConnectError::InvalidUrl {
                 url: crate::mask_password(url),
-                reason,
+                reason: e.to_string(),
             }
         })?;
         Ok(

@@ -5,20 +5,18 @@
 //! answer timed out for as long as the test ran and the proxy saw one
 //! connection in all that time.
 
+mod common;
+
 use slidelog_core::{Limit, Request, Store};
-use slidelog_redis::{RedisOptions, RedisStore, SentinelStore};
-use slidelog_testkit::{FreezingProxy, RedisServer, redis_server_binary, unique_prefix};
+use slidelog_redis::{RedisStore, SentinelStore};
+use slidelog_testkit::{FreezingProxy, RedisServer, redis_server_binary};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The bound the issue asks for, with room for a loaded 2-core CI machine.
+/// The per-call timeout of these stores.
+const TIMEOUT: Duration = Duration::from_millis(100);
 const RECOVERY_BOUND: Duration = Duration::from_millis(1_500);
-
-fn options(test: &str) -> RedisOptions {
-    RedisOptions::default()
-        .with_prefix(unique_prefix(test))
-        .with_timeout(Duration::from_millis(100))
-}
 
 /// Decides every 20 ms from the moment of the freeze until a decision comes
 /// from Redis again; returns how long that took.
@@ -56,9 +54,12 @@ async fn time_to_recover(store: &dyn Store, freeze: impl FnOnce() -> usize) -> D
 async fn a_frozen_standalone_connection_is_replaced_within_a_second() {
     let redis = RedisServer::start();
     let proxy = FreezingProxy::start(&redis.addr());
-    let store = RedisStore::connect(&proxy.url(), options("bh_standalone"))
-        .await
-        .expect("connect through the proxy");
+    let store = RedisStore::connect(
+        &proxy.url(),
+        common::options_with_timeout("bh_standalone", TIMEOUT),
+    )
+    .await
+    .expect("connect through the proxy");
     let accepted_before = proxy.accepted();
     let took = time_to_recover(&store, || proxy.freeze()).await;
     println!(
@@ -75,9 +76,12 @@ async fn a_frozen_standalone_connection_is_replaced_within_a_second() {
 async fn a_store_that_froze_twice_recovers_twice() {
     let redis = RedisServer::start();
     let proxy = FreezingProxy::start(&redis.addr());
-    let store = RedisStore::connect(&proxy.url(), options("bh_twice"))
-        .await
-        .unwrap();
+    let store = RedisStore::connect(
+        &proxy.url(),
+        common::options_with_timeout("bh_twice", TIMEOUT),
+    )
+    .await
+    .unwrap();
     for round in 0..2 {
         let took = time_to_recover(&store, || proxy.freeze()).await;
         assert!(took < RECOVERY_BOUND, "round {round}: {took:?}");
@@ -150,9 +154,10 @@ async fn a_frozen_sentinel_master_connection_is_replaced_within_a_second() {
     let proxy = FreezingProxy::start(&redis.addr());
     let sentinel = LoneSentinel::start(proxy.port());
     let url = format!("redis+sentinel://127.0.0.1:{}/m", sentinel.port);
-    let store = SentinelStore::connect_sentinel(&url, options("bh_sentinel"))
-        .await
-        .expect("connect through the sentinel");
+    let store =
+        SentinelStore::connect_sentinel(&url, common::options_with_timeout("bh_sentinel", TIMEOUT))
+            .await
+            .expect("connect through the sentinel");
     let took = time_to_recover(&store, || proxy.freeze()).await;
     println!(
         "sentinel: decisions from Redis again {took:?} after the freeze; proxy accepted {}",
@@ -167,7 +172,7 @@ async fn a_frozen_sentinel_master_connection_is_replaced_within_a_second() {
 async fn a_frozen_cluster_node_connection_is_replaced_within_a_second() {
     use slidelog_redis::ClusterStore;
     let cluster = slidelog_testkit::RedisCluster::start_with(3, 0);
-    let opts = options("bh_cluster");
+    let opts = common::options_with_timeout("bh_cluster", TIMEOUT);
     // The master of the decision's key, found before the ports change.
     let key_master = cluster.master_of_slot(cluster.key_slot(&format!("{}k", opts.key_prefix)));
     let mut proxies = Vec::new();

@@ -13,11 +13,12 @@
 //! beyond the limit are 0 whenever Redis keeps its data; a restart without
 //! persistence forgets every log, and the table shows what that costs.
 
+mod common;
 mod ha;
 
 use slidelog_core::{Limit, Request, Store};
-use slidelog_redis::{ClusterStore, RedisOptions, RedisStore, SentinelStore};
-use slidelog_testkit::{FreezingProxy, RedisCluster, RedisServer, SentinelGroup, unique_prefix};
+use slidelog_redis::{ClusterStore, RedisStore, SentinelStore};
+use slidelog_testkit::{FreezingProxy, RedisCluster, RedisServer, SentinelGroup};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -40,12 +41,6 @@ struct Outcome {
 
 /// One call: when it ended (since the load started) and whether it failed.
 type Trace = Vec<(Duration, bool)>;
-
-fn options(test: &str) -> RedisOptions {
-    RedisOptions::default()
-        .with_prefix(unique_prefix(test))
-        .with_timeout(TIMEOUT)
-}
 
 /// Runs the load on `store` for `before` (keys fill up), then `fault`
 /// (which returns when the fault is over: the restart, SIGCONT…), then
@@ -131,7 +126,11 @@ fn row(fault: &str, o: &Outcome) -> String {
 }
 
 async fn standalone(url: &str, test: &str) -> Arc<dyn Store> {
-    Arc::new(RedisStore::connect(url, options(test)).await.unwrap())
+    Arc::new(
+        RedisStore::connect(url, common::options_with_timeout(test, TIMEOUT))
+            .await
+            .unwrap(),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -192,9 +191,12 @@ async fn chaos_table() {
     let redis = RedisServer::start();
     let proxy = Arc::new(FreezingProxy::start(&redis.addr()));
     let store: Arc<dyn Store> = Arc::new(
-        RedisStore::connect(&proxy.url(), options("chaos-hole"))
-            .await
-            .unwrap(),
+        RedisStore::connect(
+            &proxy.url(),
+            common::options_with_timeout("chaos-hole", TIMEOUT),
+        )
+        .await
+        .unwrap(),
     );
     let p = proxy.clone();
     let hole = under_load(store, Duration::from_secs(1), move || {
@@ -228,9 +230,12 @@ async fn chaos_table() {
         .await
         .unwrap();
     let store: Arc<dyn Store> = Arc::new(
-        ClusterStore::connect_cluster(&cluster.url(), options("chaos-cluster"))
-            .await
-            .unwrap(),
+        ClusterStore::connect_cluster(
+            &cluster.url(),
+            common::options_with_timeout("chaos-cluster", TIMEOUT),
+        )
+        .await
+        .unwrap(),
     );
     let cluster = Arc::new(cluster);
     let c = cluster.clone();
@@ -248,9 +253,12 @@ async fn chaos_table() {
         .await
         .unwrap();
     let store: Arc<dyn Store> = Arc::new(
-        SentinelStore::connect_sentinel(&group.url(), options("chaos-sentinel"))
-            .await
-            .unwrap(),
+        SentinelStore::connect_sentinel(
+            &group.url(),
+            common::options_with_timeout("chaos-sentinel", TIMEOUT),
+        )
+        .await
+        .unwrap(),
     );
     let group = Arc::new(group);
     let g = group.clone();

@@ -5,16 +5,15 @@
 //! their cause — at connect time and on later decisions of a lazily
 //! connected store (before the fix, the first decisions only "timed out").
 
+mod common;
+
 use slidelog_core::{Limit, Request, Store, StoreError};
-use slidelog_redis::{ConnectError, RedisOptions, RedisStore};
-use slidelog_testkit::{RedisServer, unique_prefix};
+use slidelog_redis::{ConnectError, RedisStore};
+use slidelog_testkit::RedisServer;
 use std::time::{Duration, Instant};
 
-fn options(test: &str) -> RedisOptions {
-    RedisOptions::default()
-        .with_prefix(unique_prefix(test))
-        .with_timeout(Duration::from_millis(100))
-}
+/// The per-call timeout of these stores.
+const TIMEOUT: Duration = Duration::from_millis(100);
 
 fn request() -> Request {
     Request::single("k", Limit::new(10, 60_000).unwrap()).unwrap()
@@ -22,7 +21,7 @@ fn request() -> Request {
 
 /// Connects eagerly and expects a non-transient failure naming `cause`.
 async fn refused_at_connect(url: &str, cause: &str) {
-    let err = RedisStore::connect(url, options("mis"))
+    let err = RedisStore::connect(url, common::options_with_timeout("mis", TIMEOUT))
         .await
         .expect_err("a misconfigured store does not connect");
     match &err {
@@ -39,7 +38,8 @@ async fn refused_at_connect(url: &str, cause: &str) {
 /// A lazily connected store: decisions fail, and within 2 s they fail with
 /// a misconfiguration (not a timeout) that names `cause`.
 async fn refused_on_decisions(url: &str, cause: &str) -> StoreError {
-    let store = RedisStore::connect_lazy(url, options("mis")).unwrap();
+    let store =
+        RedisStore::connect_lazy(url, common::options_with_timeout("mis", TIMEOUT)).unwrap();
     let deadline = Instant::now() + Duration::from_secs(2);
     loop {
         let err = store.check(&request()).await.expect_err("no decision");
@@ -89,7 +89,9 @@ async fn noperm_is_not_transient() {
         .unwrap();
     let url = format!("redis://pinger:pw@{}", redis.addr());
     // PING works, so the store connects; the script is refused.
-    let store = RedisStore::connect(&url, options("noperm")).await.unwrap();
+    let store = RedisStore::connect(&url, common::options_with_timeout("noperm", TIMEOUT))
+        .await
+        .unwrap();
     let err = store.check(&request()).await.expect_err("NOPERM");
     assert!(err.is_misconfiguration(), "{err}");
     assert!(!err.is_transient());
@@ -132,7 +134,7 @@ async fn a_failed_tls_handshake_is_not_transient() {
 async fn a_store_that_is_down_stays_transient() {
     let port = slidelog_testkit::free_port();
     let url = format!("redis://127.0.0.1:{port}");
-    let err = RedisStore::connect(&url, options("down"))
+    let err = RedisStore::connect(&url, common::options_with_timeout("down", TIMEOUT))
         .await
         .unwrap_err();
     assert!(

@@ -90,12 +90,16 @@ async fn failover_under_load(
     let watching = Arc::new(AtomicBool::new(true));
     let still_watching = watching.clone();
     let fence_seen = tokio::spawn(async move {
-        let mut seen = false;
+        // When the fence went up or down, since about when the load started.
+        let (started, mut changes, mut up) = (std::time::Instant::now(), Vec::new(), false);
         while still_watching.load(Ordering::Relaxed) {
-            seen |= watched.connection().fenced();
+            if watched.connection().fenced() != up {
+                up = !up;
+                changes.push((started.elapsed(), up));
+            }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        seen
+        changes
     });
     tokio::time::sleep(Duration::from_secs(1)).await;
     let started = std::time::Instant::now();
@@ -114,10 +118,11 @@ async fn failover_under_load(
     stop.store(true, Ordering::Relaxed);
     let load = load.await.unwrap();
     watching.store(false, Ordering::Relaxed);
-    let fence_seen = fence_seen.await.unwrap();
+    let fence_changes = fence_seen.await.unwrap();
+    let fence_seen = !fence_changes.is_empty();
     let counts = ha::record_counts(store.as_ref(), &keys).await;
     eprintln!(
-        "{test}: failover took {took:?}; switches {}; {}",
+        "{test}: failover took {took:?}; switches {}; fence (up?) {fence_changes:?}; {}",
         store.connection().switches(),
         load.summary(&counts)
     );

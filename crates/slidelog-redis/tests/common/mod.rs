@@ -11,9 +11,15 @@ pub const PATIENT: Duration = Duration::from_secs(5);
 
 /// Default options with a key prefix unique to `test` and the [`PATIENT`] timeout.
 pub fn options(test: &str) -> RedisOptions {
+    options_with_timeout(test, PATIENT)
+}
+
+/// Default options with a key prefix unique to `test` and the per-call
+/// `timeout` (tests about latency and outages).
+pub fn options_with_timeout(test: &str, timeout: Duration) -> RedisOptions {
     RedisOptions::default()
         .with_prefix(unique_prefix(test))
-        .with_timeout(PATIENT)
+        .with_timeout(timeout)
 }
 
 /// A store on `server` with a key prefix unique to `test`.

@@ -67,8 +67,12 @@ pub struct Call {
     pub allowed: Option<bool>,
 }
 
+/// A failed call's start (since the load started) and its error.
+pub type Failure = (Duration, String);
+
 /// Load on `keys` with a limit that never fills (so every admission is
 /// one record), from `tasks` concurrent tasks, until `stop` is set.
+#[derive(Debug, Default)]
 pub struct Load {
     /// Every call, per task.
     pub calls: Vec<Call>,
@@ -78,6 +82,8 @@ pub struct Load {
     pub errors: u64,
     /// The first error's message.
     pub first_error: Option<String>,
+    /// The last failed calls (at most 20), to tell why a tail of errors came.
+    pub last_errors: Vec<Failure>,
 }
 
 /// The limit the load uses: it never rejects within a test.
@@ -96,69 +102,85 @@ pub fn start_load(
     let handle = tokio::spawn(async move {
         let started = Instant::now();
         let keys = Arc::new(keys);
-        let mut joins = Vec::new();
-        for t in 0..tasks {
-            let store = store.clone();
-            let keys = keys.clone();
-            let stop = flag.clone();
-            joins.push(tokio::spawn(async move {
-                let mut calls = Vec::new();
-                let mut admitted: HashMap<String, u64> = HashMap::new();
-                let mut errors = 0;
-                let mut first_error = None;
-                let mut i = t;
-                while !stop.load(Ordering::Relaxed) {
-                    let key = &keys[i % keys.len()];
-                    i += tasks;
-                    let request = Request::single(key.clone(), load_limit()).unwrap();
-                    let at = started.elapsed();
-                    let t0 = Instant::now();
-                    let result = store.check(&request).await;
-                    let took = t0.elapsed();
-                    let allowed = match result {
-                        Ok(d) => {
-                            if d.allowed {
-                                *admitted.entry(key.clone()).or_default() += 1;
-                            }
-                            Some(d.allowed)
-                        }
-                        Err(e) => {
-                            errors += 1;
-                            first_error.get_or_insert_with(|| e.to_string());
-                            // Do not spin on a store that fails fast.
-                            tokio::time::sleep(Duration::from_millis(5)).await;
-                            None
-                        }
-                    };
-                    calls.push(Call { at, took, allowed });
-                }
-                (calls, admitted, errors, first_error)
-            }));
-        }
-        let mut load = Load {
-            calls: Vec::new(),
-            admitted: HashMap::new(),
-            errors: 0,
-            first_error: None,
-        };
+        let joins: Vec<_> = (0..tasks)
+            .map(|t| {
+                let (store, keys, stop) = (store.clone(), keys.clone(), flag.clone());
+                tokio::spawn(load_task(store, keys, t, tasks, stop, started))
+            })
+            .collect();
+        let mut load = Load::default();
         for j in joins {
-            let (calls, admitted, errors, first_error) = j.await.unwrap();
-            load.calls.extend(calls);
-            for (k, n) in admitted {
-                *load.admitted.entry(k).or_default() += n;
-            }
-            load.errors += errors;
-            if load.first_error.is_none() {
-                load.first_error = first_error;
-            }
+            load.merge(j.await.unwrap());
         }
         load.calls.sort_by_key(|c| c.at);
+        load.last_errors.sort_by_key(|(at, _)| *at);
         load
     });
     (stop, handle)
 }
 
+/// One task of the load: keys `first`, `first + step`, … in turn.
+async fn load_task(
+    store: Arc<dyn Store>,
+    keys: Arc<Vec<String>>,
+    first: usize,
+    step: usize,
+    stop: Arc<AtomicBool>,
+    started: Instant,
+) -> Load {
+    let mut load = Load::default();
+    let mut i = first;
+    while !stop.load(Ordering::Relaxed) {
+        let key = &keys[i % keys.len()];
+        i += step;
+        let request = Request::single(key.clone(), load_limit()).unwrap();
+        let at = started.elapsed();
+        let t0 = Instant::now();
+        let result = store.check(&request).await;
+        let took = t0.elapsed();
+        let allowed = match result {
+            Ok(d) => {
+                if d.allowed {
+                    *load.admitted.entry(key.clone()).or_default() += 1;
+                }
+                Some(d.allowed)
+            }
+            Err(e) => {
+                load.failed(at, e.to_string());
+                // Do not spin on a store that fails fast.
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                None
+            }
+        };
+        load.calls.push(Call { at, took, allowed });
+    }
+    load
+}
+
+/// How many of the last errors a load keeps.
+const LAST_ERRORS: usize = 20;
+
 impl Load {
+    fn failed(&mut self, at: Duration, error: String) {
+        self.errors += 1;
+        self.first_error.get_or_insert_with(|| error.clone());
+        if self.last_errors.len() == LAST_ERRORS {
+            self.last_errors.remove(0);
+        }
+        self.last_errors.push((at, error));
+    }
+
+    fn merge(&mut self, other: Load) {
+        self.calls.extend(other.calls);
+        for (k, n) in other.admitted {
+            *self.admitted.entry(k).or_default() += n;
+        }
+        self.errors += other.errors;
+        if self.first_error.is_none() {
+            self.first_error = other.first_error;
+        }
+        self.last_errors.extend(other.last_errors);
+    }
     /// From the first failed call's start to the last failed call's end:
     /// the window in which callers saw errors.
     pub fn error_window(&self) -> Duration {
@@ -212,7 +234,8 @@ impl Load {
                 .iter()
                 .filter(|c| c.at + Duration::from_millis(1_500) > end)
                 .all(|c| c.allowed.is_some()),
-            "errors at the end of the load"
+            "errors at the end of the load (ended at {end:?}; the last errors: {:#?})",
+            self.last_errors
         );
     }
 
