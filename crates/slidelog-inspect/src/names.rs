@@ -84,6 +84,21 @@ pub const REJECTION_CACHE_LOCAL_ANSWERS_TOTAL: &str =
     "slidelog_rejection_cache_local_answers_total";
 /// Rejections held by the local rejection cache (service, when it is on).
 pub const REJECTION_CACHE_ENTRIES: &str = "slidelog_rejection_cache_entries";
+/// Unix time of the last memory snapshot written (service, `--memory-snapshot`).
+pub const MEMORY_SNAPSHOT_LAST_SUCCESS_TIMESTAMP_SECONDS: &str =
+    "slidelog_memory_snapshot_last_success_timestamp_seconds";
+/// Seconds since the last memory snapshot written, as of the last attempt
+/// (service, `--memory-snapshot`).
+pub const MEMORY_SNAPSHOT_AGE_SECONDS: &str = "slidelog_memory_snapshot_age_seconds";
+/// Duration of the last memory snapshot, seconds (service, `--memory-snapshot`).
+pub const MEMORY_SNAPSHOT_DURATION_SECONDS: &str = "slidelog_memory_snapshot_duration_seconds";
+/// Size of the last memory snapshot, bytes (service, `--memory-snapshot`).
+pub const MEMORY_SNAPSHOT_BYTES: &str = "slidelog_memory_snapshot_bytes";
+/// Longest shard lock hold of the last memory snapshot, seconds (service,
+/// `--memory-snapshot`).
+pub const MEMORY_SNAPSHOT_LOCK_HOLD_SECONDS: &str = "slidelog_memory_snapshot_lock_hold_seconds";
+/// Memory snapshots that could not be written (service, `--memory-snapshot`).
+pub const MEMORY_SNAPSHOT_FAILURES_TOTAL: &str = "slidelog_memory_snapshot_failures_total";
 
 /// The service's own metrics.
 pub const SERVICE: &[&str] = &[
@@ -100,6 +115,12 @@ pub const SERVICE: &[&str] = &[
     STORE_UNKNOWN_OUTCOMES_TOTAL,
     REJECTION_CACHE_LOCAL_ANSWERS_TOTAL,
     REJECTION_CACHE_ENTRIES,
+    MEMORY_SNAPSHOT_LAST_SUCCESS_TIMESTAMP_SECONDS,
+    MEMORY_SNAPSHOT_AGE_SECONDS,
+    MEMORY_SNAPSHOT_DURATION_SECONDS,
+    MEMORY_SNAPSHOT_BYTES,
+    MEMORY_SNAPSHOT_LOCK_HOLD_SECONDS,
+    MEMORY_SNAPSHOT_FAILURES_TOTAL,
 ];
 
 /// Histograms: their series carry the `_bucket`, `_sum` and `_count` suffixes.

@@ -26,3 +26,4 @@ pub mod policy;
 pub mod preflight;
 pub mod server;
 pub mod shutdown;
+pub mod snapshot;

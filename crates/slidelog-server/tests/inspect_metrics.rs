@@ -154,11 +154,19 @@ fn serve_exports_inspect_gauges_and_every_name_the_deploy_files_use() {
     let text = scrape_until(&addr, "slidelog_inspect_scan_errors_total 1");
     let mut names_seen = exported(&text);
 
-    // The in-memory store's own gauges come from a memory-backed service.
-    let memory = serve(&["--store", "memory://"]);
+    // The in-memory store's own gauges come from a memory-backed service,
+    // and its snapshot's from one that keeps a --memory-snapshot.
+    let snapshot_dir = tempfile::tempdir().unwrap();
+    let snapshot = snapshot_dir.path().join("memory.snap");
+    let memory = serve(&[
+        "--store",
+        "memory://",
+        "--memory-snapshot",
+        snapshot.to_str().unwrap(),
+    ]);
     names_seen.extend(exported(&scrape_until(
         &memory.addr,
-        "slidelog_memory_keys",
+        "slidelog_memory_snapshot_bytes",
     )));
 
     // Every name in slidelog_inspect::names is really exported ...

@@ -63,6 +63,8 @@ pub struct ServeArgs {
     pub envoy_response_headers: bool,
     #[command(flatten)]
     pub store: StoreArgs,
+    #[command(flatten)]
+    pub snapshot: crate::snapshot::SnapshotArgs,
     /// What to answer when the store fails or times out: fail-open admits with
     /// "degraded": true; fail-closed answers 503.
     #[arg(long, value_parser = crate::policy::parser(), default_value = "fail-open")]
@@ -177,6 +179,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     )?;
     let inspect_schedule = inspect_schedule(&args)?;
     let app = build_app(&args).await?;
+    // Loaded before any listener is bound: no decision sees an empty store.
+    let snapshots = crate::snapshot::start(&args.snapshot, &app)?;
     let limiter = crate::envoy::limiter(&app, envoy_config, args.envoy_response_headers);
     let listener = TcpListener::bind(&args.http)
         .await
@@ -267,6 +271,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     match server::serve_http_with(listener, router, shutdown, grace, &hygiene).await? {
         Stopped::Drained => tracing::info!("stopped"),
         Stopped::GraceExpired => tracing::warn!("stopped with requests cut off"),
+    }
+    if let Some(snapshots) = snapshots {
+        snapshots.finish().await;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,229 @@
+//! `serve --memory-snapshot`: the in-memory store survives a restart. SIGTERM
+//! then restart admits nothing beyond a limit; kill -9 loses at most the
+//! records of the last interval; a damaged file refuses to start (exit 2,
+//! naming the file and the discard flag) unless the flag discards it.
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+
+use common::child;
+use common::raw_http::{check, get};
+
+const FIVE_PER_HOUR: &str = r#"{"key":"deploy","max":5,"window_ms":3600000}"#;
+
+fn serve(path: &Path, extra: &[&str]) -> child::Serve {
+    let mut args = vec!["--memory-snapshot", path.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    child::serve(&args)
+}
+
+fn signal(child: &Child, which: &str) {
+    let status = Command::new("kill")
+        .args([which, &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success());
+}
+
+/// SIGTERM, then waits (at most 30 s) for exit 0.
+fn stop(mut service: child::Serve) {
+    signal(&service.child, "-TERM");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = service.child.try_wait().unwrap() {
+            assert!(status.success(), "serve exited with {status}");
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "serve did not exit within 30 s of SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn admitted(addr: &str, body: &str) -> bool {
+    let (status, answer) = check(addr, body);
+    assert!(status == 200 || status == 429, "{status} {answer}");
+    status == 200
+}
+
+#[test]
+fn sigterm_then_restart_admits_nothing_beyond_the_limit_across_3_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("memory.snap");
+    // An interval far longer than the test: what survives is the shutdown write.
+    let mut total = 0;
+    for checks in [4, 4, 4, 3] {
+        let service = serve(&path, &["--memory-snapshot-interval", "1h"]);
+        total += (0..checks)
+            .filter(|_| admitted(&service.addr, FIVE_PER_HOUR))
+            .count();
+        stop(service);
+    }
+    assert_eq!(total, 5, "15 checks of 5 per hour over 3 restarts");
+}
+
+#[test]
+fn kill_9_loses_at_most_the_records_of_the_last_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("memory.snap");
+    let interval = Duration::from_millis(200);
+    let service = serve(&path, &["--memory-snapshot-interval", "200ms"]);
+    let body = r#"{"key":"crash","max":100000,"window_ms":3600000}"#;
+    let mut times = Vec::new();
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_millis(1_500) {
+        assert!(admitted(&service.addr, body));
+        times.push(Instant::now());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut service = service;
+    signal(&service.child, "-KILL");
+    let killed = Instant::now();
+    let _ = service.child.wait();
+    let service = serve(&path, &[]);
+    let peek = common::raw_http::request(&service.addr, "POST", "/v1/peek", body, "");
+    let count: u64 = serde_json::from_str::<serde_json::Value>(&peek.1).unwrap()["count"]
+        .as_u64()
+        .unwrap();
+    let kept = count - 1; // the peek counts itself
+    let lost = times.len() as u64 - kept;
+    // A write takes a few ms here: one interval plus 100 ms of slack.
+    let recent = times
+        .iter()
+        .filter(|&&t| killed.duration_since(t) <= interval + Duration::from_millis(100))
+        .count() as u64;
+    eprintln!(
+        "kill -9: {} admitted, {kept} kept, {lost} lost; {recent} admitted in the last 300 ms",
+        times.len()
+    );
+    assert!(
+        lost <= recent,
+        "lost {lost}, more than the {recent} admitted in the last interval"
+    );
+    assert!(kept > 0, "nothing survived");
+}
+
+/// `serve ARGS` run to its exit (at most 30 s).
+fn run_to_exit(args: &[&str]) -> Output {
+    let child = Command::new(env!("CARGO_BIN_EXE_slidelog"))
+        .arg("serve")
+        .args(["--http", "127.0.0.1:0", "--no-grpc"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let watchdog = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(30));
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    });
+    let out = child.wait_with_output().unwrap();
+    drop(watchdog);
+    out
+}
+
+/// A valid snapshot with one key at its limit, written by a service.
+fn valid_snapshot(path: &Path) -> Vec<u8> {
+    let service = serve(path, &[]);
+    for _ in 0..5 {
+        assert!(admitted(&service.addr, FIVE_PER_HOUR));
+    }
+    stop(service);
+    std::fs::read(path).unwrap()
+}
+
+#[test]
+fn damaged_files_refuse_to_start_and_the_discard_flag_starts_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("memory.snap");
+    let good = valid_snapshot(&path);
+    let mut flipped = good.clone();
+    let middle = flipped.len() / 2;
+    flipped[middle] ^= 0x10;
+    let cases: [(&str, Vec<u8>); 4] = [
+        ("truncated", good[..good.len() - 7].to_vec()),
+        ("bit-flipped", flipped),
+        ("empty", Vec::new()),
+        ("foreign", b"domain: api\ndescriptors: []\n".to_vec()),
+    ];
+    let shown = path.display().to_string();
+    for (what, bytes) in cases {
+        std::fs::write(&path, &bytes).unwrap();
+        let out = run_to_exit(&["--memory-snapshot", &shown]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{what}: {stderr}");
+        assert!(
+            stderr.contains(&shown),
+            "{what}: the file is not named: {stderr}"
+        );
+        assert!(
+            stderr.contains("--memory-snapshot-discard-invalid"),
+            "{what}: the flag is not named: {stderr}"
+        );
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            bytes,
+            "{what}: the file was changed"
+        );
+        // With the flag: an empty store, said so, the file kept aside.
+        let mut service = serve(&path, &["--memory-snapshot-discard-invalid"]);
+        let said = service.early_log.iter().any(|l| l.contains("discarded"));
+        assert!(
+            said,
+            "{what}: no word of the discarded file: {:?}",
+            service.early_log
+        );
+        assert!(
+            admitted(&service.addr, FIVE_PER_HOUR),
+            "{what}: the store is not empty"
+        );
+        let aside = dir.path().join("memory.snap.invalid");
+        assert_eq!(std::fs::read(&aside).unwrap(), bytes, "{what}");
+        let _ = service.child.kill();
+        std::fs::remove_file(aside).unwrap();
+    }
+}
+
+#[test]
+fn snapshots_are_for_the_memory_store_and_their_metrics_are_exported() {
+    let out = run_to_exit(&[
+        "--store",
+        "redis://127.0.0.1:1",
+        "--memory-snapshot",
+        "/tmp/x.snap",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--memory-snapshot"), "{stderr}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("memory.snap");
+    let service = serve(&path, &["--memory-snapshot-interval", "100ms"]);
+    assert!(admitted(&service.addr, FIVE_PER_HOUR));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let text = loop {
+        let (_, text) = get(&service.addr, "/metrics");
+        if text.contains("slidelog_memory_snapshot_bytes") || Instant::now() > deadline {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    for name in [
+        "slidelog_memory_snapshot_last_success_timestamp_seconds",
+        "slidelog_memory_snapshot_age_seconds",
+        "slidelog_memory_snapshot_duration_seconds",
+        "slidelog_memory_snapshot_bytes",
+        "slidelog_memory_snapshot_lock_hold_seconds",
+        "slidelog_memory_snapshot_failures_total 0",
+    ] {
+        assert!(text.contains(name), "{name} not in\n{text}");
+    }
+}
