@@ -220,20 +220,32 @@ impl SentinelGroup {
     }
 
     /// Forces a failover (`SENTINEL FAILOVER`, retried while the sentinel
-    /// has no fresh view of a good replica) and waits until every sentinel
-    /// reports the new master and it says it is a master. Returns the new
-    /// master's port.
+    /// has no fresh view of a good replica, and asked again when the
+    /// failover aborts) and waits until every sentinel reports the new
+    /// master and it says it is a master. Returns the new master's port.
     pub fn failover(&self) -> u16 {
         let old = self.master_port();
+        let deadline = Instant::now() + SETTLE;
+        loop {
+            self.request_failover(deadline);
+            // A failover that overran the 2 s failover timeout on a loaded
+            // host is aborted by the sentinel, and the master stays.
+            if let Some(new) = self.wait_failover(old, deadline) {
+                return new;
+            }
+        }
+    }
+
+    /// `SENTINEL FAILOVER` on the first sentinel, until it is accepted.
+    fn request_failover(&self, deadline: Instant) {
         let sentinel = self.sentinels[0].port;
         let mut last = String::new();
-        let deadline = Instant::now() + SETTLE;
         loop {
             match query::<String>(
                 sentinel,
                 redis::cmd("SENTINEL").arg("FAILOVER").arg(MASTER_NAME),
             ) {
-                Ok(_) => break,
+                Ok(_) => return,
                 // NOGOODSLAVE: the sentinel's INFO of the replica is stale
                 // (refreshed every 10 s); INPROG: one is running already.
                 Err(e) if Instant::now() < deadline => last = e.to_string(),
@@ -241,10 +253,44 @@ impl SentinelGroup {
             }
             std::thread::sleep(Duration::from_millis(200));
         }
-        // Not `wait_settled`: the sentinels turn the old master into a
-        // replica only at their next INFO of it, up to 10 s later. Call
-        // `wait_settled` before a second failover.
-        self.wait_master_change(old)
+    }
+
+    /// The new master once every sentinel reports one other than `old` and
+    /// it says it is a master ([`SentinelGroup::wait_master_change`]);
+    /// `None` when the first sentinel has run no failover for a second and
+    /// still names `old` (the failover aborted). Not `wait_settled`: the
+    /// sentinels turn the old master into a replica only at their next INFO
+    /// of it, up to 10 s later. Call `wait_settled` before a second failover.
+    fn wait_failover(&self, old: u16, deadline: Instant) -> Option<u16> {
+        let sentinel = self.sentinels[0].port;
+        let mut idle_since: Option<Instant> = None;
+        while Instant::now() < deadline {
+            if let Some(new) = self.new_master(old) {
+                return Some(new);
+            }
+            let running = sentinel_master(sentinel).is_none_or(|m| {
+                m.get("flags")
+                    .is_some_and(|f| f.contains("failover_in_progress"))
+            });
+            if running || master_addr(sentinel) != Some(old) {
+                idle_since = None;
+            } else if idle_since.get_or_insert_with(Instant::now).elapsed() > Duration::from_secs(1)
+            {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("timed out after {SETTLE:?} waiting for the sentinels to elect a new master");
+    }
+
+    /// The master every sentinel reports, when it is not `old` and it says
+    /// it is a master.
+    fn new_master(&self, old: u16) -> Option<u16> {
+        let views: Vec<Option<u16>> = self.sentinels.iter().map(|s| master_addr(s.port)).collect();
+        match views[0] {
+            Some(p) if p != old && views.iter().all(|v| *v == Some(p)) && is_master(p) => Some(p),
+            _ => None,
+        }
     }
 
     /// Kills (SIGKILL) the current master. Returns its port.
@@ -259,19 +305,12 @@ impl SentinelGroup {
     /// Waits until every sentinel reports a master other than `old` and that
     /// server says it is a master. Returns its port.
     pub fn wait_master_change(&self, old: u16) -> u16 {
-        let mut new = 0;
+        let mut new = None;
         wait_until("the sentinels to elect a new master", SETTLE, || {
-            let views: Vec<Option<u16>> =
-                self.sentinels.iter().map(|s| master_addr(s.port)).collect();
-            match views[0] {
-                Some(p) if p != old && views.iter().all(|v| *v == Some(p)) && is_master(p) => {
-                    new = p;
-                    true
-                }
-                _ => false,
-            }
+            new = self.new_master(old);
+            new.is_some()
         });
-        new
+        new.expect("wait_until returns once it holds")
     }
 
     /// Restarts a killed server on the same port (its data is gone; the
@@ -288,37 +327,53 @@ impl SentinelGroup {
     /// from it with its link up, and every sentinel agrees on the master and
     /// knows the two other sentinels.
     pub fn wait_settled(&self) {
-        wait_until("the sentinel group to settle", SETTLE, || {
-            let Some(master) = self.sentinels.first().and_then(|s| master_addr(s.port)) else {
-                return false;
-            };
-            if !is_master(master) {
-                return false;
+        let deadline = Instant::now() + SETTLE;
+        while let Some(problem) = self.unsettled() {
+            assert!(
+                Instant::now() < deadline,
+                "timed out after {SETTLE:?} waiting for the sentinel group to settle: {problem}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// What keeps the group from being settled, if anything.
+    fn unsettled(&self) -> Option<String> {
+        let Some(master) = self.sentinels.first().and_then(|s| master_addr(s.port)) else {
+            return Some("the first sentinel names no master".into());
+        };
+        if !is_master(master) {
+            return Some(format!(
+                "{master}, which the first sentinel names, is no master"
+            ));
+        }
+        for (s, _) in self
+            .servers
+            .iter()
+            .zip(&self.alive)
+            .filter(|(s, alive)| **alive && s.port() != master)
+        {
+            let replicates = info(s.port(), "replication")
+                .and_then(|i| info_field(&i, "master_port"))
+                .is_some_and(|p| p == master.to_string());
+            if !replica_link_up(s.port()) || !replicates {
+                return Some(format!(
+                    "{} does not replicate {master} with its link up",
+                    s.port()
+                ));
             }
-            let replicas_ok = self
-                .servers
-                .iter()
-                .zip(&self.alive)
-                .filter(|(s, alive)| **alive && s.port() != master)
-                .all(|(s, _)| {
-                    replica_link_up(s.port())
-                        && info(s.port(), "replication")
-                            .and_then(|i| info_field(&i, "master_port"))
-                            .is_some_and(|p| p == master.to_string())
-                });
-            let live_replicas = self.alive.iter().filter(|a| **a).count() - 1;
-            replicas_ok
-                && self.sentinels.iter().all(|s| {
-                    let Some(m) = sentinel_master(s.port) else {
-                        return false;
-                    };
-                    master_addr(s.port) == Some(master)
-                        && m.get("num-other-sentinels").map(String::as_str) == Some("2")
-                        && m.get("num-slaves")
-                            .and_then(|n| n.parse::<usize>().ok())
-                            .is_some_and(|n| n >= live_replicas)
-                })
-        });
+        }
+        let live_replicas = self.alive.iter().filter(|a| **a).count() - 1;
+        self.sentinels.iter().find_map(|s| {
+            let Some(m) = sentinel_master(s.port) else {
+                return Some(format!("sentinel {} does not answer", s.port));
+            };
+            let slaves = m.get("num-slaves").and_then(|n| n.parse::<usize>().ok());
+            let settled = master_addr(s.port) == Some(master)
+                && m.get("num-other-sentinels").map(String::as_str) == Some("2")
+                && slaves.is_some_and(|n| n >= live_replicas);
+            (!settled).then(|| format!("sentinel {} does not agree yet: {m:?}", s.port))
+        })
     }
 
     fn index(&self, port: u16) -> usize {
