@@ -57,8 +57,18 @@ fn sigterm_then_restart_admits_nothing_beyond_the_limit_across_3_restarts() {
     let path = dir.path().join("memory.snap");
     // An interval far longer than the test: what survives is the shutdown write.
     let mut total = 0;
-    for checks in [4, 4, 4, 3] {
-        let service = serve(&path, &["--memory-snapshot-interval", "1h"]);
+    for (run, checks) in [4, 4, 4, 3].into_iter().enumerate() {
+        let service = if run < 3 {
+            serve(&path, &["--memory-snapshot-interval", "1h"])
+        } else {
+            // The last run names the file through the environment.
+            let mut command = Command::new(env!("CARGO_BIN_EXE_slidelog"));
+            command
+                .args(["serve", "--http", "127.0.0.1:0", "--no-grpc"])
+                .args(["--memory-snapshot-interval", "1h"])
+                .env("SLIDELOG_MEMORY_SNAPSHOT", &path);
+            child::spawn(command)
+        };
         total += (0..checks)
             .filter(|_| admitted(&service.addr, FIVE_PER_HOUR))
             .count();
