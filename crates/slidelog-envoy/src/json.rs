@@ -31,7 +31,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
-/// A router with `POST /json`, to merge into the HTTP server (of any state
+/// Builds a router with `POST /json`, to merge into the HTTP server (of any state
 /// type: the limiter is captured, not taken from the state).
 pub fn router<S: Clone + Send + Sync + 'static>(limiter: Arc<RateLimiter>) -> Router<S> {
     Router::new().route(
@@ -130,7 +130,7 @@ fn parse_unit(v: Value) -> Result<i32, String> {
     }
 }
 
-/// The JSON form of a `RateLimitResponse` (protobuf's JSON mapping).
+/// Returns the JSON form of a `RateLimitResponse` (protobuf's JSON mapping).
 pub fn response_to_json(r: &RateLimitResponse) -> Value {
     let code_name = |c: i32| Code::try_from(c).unwrap_or(Code::Unknown).as_str_name();
     let mut out = Map::new();
@@ -176,7 +176,7 @@ pub fn response_to_json(r: &RateLimitResponse) -> Value {
     Value::Object(out)
 }
 
-/// `"12s"`, `"1.500s"`: protobuf's JSON form of a duration.
+/// Formats a duration as protobuf's JSON does: `"12s"`, `"1.500s"`.
 fn duration_json(d: &prost_types::Duration) -> String {
     if d.nanos == 0 {
         format!("{}s", d.seconds)

@@ -30,7 +30,7 @@
 use slidelog_core::MAX_KEY_BYTES;
 use std::fmt::Write;
 
-/// The key of one descriptor in `domain` (entries in request order).
+/// Returns the key of one descriptor in `domain` (entries in request order).
 pub fn descriptor_key<K: AsRef<str>, V: AsRef<str>>(domain: &str, entries: &[(K, V)]) -> String {
     let domain = escape(domain);
     let mut key = format!("envoy:{domain}");
@@ -52,7 +52,7 @@ pub fn descriptor_key<K: AsRef<str>, V: AsRef<str>>(domain: &str, entries: &[(K,
     }
 }
 
-/// The domain and `(key, value)` entries of a key that [`descriptor_key`]
+/// Returns the domain and `(key, value)` entries of a key that [`descriptor_key`]
 /// wrote (without the store's prefix); `None` for a hashed key (`#…`, a
 /// descriptor too long to spell out) or a key it did not write.
 pub fn parse_descriptor_key(key: &str) -> Option<(String, Vec<(String, String)>)> {

@@ -33,7 +33,7 @@ impl ConfigHandle {
         Self::load_with(path, LoadOptions::from_env())
     }
 
-    /// [`ConfigHandle::load`] with explicit options, kept for every reload.
+    /// Does what [`ConfigHandle::load`] does, with explicit options kept for every reload.
     pub fn load_with(
         path: impl Into<PathBuf>,
         options: LoadOptions,
@@ -51,7 +51,7 @@ impl ConfigHandle {
         }))
     }
 
-    /// A fixed config with no file behind it (tests, embedding, no `--config`).
+    /// Returns a fixed config with no file behind it (tests, embedding, no `--config`).
     pub fn fixed(config: RateLimitConfig) -> Arc<Self> {
         Arc::new(Self {
             current: RwLock::new(Arc::new(config)),
@@ -63,22 +63,22 @@ impl ConfigHandle {
         })
     }
 
-    /// The current snapshot.
+    /// Returns the current snapshot.
     pub fn get(&self) -> Arc<RateLimitConfig> {
         self.current.read().clone()
     }
 
-    /// The config path, when loaded from one.
+    /// Returns the config path, when loaded from one.
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()
     }
 
-    /// Why the last reload failed; `None` after a successful one.
+    /// Returns why the last reload failed; `None` after a successful one.
     pub fn last_error(&self) -> Option<String> {
         self.last_error.read().clone()
     }
 
-    /// How many reloads succeeded.
+    /// Returns how many reloads succeeded.
     pub fn reload_count(&self) -> u64 {
         self.reloads.load(Ordering::Relaxed)
     }
@@ -165,7 +165,7 @@ impl ConfigHandle {
     }
 }
 
-/// A hash of the YAML files' names and contents under `path`.
+/// Hashes the YAML files' names and contents under `path`.
 fn fingerprint(path: &Path) -> Option<u128> {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     for file in config_files(path).ok()? {

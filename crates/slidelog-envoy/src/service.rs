@@ -31,7 +31,7 @@ use crate::config::{Rule, Unit};
 use crate::proto::{RateLimitRequest, RateLimitResponse, rate_limit_response::Code};
 use crate::reload::ConfigHandle;
 use plan::Plan;
-use slidelog::{Limiter, LimiterError};
+use slidelog::{Bounds, Limiter, LimiterError};
 use slidelog_core::{Decision, Mode, StoreError};
 use std::sync::Arc;
 
@@ -80,6 +80,10 @@ impl From<ServiceError> for tonic::Status {
 #[derive(Clone)]
 pub struct RateLimiter {
     limiter: Limiter,
+    /// The same limiter bounding only the costs: a rule's `max` is the
+    /// operator's, not a client's choice (a client's override is checked
+    /// against the client bounds in `plan`).
+    configured: Limiter,
     config: Arc<ConfigHandle>,
     options: ServiceOptions,
     /// Where the `slidelog_envoy_*` counters go; `None`: the global recorder.
@@ -101,8 +105,13 @@ type Answer = Option<Result<Decision, LimiterError>>;
 impl RateLimiter {
     /// Creates the service over `limiter` with the rules of `config`.
     pub fn new(limiter: Limiter, config: Arc<ConfigHandle>, options: ServiceOptions) -> Self {
+        let configured = limiter.with_bounds(Bounds {
+            max_cost: limiter.bounds().max_cost,
+            ..Bounds::ABSOLUTE
+        });
         Self {
             limiter,
+            configured,
             config,
             options,
             recorder: None,
@@ -160,7 +169,7 @@ impl RateLimiter {
                 // The limit is the operator's rule (a client's override was
                 // checked against the bounds in `plan`); the cost is checked here.
                 Plan::Decide { request, .. } => {
-                    Some(self.limiter.decide_configured(request, Mode::Record).await)
+                    Some(self.configured.decide(request, Mode::Record).await)
                 }
                 _ => None,
             }

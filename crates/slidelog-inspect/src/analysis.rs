@@ -21,7 +21,7 @@ pub struct Criteria {
 }
 
 impl Criteria {
-    /// The `max` that `key` is compared with: its own, else the global one.
+    /// Returns the `max` that `key` is compared with: its own, else the global one.
     pub fn max_of(&self, key: &[u8]) -> Option<u64> {
         self.key_limits
             .as_ref()
@@ -44,7 +44,7 @@ impl std::fmt::Debug for KeyLimits {
     }
 }
 
-/// The problems of one sorted set, each with a detail line, given the node's
+/// Returns the problems of one sorted set, each with a detail line, given the node's
 /// clock `now_ms` and the key's `max` (None: unknown, no oversize check).
 pub fn problems_of(
     z: &ZSetFacts,
@@ -105,7 +105,7 @@ pub fn problems_of(
     found
 }
 
-/// True for a member that two requests can easily share: a bare integer or
+/// Returns true for a member that two requests can easily share: a bare integer or
 /// decimal number (a timestamp, a counter) or the score itself. Longer strings
 /// (a 26-char ULID, a UUID) are not judged even when all digits.
 pub fn duplicate_prone(member: &[u8], score: f64) -> bool {
@@ -126,7 +126,7 @@ pub fn duplicate_prone(member: &[u8], score: f64) -> bool {
         && frac.bytes().all(|b| b.is_ascii_digit())
 }
 
-/// A score for display: integers without a fraction.
+/// Formats a score for display: integers without a fraction.
 pub fn fmt_score(score: f64) -> String {
     if score.fract() == 0.0 && score.abs() < 1e18 {
         format!("{}", score as i64)
@@ -177,7 +177,7 @@ impl Ord for Ranked {
 }
 
 impl Accumulator {
-    /// A new accumulator keeping `top_n` keys per top list and `list_cap` keys per problem.
+    /// Creates an accumulator keeping `top_n` keys per top list and `list_cap` keys per problem.
     pub fn new(criteria: Criteria, top_n: usize, list_cap: usize) -> Self {
         Self {
             criteria,
@@ -302,7 +302,7 @@ impl Accumulator {
         }
     }
 
-    /// The folded figures: (summary, nodes, histogram buckets, top by records,
+    /// Returns the folded figures: (summary, nodes, histogram buckets, top by records,
     /// top by memory, problems, distinct problem keys).
     pub fn finish(self) -> Folded {
         let mut summary = self.summary;

@@ -47,18 +47,18 @@ pub struct ZSetFacts {
 }
 
 impl ZSetFacts {
-    /// The smallest score.
+    /// Returns the smallest score.
     pub fn oldest_score(&self) -> Option<f64> {
         self.first.first().map(|(_, s)| *s)
     }
 
-    /// The largest score.
+    /// Returns the largest score.
     pub fn newest_score(&self) -> Option<f64> {
         self.newest.as_ref().map(|(_, s)| *s)
     }
 }
 
-/// The key as text for reports (invalid UTF-8 replaced).
+/// Returns the key as text for reports (invalid UTF-8 replaced).
 pub fn display_key(key: &[u8]) -> String {
     String::from_utf8_lossy(key).into_owned()
 }

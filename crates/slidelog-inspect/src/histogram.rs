@@ -6,7 +6,7 @@ use crate::report::Bucket;
 /// Number of buckets: `[1]`, `[2,10]`, `[11,100]`, …, `[1e6+1,1e7]`, `[1e7+1, ∞)`.
 pub const BUCKETS: usize = 9;
 
-/// The bucket index of a ZCARD (sorted sets are never empty; 0 goes to the first bucket).
+/// Returns the bucket index of a ZCARD (sorted sets are never empty; 0 goes to the first bucket).
 pub fn bucket_of(zcard: u64) -> usize {
     let mut index = 0;
     let mut upper = 1u64;
@@ -17,7 +17,7 @@ pub fn bucket_of(zcard: u64) -> usize {
     index
 }
 
-/// The `(min, max)` bounds of bucket `index` (`max` None for the last).
+/// Returns the `(min, max)` bounds of bucket `index` (`max` None for the last).
 pub fn bounds(index: usize) -> (u64, Option<u64>) {
     if index == 0 {
         return (1, Some(1));
@@ -42,7 +42,7 @@ impl Histogram {
         self.records[i] += zcard;
     }
 
-    /// The buckets for the report, all of them, ascending.
+    /// Returns the buckets for the report, all of them, ascending.
     pub fn buckets(&self) -> Vec<Bucket> {
         (0..BUCKETS)
             .map(|i| {

@@ -126,12 +126,12 @@ pub const SERVICE: &[&str] = &[
 /// Histograms: their series carry the `_bucket`, `_sum` and `_count` suffixes.
 pub const HISTOGRAMS: &[&str] = &[DECISION_DURATION_SECONDS];
 
-/// Every metric name, inspect's and the service's.
+/// Returns every metric name, inspect's and the service's.
 pub fn all() -> Vec<&'static str> {
     INSPECT.iter().chain(SERVICE).copied().collect()
 }
 
-/// The metric a series name belongs to: strips a histogram's suffix.
+/// Returns the metric a series name belongs to: strips a histogram's suffix.
 pub fn base_name(series: &str) -> &str {
     for h in HISTOGRAMS {
         for suffix in ["_bucket", "_sum", "_count"] {
@@ -143,7 +143,7 @@ pub fn base_name(series: &str) -> &str {
     series
 }
 
-/// Every `slidelog_…` identifier in a text (a PromQL expression, a dashboard).
+/// Returns every `slidelog_…` identifier in a text (a PromQL expression, a dashboard).
 pub fn mentioned(text: &str) -> Vec<String> {
     let mut found = Vec::new();
     let bytes = text.as_bytes();

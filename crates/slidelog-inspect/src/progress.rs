@@ -15,27 +15,27 @@ pub struct ScanProgress {
 }
 
 impl ScanProgress {
-    /// A fresh, zeroed progress.
+    /// Creates a fresh, zeroed progress.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Keys read so far.
+    /// Returns the keys read so far.
     pub fn keys(&self) -> u64 {
         self.keys.load(Ordering::Relaxed)
     }
 
-    /// Records (ZCARD) summed so far.
+    /// Returns the records (ZCARD) summed so far.
     pub fn records(&self) -> u64 {
         self.records.load(Ordering::Relaxed)
     }
 
-    /// MEMORY USAGE summed so far.
+    /// Returns the MEMORY USAGE summed so far.
     pub fn memory_bytes(&self) -> u64 {
         self.memory_bytes.load(Ordering::Relaxed)
     }
 
-    /// Estimated share of the key space visited, 0.0 ..= 1.0, averaged over nodes.
+    /// Returns the estimated share of the key space visited, 0.0 ..= 1.0, averaged over nodes.
     pub fn fraction(&self) -> f64 {
         let f = self.fractions.lock();
         if f.is_empty() {
@@ -45,7 +45,7 @@ impl ScanProgress {
         }
     }
 
-    /// Nodes registered so far.
+    /// Returns how many nodes are registered so far.
     pub fn nodes(&self) -> usize {
         self.fractions.lock().len()
     }
@@ -67,7 +67,7 @@ impl ScanProgress {
     }
 }
 
-/// How far a SCAN cursor has gone through the key space. Redis increments the
+/// Estimates how far a SCAN cursor has gone through the key space. Redis increments the
 /// cursor in reverse-bit order over the hash table, so the cursor's bits
 /// reversed grow from 0 towards 2^64 whatever the table size: an estimate
 /// (rehashing can jitter it), good enough for a progress bar.

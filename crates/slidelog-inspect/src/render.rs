@@ -9,7 +9,7 @@ use std::fmt::Write;
 /// Width of the longest histogram bar, in characters.
 const BAR_WIDTH: usize = 40;
 
-/// The whole human report as text.
+/// Returns the whole human report as text.
 pub fn human(r: &Report) -> String {
     let mut out = String::new();
     summary(&mut out, r);
@@ -24,7 +24,7 @@ pub fn human(r: &Report) -> String {
     out
 }
 
-/// The header and the totals: keys, records, memory, largest set, limit.
+/// Returns the header and the totals: keys, records, memory, largest set, limit.
 fn summary(out: &mut String, r: &Report) {
     let s = &r.summary;
     let nodes = match r.nodes.len() {
@@ -62,7 +62,7 @@ fn summary(out: &mut String, r: &Report) {
     }
 }
 
-/// One line per master of a cluster (nothing for a single node).
+/// Renders one line per master of a cluster (nothing for a single node).
 fn per_master(out: &mut String, r: &Report) {
     if r.nodes.len() <= 1 {
         return;
@@ -81,7 +81,7 @@ fn per_master(out: &mut String, r: &Report) {
     }
 }
 
-/// Each problem found, its keys (up to `--list`) and its fix; or that none was.
+/// Renders each problem found, its keys (up to `--list`) and its fix; or that none was.
 fn problems(out: &mut String, r: &Report) {
     if !r.has_problems() {
         let _ = writeln!(out, "No problems found.");
@@ -172,7 +172,7 @@ fn top(out: &mut String, title: &str, entries: &[KeyEntry]) {
     }
 }
 
-/// 1234567 → "1,234,567".
+/// Groups the digits by thousands: 1234567 → "1,234,567".
 pub fn group(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);

@@ -42,12 +42,12 @@ pub struct Report {
 }
 
 impl Report {
-    /// True when any problem was found (the CLI then exits 1).
+    /// Returns true when any problem was found (the CLI then exits 1).
     pub fn has_problems(&self) -> bool {
         self.problems.iter().any(|p| p.count > 0)
     }
 
-    /// The entry of one problem kind.
+    /// Returns the entry of one problem kind.
     pub fn problem(&self, kind: ProblemKind) -> Option<&Problem> {
         self.problems.iter().find(|p| p.kind == kind)
     }
@@ -195,7 +195,7 @@ impl ProblemKind {
         ProblemKind::WrongType,
     ];
 
-    /// The stable snake_case name (JSON value and metric label).
+    /// Returns the stable snake_case name (JSON value and metric label).
     pub fn as_str(self) -> &'static str {
         match self {
             ProblemKind::NoTtl => "no_ttl",
@@ -208,7 +208,7 @@ impl ProblemKind {
         }
     }
 
-    /// One line saying what is wrong and what it causes.
+    /// Returns one line saying what is wrong and what it causes.
     pub fn title(self) -> &'static str {
         match self {
             ProblemKind::NoTtl => "Keys without TTL (PTTL -1): memory keeps growing",
@@ -225,7 +225,7 @@ impl ProblemKind {
         }
     }
 
-    /// What to do about it.
+    /// Returns what to do about it.
     pub fn fix(self) -> &'static str {
         match self {
             ProblemKind::NoTtl => {

@@ -46,7 +46,7 @@ pub async fn connect(
         .map_err(|e| err("connect", e))
 }
 
-/// The node's clock (Redis TIME) in Unix ms.
+/// Returns the node's clock (Redis TIME) in Unix ms.
 pub async fn server_time_ms(
     conn: &mut MultiplexedConnection,
     node: &str,
@@ -131,7 +131,7 @@ pub async fn scan_node(
     }
 }
 
-/// One SCAN call: the next cursor and the keys of this page.
+/// Runs one SCAN call: returns the next cursor and the keys of this page.
 async fn scan_page(
     mut conn: MultiplexedConnection,
     node: &str,

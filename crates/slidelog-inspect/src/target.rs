@@ -101,7 +101,7 @@ pub fn parse_target(url: &str) -> Result<Target, InspectError> {
     }
 }
 
-/// The nodes to scan: the server itself, or every master of the cluster.
+/// Returns the nodes to scan: the server itself, or every master of the cluster.
 pub async fn discover(target: &Target, timeout: Duration) -> Result<Vec<Node>, InspectError> {
     match target {
         Target::Standalone { url } => Ok(vec![Node {
@@ -162,7 +162,7 @@ async fn cluster_nodes(seed: &str, timeout: Duration) -> Result<String, InspectE
         })
 }
 
-/// The `host:port` of every healthy master in a `CLUSTER NODES` reply. A node
+/// Returns the `host:port` of every healthy master in a `CLUSTER NODES` reply. A node
 /// that does not know its own IP lists itself as `:port`: `seed_host` fills in.
 pub fn parse_masters(cluster_nodes: &str, seed_host: &str) -> Vec<String> {
     let mut masters: Vec<String> = cluster_nodes
@@ -191,7 +191,7 @@ pub fn parse_masters(cluster_nodes: &str, seed_host: &str) -> Vec<String> {
     masters
 }
 
-/// `host:port` of a redis URL, without credentials (for reports and errors).
+/// Returns the `host:port` of a redis URL, without credentials (for reports and errors).
 pub fn addr_of(url: &str) -> String {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
     let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);

@@ -107,7 +107,7 @@ fn load_level(
     Ok(())
 }
 
-/// One descriptor's node: its rule and its own descriptors.
+/// Builds one descriptor's node: its rule and its own descriptors.
 fn load_descriptor(
     ctx: &Ctx<'_>,
     d: &DescriptorYaml,
@@ -154,7 +154,7 @@ fn load_descriptor(
     Ok(node)
 }
 
-/// A descriptor's `rate_limit`, checked; the descriptor-level flags are
+/// Reads a descriptor's `rate_limit`, checked; the descriptor-level flags are
 /// set by the caller.
 fn build_rule(ctx: &Ctx<'_>, rl: &Spanned<RateLimitYaml>, path: &str) -> Result<Rule, ConfigError> {
     let r = &rl.value;
@@ -187,7 +187,7 @@ fn build_rule(ctx: &Ctx<'_>, rl: &Spanned<RateLimitYaml>, path: &str) -> Result<
 
 type Shape = (Kind, Unit, u64, u64);
 
-/// `unlimited: true`: a valid `unit` beside it is refused, as in the
+/// Reads `unlimited: true`: a valid `unit` beside it is refused, as in the
 /// reference; `requests_per_unit` is ignored.
 fn unlimited(
     ctx: &Ctx<'_>,
@@ -208,7 +208,7 @@ fn unlimited(
     Ok((Kind::Unlimited, Unit::Second, 0, Unit::Second.millis()))
 }
 
-/// A limit, or with `requests_per_unit: 0` (or none, which the reference
+/// Reads a limit, or with `requests_per_unit: 0` (or none, which the reference
 /// reads as 0) a rule that blocks every request.
 fn limited(
     ctx: &Ctx<'_>,
@@ -240,7 +240,7 @@ fn limited(
     }
 }
 
-/// The window: slidelog's `window`, or the unit times `unit_multiplier`.
+/// Reads the window: slidelog's `window`, or the unit times `unit_multiplier`.
 fn window_ms(
     ctx: &Ctx<'_>,
     r: &RateLimitYaml,
@@ -266,7 +266,7 @@ fn window_ms(
     unit_window(ctx, r, unit, place)
 }
 
-/// slidelog's `window: 90s`.
+/// Reads slidelog's `window: 90s`.
 fn explicit_window(ctx: &Ctx<'_>, w: &Spanned<String>) -> Result<u64, ConfigError> {
     let p = at(&w.referenced);
     let d = humantime::parse_duration(&w.value).map_err(|e| {
@@ -280,7 +280,7 @@ fn explicit_window(ctx: &Ctx<'_>, w: &Spanned<String>) -> Result<u64, ConfigErro
     Ok(limit.window_ms())
 }
 
-/// The unit times `unit_multiplier` (1 when absent), within the window bound.
+/// Multiplies the unit by `unit_multiplier` (1 when absent), within the window bound.
 fn unit_window(
     ctx: &Ctx<'_>,
     r: &RateLimitYaml,
@@ -309,7 +309,7 @@ fn unit_window(
     Ok(ms)
 }
 
-/// `replaces`: every entry names a rule, and not this one.
+/// Checks `replaces`: every entry names a rule, and not this one.
 fn check_replaces(
     ctx: &Ctx<'_>,
     r: &RateLimitYaml,

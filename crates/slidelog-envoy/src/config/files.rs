@@ -6,7 +6,7 @@
 use super::ConfigError;
 use std::path::{Path, PathBuf};
 
-/// The YAML files a path names: the file itself, or every `.yaml`/`.yml`
+/// Returns the YAML files a path names: the file itself, or every `.yaml`/`.yml`
 /// under a folder, sorted, hidden entries skipped.
 pub fn config_files(path: &Path) -> Result<Vec<PathBuf>, ConfigError> {
     let read_err = |p: &Path, e: std::io::Error| ConfigError::Read {

@@ -59,7 +59,7 @@ pub struct LoadOptions {
 }
 
 impl LoadOptions {
-    /// The options the reference service reads from its environment:
+    /// Returns the options the reference service reads from its environment:
     /// `MERGE_DOMAIN_CONFIG` (`true`, `1`, `t`, … as Go's `ParseBool`).
     pub fn from_env() -> Self {
         let merge = std::env::var("MERGE_DOMAIN_CONFIG").ok();
@@ -69,7 +69,7 @@ impl LoadOptions {
     }
 }
 
-/// `true` for the spellings Go's `strconv.ParseBool` reads as true.
+/// Tells whether `value` is one of the spellings Go's `strconv.ParseBool` reads as true.
 fn parse_go_bool(s: &str) -> bool {
     matches!(s.trim(), "1" | "t" | "T" | "true" | "TRUE" | "True")
 }
@@ -89,7 +89,7 @@ pub struct RateLimitConfig {
 }
 
 impl RateLimitConfig {
-    /// An empty config: every request is not limited.
+    /// Returns an empty config: every request is not limited.
     pub fn empty() -> Self {
         Self::default()
     }
@@ -101,7 +101,7 @@ impl RateLimitConfig {
         Self::load_with(path, &LoadOptions::from_env())
     }
 
-    /// [`RateLimitConfig::load`] with explicit options.
+    /// Does what [`RateLimitConfig::load`] does, with explicit options.
     pub fn load_with(path: &Path, options: &LoadOptions) -> Result<Self, ConfigError> {
         let mut config = Self::default();
         for file in config_files(path)? {
@@ -131,19 +131,19 @@ impl RateLimitConfig {
         Ok(config)
     }
 
-    /// The files this config was read from.
+    /// Returns the files this config was read from.
     pub fn files(&self) -> &[PathBuf] {
         &self.files
     }
 
-    /// The configured domains, sorted.
+    /// Returns the configured domains, sorted.
     pub fn domains(&self) -> Vec<&str> {
         let mut d: Vec<&str> = self.domains.keys().map(String::as_str).collect();
         d.sort_unstable();
         d
     }
 
-    /// Every configured rule of every domain, in no particular order (e.g.
+    /// Returns every configured rule of every domain, in no particular order (e.g.
     /// for the largest limit `slidelog inspect` compares key sizes with).
     pub fn rules(&self) -> Vec<&Arc<Rule>> {
         let mut out = Vec::new();
@@ -153,12 +153,12 @@ impl RateLimitConfig {
         out
     }
 
-    /// Whether the domain is configured.
+    /// Tells whether the domain is configured.
     pub fn has_domain(&self, domain: &str) -> bool {
         self.domains.contains_key(domain)
     }
 
-    /// The configured rule for one descriptor (its `(key, value)` entries in
+    /// Returns the configured rule for one descriptor (its `(key, value)` entries in
     /// order), or `None` when the domain is unknown or nothing matches at
     /// that depth. Its [`Rule::path`] is the configured path; use
     /// [`RateLimitConfig::lookup`] to decide a request.
@@ -174,7 +174,7 @@ impl RateLimitConfig {
             .map(|(rule, _)| rule)
     }
 
-    /// The rule that decides one descriptor of a request: [`find`]'s rule,
+    /// Returns the rule that decides one descriptor of a request: [`find`]'s rule,
     /// renamed for metrics as the reference names it when the descriptor
     /// sets `detailed_metric` or `value_to_metric`.
     ///

@@ -12,7 +12,7 @@ pub struct Pattern {
 }
 
 impl Pattern {
-    /// The pattern of `value`, or `None` when it holds no `*`.
+    /// Returns the pattern of `value`, or `None` when it holds no `*`.
     pub fn parse(value: &str) -> Option<Self> {
         if !value.contains('*') {
             return None;
@@ -23,12 +23,12 @@ impl Pattern {
         })
     }
 
-    /// The value as written in the config, stars included.
+    /// Returns the value as written in the config, stars included.
     pub fn as_str(&self) -> &str {
         &self.text
     }
 
-    /// Whether `value` matches: the first piece is a prefix, the last a
+    /// Tells whether `value` matches: the first piece is a prefix, the last a
     /// suffix, and the middle ones appear in order in between. Taking the
     /// leftmost place of each middle piece is enough: a later place could
     /// only leave less room for the rest.

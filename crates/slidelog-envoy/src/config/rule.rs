@@ -51,7 +51,7 @@ pub struct Rule {
 }
 
 impl Rule {
-    /// A rule from a limit that the client sent in the descriptor.
+    /// Builds a rule from a limit that the client sent in the descriptor.
     pub(crate) fn from_override(limit: Limit, unit: Unit, path: String) -> Self {
         Self {
             kind: Kind::Limited(limit),
@@ -71,7 +71,7 @@ impl Rule {
         }
     }
 
-    /// The limit; `None` for `unlimited: true` and for `requests_per_unit: 0`
+    /// Returns the limit; `None` for `unlimited: true` and for `requests_per_unit: 0`
     /// (see [`Rule::is_unlimited`] and [`Rule::blocks_all`]).
     pub fn limit(&self) -> Option<Limit> {
         match self.kind {
@@ -80,34 +80,34 @@ impl Rule {
         }
     }
 
-    /// `unlimited: true`: every request is OK and nothing is recorded.
+    /// Tells whether the rule is `unlimited: true`: every request is OK and nothing is recorded.
     pub fn is_unlimited(&self) -> bool {
         self.kind == Kind::Unlimited
     }
 
-    /// `requests_per_unit: 0`: every request is over the limit (OK in
+    /// Tells whether the rule has `requests_per_unit: 0`: every request is over the limit (OK in
     /// shadow mode) and the store is not asked.
     pub fn blocks_all(&self) -> bool {
         self.kind == Kind::Blocked
     }
 
-    /// The unit reported to Envoy.
+    /// Returns the unit reported to Envoy.
     pub fn unit(&self) -> Unit {
         self.unit
     }
 
-    /// The window in ms (the unit times `unit_multiplier`, or `window`).
+    /// Returns the window in ms (the unit times `unit_multiplier`, or `window`).
     pub fn window_ms(&self) -> u64 {
         self.window_ms
     }
 
-    /// `requests_per_unit` as configured (0 for unlimited and for a rule
+    /// Returns `requests_per_unit` as configured (0 for unlimited and for a rule
     /// that blocks all).
     pub fn requests_per_unit(&self) -> u64 {
         self.requests_per_unit
     }
 
-    /// The rule's `name`, if any.
+    /// Returns the rule's `name`, if any.
     pub fn name(&self) -> Option<&str> {
         self.name.as_deref()
     }
@@ -122,30 +122,30 @@ impl Rule {
         self.shadow_mode
     }
 
-    /// `quota_mode: true` was configured. slidelog reads it but enforces the
+    /// Tells whether `quota_mode: true` was configured. slidelog reads it but enforces the
     /// rule as an ordinary limit (see the README's Envoy section).
     pub fn quota_mode(&self) -> bool {
         self.quota_mode
     }
 
-    /// The descriptor's `metadata`, as configured.
+    /// Returns the descriptor's `metadata`, as configured.
     pub fn metadata(&self) -> Option<&serde_json::Value> {
         self.metadata.as_deref()
     }
 
-    /// The metric name, e.g. `api.user.path_/login`. For a rule found by
+    /// Returns the metric name, e.g. `api.user.path_/login`. For a rule found by
     /// [`super::RateLimitConfig::lookup`] it is the name the reference
     /// service gives the request (`detailed_metric`, `value_to_metric`).
     pub fn path(&self) -> &str {
         &self.path
     }
 
-    /// Where the rule sits in the config, e.g. `api.user.path_/api/*`.
+    /// Returns where the rule sits in the config, e.g. `api.user.path_/api/*`.
     pub fn config_path(&self) -> &str {
         &self.config_path
     }
 
-    /// The store key of a descriptor this rule matched: the descriptor's own
+    /// Returns the store key of a descriptor this rule matched: the descriptor's own
     /// key ([`crate::key`]), except that an entry matched by a
     /// `share_threshold` wildcard writes the pattern in place of its value,
     /// so every value matching it shares one log.
@@ -185,7 +185,7 @@ pub(super) struct MetricBudget {
 }
 
 impl MetricBudget {
-    /// Whether `metric` may be used: already given out, or room for it.
+    /// Tells whether `metric` may be used: already given out, or room for it.
     fn admit(&self, metric: &str, config_path: &str) -> bool {
         let mut seen = self.seen.lock();
         if seen.contains(metric) {

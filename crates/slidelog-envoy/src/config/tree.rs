@@ -88,7 +88,7 @@ impl Node {
         }
     }
 
-    /// Every rule at or below this node, in no particular order.
+    /// Returns every rule at or below this node, in no particular order.
     pub fn rules<'a>(&'a self, out: &mut Vec<&'a Arc<Rule>>) {
         out.extend(self.rule.iter());
         for slot in self.children.values() {
@@ -104,7 +104,7 @@ impl Node {
         }
     }
 
-    /// The child an entry matches, and how.
+    /// Returns the child an entry matches, and how.
     fn child(&self, key: &str, value: &str) -> Option<Step<'_>> {
         let slot = self.children.get(key)?;
         let step = |how, node| Some(Step { how, node });
@@ -120,7 +120,7 @@ impl Node {
         slot.any.as_deref().and_then(|n| step(How::Default, n))
     }
 
-    /// The rule for a descriptor and the node each entry matched.
+    /// Returns the rule for a descriptor and the node each entry matched.
     pub fn walk<'a, K: AsRef<str>, V: AsRef<str>>(
         &'a self,
         entries: &[(K, V)],
@@ -144,7 +144,7 @@ impl Node {
     }
 }
 
-/// The metric name the reference service gives a matched descriptor: with
+/// Returns the metric name the reference service gives a matched descriptor: with
 /// `detailed_metric`, every entry's own value (a `share_threshold` entry's
 /// pattern); otherwise the configured path, except that a level with
 /// `value_to_metric` writes the request's value in place of the configured

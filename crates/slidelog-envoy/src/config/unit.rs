@@ -38,7 +38,7 @@ impl Unit {
             .find(|u| u.name().eq_ignore_ascii_case(name))
     }
 
-    /// The lower-case name used in the YAML.
+    /// Returns the lower-case name used in the YAML.
     pub fn name(self) -> &'static str {
         match self {
             Unit::Second => "second",
@@ -51,7 +51,7 @@ impl Unit {
         }
     }
 
-    /// The unit's length in ms.
+    /// Returns the unit's length in ms.
     pub fn millis(self) -> u64 {
         const S: u64 = 1000;
         match self {
@@ -65,7 +65,7 @@ impl Unit {
         }
     }
 
-    /// The largest unit not longer than `window_ms` (at least a second):
+    /// Returns the largest unit not longer than `window_ms` (at least a second):
     /// what is reported for a `window` given without a `unit`.
     pub fn for_window(window_ms: u64) -> Self {
         Self::ALL

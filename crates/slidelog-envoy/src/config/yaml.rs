@@ -141,14 +141,14 @@ impl<'de> Deserialize<'de> for Count {
     }
 }
 
-/// The text of an optional, possibly null, scalar ("" when absent or null).
+/// Returns the text of an optional, possibly null, scalar ("" when absent or null).
 pub(super) fn text(s: &Option<Spanned<Option<Text>>>) -> &str {
     s.as_ref()
         .and_then(|s| s.value.as_ref())
         .map_or("", |t| t.0.as_str())
 }
 
-/// `(line, column)` of a place, 1-based.
+/// Returns the `(line, column)` of a place, 1-based.
 pub(super) fn at(l: &Location) -> (u64, u64) {
     (l.line(), l.column())
 }

@@ -11,12 +11,12 @@ pub struct GrpcService {
 }
 
 impl GrpcService {
-    /// The service over `limiter`.
+    /// Creates the service over `limiter`.
     pub fn new(limiter: Arc<RateLimiter>) -> Self {
         Self { limiter }
     }
 
-    /// The tonic server wrapper, ready for `tonic::transport::Server::add_service`.
+    /// Wraps the service for `tonic::transport::Server::add_service`.
     pub fn into_server(self) -> crate::proto::RateLimitServiceServer<Self> {
         crate::proto::RateLimitServiceServer::new(self)
     }

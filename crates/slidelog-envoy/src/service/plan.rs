@@ -57,7 +57,7 @@ impl RateLimiter {
             .collect()
     }
 
-    /// The rule for one descriptor: a limit sent by the client applies when
+    /// Finds the rule for one descriptor: a limit sent by the client applies when
     /// the domain is configured, as in the reference service; otherwise the
     /// config's match, if any.
     fn rule_for(
@@ -83,7 +83,7 @@ impl RateLimiter {
     }
 }
 
-/// The plan of a descriptor that a rule applies to.
+/// Plans a descriptor that a rule applies to.
 fn plan_rule(
     rule: &Arc<Rule>,
     domain: &str,
@@ -110,7 +110,7 @@ fn plan_rule(
     })
 }
 
-/// The descriptor's entries as `(key, value)` pairs.
+/// Returns the descriptor's entries as `(key, value)` pairs.
 fn entries(d: &RateLimitDescriptor) -> Vec<(&str, &str)> {
     d.entries
         .iter()
@@ -149,7 +149,7 @@ fn override_rule(
     Ok(Rule::from_override(limit, unit, path))
 }
 
-/// A client's override whose limit breaks a bound.
+/// Refuses a client's override whose limit breaks a bound.
 fn override_error(e: RuleLimitError) -> ServiceError {
     ServiceError::InvalidArgument(format!("descriptor limit override: {e}"))
 }

@@ -75,7 +75,7 @@ pub(super) fn parse_module_log(r: &[Value]) -> KeyKind {
     })
 }
 
-/// The name / integer pairs of `SLIDELOG.INFO` (a flat array, or a map).
+/// Returns the name / integer pairs of `SLIDELOG.INFO` (a flat array, or a map).
 fn info_pairs(v: &Value) -> Vec<(String, i64)> {
     let flat: Vec<&Value> = match v {
         Value::Array(items) => items.iter().collect(),
@@ -91,7 +91,7 @@ fn info_pairs(v: &Value) -> Vec<(String, i64)> {
         .collect()
 }
 
-/// `(member, score)` pairs of a ZRANGE WITHSCORES reply: a flat array in RESP2,
+/// Reads the `(member, score)` pairs of a ZRANGE WITHSCORES reply: a flat array in RESP2,
 /// an array of pairs in RESP3.
 fn pairs(v: &Value) -> Vec<(Vec<u8>, f64)> {
     let Value::Array(items) = v else {
