@@ -1,0 +1,99 @@
+//! Serve's store: open the store named by the flags (the memory store built
+//! here, a Redis store after a preflight that refuses a misconfiguration)
+//! and wrap it in the service state, [`App`].
+
+use super::ServeArgs;
+use crate::app::{App, AppConfig};
+use crate::preflight::Preflight;
+use anyhow::Context;
+use slidelog::redact::mask_password;
+use slidelog::store::MemoryStore;
+use slidelog::url::{StoreUrl, open_store};
+use std::sync::Arc;
+
+/// Opens the store named by the flags and wraps it in the service state.
+pub(super) async fn build_app(args: &ServeArgs) -> anyhow::Result<App> {
+    let config = app_config(args)?;
+    if StoreUrl::parse(&args.store.store)?.is_memory() {
+        // Built here rather than by URL so that its key count is exported
+        // and its expired logs are swept on a timer.
+        let store = Arc::new(
+            MemoryStore::new()
+                .with_key_cap(args.memory_key_cap)
+                .with_memory_limit(args.memory_limit),
+        );
+        return Ok(App::with_memory_store(store, config));
+    }
+    let mut options = args.store.options();
+    options.memory_key_cap = args.memory_key_cap;
+    options.memory_limit = args.memory_limit;
+    // A misconfiguration will not pass by itself: refuse to start on one.
+    let preflight = crate::preflight::check(&args.store.store, &options).await;
+    if let Preflight::Misconfigured(cause) = &preflight
+        && !args.allow_store_misconfig
+    {
+        anyhow::bail!(
+            "{cause}; the store refuses slidelog's configuration: fix --store (SLIDELOG_STORE) \
+             or the server, or start anyway with --allow-store-misconfig"
+        );
+    }
+    // Start even while Redis is down: /readyz says unready and the failure
+    // policy answers until it comes up, as it would during any later outage.
+    options.lazy_connect = true;
+    let store = open_store(&args.store.store, &options).await?;
+    let time = args.store.time_mode();
+    let no_cache = args.no_rejection_cache;
+    let app = App::with_builder(store, config, |b| {
+        let b = b.time_mode(time);
+        if no_cache { b.no_rejection_cache() } else { b }
+    });
+    report_preflight(args, &app, preflight);
+    Ok(app)
+}
+
+/// Gathers the service settings of the flags.
+fn app_config(args: &ServeArgs) -> anyhow::Result<AppConfig> {
+    Ok(AppConfig {
+        policy: args.on_store_error,
+        store_timeout: args.store.store_timeout,
+        admin_token: admin_token(args)?,
+        trust_client_time: args.trust_client_time,
+        bounds: slidelog::Bounds {
+            max_limit: args.max_limit,
+            max_cost: args.max_cost,
+            max_limits: args.max_limits,
+            max_descriptors: args.max_descriptors,
+        },
+    })
+}
+
+/// Says what the preflight found about a store serve starts with anyway.
+fn report_preflight(args: &ServeArgs, app: &App, preflight: Preflight) {
+    match preflight {
+        Preflight::Ready => {}
+        Preflight::Unreachable(reason) => tracing::warn!(
+            store = %mask_password(&args.store.store),
+            error = %reason,
+            "store not reachable at start; serving with the {} policy until it is",
+            args.on_store_error
+        ),
+        // Logged at error level; /readyz answers 503 with the cause.
+        Preflight::Misconfigured(cause) => app.limiter().note_misconfiguration(&cause),
+    }
+}
+
+/// Reads the admin token: --admin-token (or SLIDELOG_ADMIN_TOKEN), or the
+/// contents of --admin-token-file without its trailing newline. The error
+/// names the file, never its contents.
+fn admin_token(args: &ServeArgs) -> anyhow::Result<Option<slidelog::redact::Secret>> {
+    let Some(path) = &args.admin_token_file else {
+        return Ok(args.admin_token.clone());
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read --admin-token-file {}", path.display()))?;
+    let token = text.trim_end_matches(['\r', '\n']);
+    if token.is_empty() {
+        anyhow::bail!("--admin-token-file {} is empty", path.display());
+    }
+    Ok(Some(token.into()))
+}
