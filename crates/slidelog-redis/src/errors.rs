@@ -135,6 +135,17 @@ pub(crate) async fn bounded<T>(
     }
 }
 
+/// `PING` over `conn` within `timeout`: the readiness check of every store.
+pub(crate) async fn ping<C: redis::aio::ConnectionLike>(
+    conn: &mut C,
+    timeout: std::time::Duration,
+) -> Result<(), StoreError> {
+    let cmd = redis::cmd("PING");
+    bounded(timeout, cmd.query_async::<String>(conn))
+        .await
+        .map(drop)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

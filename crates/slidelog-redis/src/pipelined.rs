@@ -9,7 +9,7 @@
 //! `slidelog bench --unsafe-pipelined` can show why every decision is one
 //! atomic script. It is never a default and no URL opens it.
 
-use crate::errors::{bounded, to_store_error};
+use crate::errors::bounded;
 use crate::members::{costs_of, member};
 use crate::options::RedisOptions;
 use redis::aio::ConnectionLike;
@@ -119,21 +119,12 @@ where
         let cmd = redis::cmd("DEL")
             .arg(format!("{}{key}", self.prefix))
             .clone();
-        let call = cmd.query_async::<i64>(&mut conn);
-        match tokio::time::timeout(self.timeout, call).await {
-            Ok(result) => result.map(|n| n > 0).map_err(to_store_error),
-            Err(_) => Err(StoreError::Timeout(self.timeout)),
-        }
+        let deleted: i64 = bounded(self.timeout, cmd.query_async(&mut conn)).await?;
+        Ok(deleted > 0)
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        let mut conn = self.conn.clone();
-        let cmd = redis::cmd("PING");
-        let call = cmd.query_async::<String>(&mut conn);
-        match tokio::time::timeout(self.timeout, call).await {
-            Ok(result) => result.map(|_| ()).map_err(to_store_error),
-            Err(_) => Err(StoreError::Timeout(self.timeout)),
-        }
+        crate::errors::ping(&mut self.conn.clone(), self.timeout).await
     }
 
     fn kind(&self) -> &'static str {

@@ -243,10 +243,7 @@ where
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        let mut conn = self.conn.clone();
-        let cmd = redis::cmd("PING");
-        let _: String = self.bounded(cmd.query_async(&mut conn)).await?;
-        Ok(())
+        crate::errors::ping(&mut self.conn.clone(), self.timeout).await
     }
 
     fn kind(&self) -> &'static str {

@@ -2,9 +2,11 @@
 //! every node (redirects and slot refreshes included), and a wrong password
 //! is a clear error that never shows the password.
 
+mod common;
+
 use slidelog_core::{Limit, Request, Store};
-use slidelog_redis::{ClusterStore, RedisOptions};
-use slidelog_testkit::{RedisCluster, unique_prefix};
+use slidelog_redis::ClusterStore;
+use slidelog_testkit::RedisCluster;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -12,9 +14,7 @@ async fn the_urls_password_reaches_every_node() {
     let cluster = tokio::task::spawn_blocking(|| RedisCluster::start_with_password("s3cret-pw"))
         .await
         .unwrap();
-    let options = RedisOptions::default()
-        .with_prefix(unique_prefix("cluster-auth"))
-        .with_timeout(Duration::from_secs(2));
+    let options = common::options_with_timeout("cluster-auth", Duration::from_secs(2));
     let url = cluster.url();
     assert!(url.contains(":s3cret-pw@"), "{url}");
     let store = ClusterStore::connect_cluster(&url, options.clone())
@@ -32,10 +32,6 @@ async fn the_urls_password_reaches_every_node() {
     let err = ClusterStore::connect_cluster(&wrong, options)
         .await
         .unwrap_err();
-    let text = err.to_string();
-    assert!(
-        !text.contains("wrong-pw") && !text.contains("s3cret-pw"),
-        "{text}"
-    );
-    assert!(text.contains("***"), "{text}");
+    common::assert_hides(&err, &["wrong-pw", "s3cret-pw"]);
+    assert!(err.to_string().contains("***"), "{err}");
 }

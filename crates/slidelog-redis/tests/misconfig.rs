@@ -109,23 +109,8 @@ async fn a_missing_database_is_not_transient() {
 #[tokio::test]
 async fn a_failed_tls_handshake_is_not_transient() {
     // A server whose certificate comes from a CA the client does not trust.
-    let certs = tempfile::tempdir().unwrap();
-    slidelog_testkit::tls::make_test_certs(certs.path());
-    let path = |f: &str| certs.path().join(f).to_string_lossy().into_owned();
-    let tls_port = slidelog_testkit::free_port().to_string();
-    let _redis = RedisServer::start_with_args(&[
-        "--tls-port",
-        &tls_port,
-        "--tls-cert-file",
-        &path("server.crt"),
-        "--tls-key-file",
-        &path("server.key"),
-        "--tls-ca-cert-file",
-        &path("ca.crt"),
-        "--tls-auth-clients",
-        "no",
-    ]);
-    let url = format!("rediss://127.0.0.1:{tls_port}");
+    let tls = common::tls_server(&[]);
+    let url = format!("rediss://127.0.0.1:{}", tls.tls_port);
     refused_at_connect(&url, "TLS handshake failed").await;
     refused_on_decisions(&url, "TLS handshake failed").await;
 }
