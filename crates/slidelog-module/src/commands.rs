@@ -14,7 +14,6 @@
 
 use crate::adopt;
 use crate::args;
-use crate::codec;
 use crate::error::CommandError;
 use crate::ffi::{Ctx, Key, Kind};
 use slidelog_core::{Log, Mode, engine};
@@ -33,11 +32,7 @@ pub enum Reply {
 /// Every record of `log` as `(timestamp, costs)`, oldest first.
 pub fn records(log: &Log) -> impl Iterator<Item = (u64, Vec<u64>)> + '_ {
     (0..log.len()).map(move |j| {
-        let costs = if log.is_weighted() {
-            codec::record_costs(log, j)
-        } else {
-            vec![1]
-        };
+        let costs = (0..log.cost_width()).map(|p| log.cost(j, p)).collect();
         (log.ts(j), costs)
     })
 }

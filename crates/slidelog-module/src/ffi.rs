@@ -12,10 +12,9 @@
 //! keeps one beyond it except the data type's handle, registered once.
 #![allow(unsafe_code)]
 
-use crate::codec;
 use crate::commands::{self, Reply};
 use crate::error::CommandError;
-use slidelog_core::Log;
+use slidelog_core::{Log, codec};
 use std::ffi::{CStr, CString, c_int, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -23,8 +22,9 @@ use valkey_module::raw;
 
 /// The data type's name in RDB files (exactly 9 characters).
 const TYPE_NAME: &CStr = c"slide-log";
-/// The RDB encoding version of a log: [`codec`]'s format. A file (or DUMP
-/// payload) of another version fails to load, loudly.
+/// The RDB encoding version of a log: one string of `slidelog_core::codec`
+/// (which carries its own version too). A file (or DUMP payload) of another
+/// version fails to load, loudly.
 pub const ENCODING_VERSION: c_int = 1;
 
 const OK: c_int = raw::REDISMODULE_OK as c_int;
@@ -368,7 +368,11 @@ fn value<'a>(ptr: *mut c_void) -> Option<&'a Log> {
 
 extern "C" fn rdb_save(io: *mut raw::RedisModuleIO, ptr: *mut c_void) {
     let bytes = catch_unwind(AssertUnwindSafe(|| {
-        value(ptr).map(codec::encode).unwrap_or_default()
+        let mut out = Vec::new();
+        if let Some(log) = value(ptr) {
+            codec::encode(log, &mut out);
+        }
+        out
     }))
     .unwrap_or_default();
     // SAFETY: a live IO handle; the buffer is copied.
@@ -405,7 +409,11 @@ extern "C" fn rdb_load(io: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_voi
         copy
     };
     match catch_unwind(AssertUnwindSafe(|| codec::decode(&bytes))) {
-        Ok(Ok(log)) => Box::into_raw(Box::new(log)).cast(),
+        Ok(Ok((log, used))) if used == bytes.len() => Box::into_raw(Box::new(log)).cast(),
+        Ok(Ok(_)) => {
+            log_io_error(io, "slidelog: a stored log has trailing bytes");
+            std::ptr::null_mut()
+        }
         Ok(Err(e)) => {
             log_io_error(io, &format!("slidelog: a stored log is corrupt: {e}"));
             std::ptr::null_mut()

@@ -13,7 +13,6 @@
 
 pub mod adopt;
 pub mod args;
-pub mod codec;
 pub mod commands;
 pub mod error;
 pub mod ffi;

@@ -48,7 +48,7 @@ fn build() -> PathBuf {
     let output = cargo.output().expect("run cargo to build slidelog-module");
     assert!(
         output.status.success(),
-        "cargo build -p slidelog-module failed (it needs clang and libclang-dev: \
+        "cargo build -p slidelog-module failed (bindgen needs clang and libclang-dev: \
          apt-get install -y clang libclang-dev, as scripts/test.sh does):\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
