@@ -64,6 +64,8 @@ pub struct ServeArgs {
     pub envoy_response_headers: bool,
     #[command(flatten)]
     pub store: StoreArgs,
+    #[command(flatten)]
+    pub snapshot: crate::snapshot::SnapshotArgs,
     /// What to answer when the store fails or times out: fail-open admits with
     /// "degraded": true; fail-closed answers 503.
     #[arg(long, value_parser = crate::policy::parser(), default_value = "fail-open")]
@@ -170,6 +172,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     )?;
     let inspect_schedule = schedule::from_flags(&args)?;
     let app = open::build_app(&args).await?;
+    // Loaded before any listener is bound: no decision sees an empty store.
+    let snapshots = crate::snapshot::start(&args.snapshot, &app)?;
     let limiter = crate::envoy::limiter(&app, envoy_config, args.envoy_response_headers);
     let bound = listen::bind(&args, limiter.clone()).await?;
     listen::announce(&args, &bound);
@@ -194,6 +198,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     match server::serve_http_with(http, router, shutdown, args.shutdown_grace, &hygiene).await? {
         Stopped::Drained => tracing::info!("stopped"),
         Stopped::GraceExpired => tracing::warn!("stopped with requests cut off"),
+    }
+    if let Some(snapshots) = snapshots {
+        snapshots.finish().await;
     }
     Ok(ExitCode::SUCCESS)
 }
