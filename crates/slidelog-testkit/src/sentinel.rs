@@ -122,16 +122,22 @@ impl SentinelGroup {
     /// replica is in sync and every sentinel knows the replica and the two
     /// other sentinels (so a failover can be agreed on).
     pub fn start() -> Self {
-        Self::start_inner(None)
+        Self::start_inner(None, [&[], &[]])
     }
 
     /// The same group with data servers that require `password`
     /// (`requirepass`, `masterauth`, and `auth-pass` in the sentinels).
     pub fn start_with_password(password: &str) -> Self {
-        Self::start_inner(Some(password))
+        Self::start_inner(Some(password), [&[], &[]])
     }
 
-    fn start_inner(password: Option<&str>) -> Self {
+    /// The same group with extra arguments for the first master and for the
+    /// replica (e.g. `--loadmodule` on one or both).
+    pub fn start_with_server_args(master: &[&str], replica: &[&str]) -> Self {
+        Self::start_inner(None, [master, replica])
+    }
+
+    fn start_inner(password: Option<&str>, extra: [&[&str]; 2]) -> Self {
         let auth: Vec<&str> = match password {
             Some(pw) => vec!["--requirepass", pw, "--masterauth", pw],
             None => vec![],
@@ -143,10 +149,12 @@ impl SentinelGroup {
         let (d0, d1) = (dir(0), dir(1));
         let mut args = vec!["--repl-diskless-sync-delay", "0", "--dir", &d0];
         args.extend(&auth);
+        args.extend(extra[0]);
         let master = RedisServer::start_with_args(&args);
         let mport = master.port().to_string();
         let mut args = vec!["--repl-diskless-sync-delay", "0", "--dir", &d1];
         args.extend(&auth);
+        args.extend(extra[1]);
         args.extend(["--replicaof", "127.0.0.1", &mport]);
         let replica = RedisServer::start_with_args(&args);
         if let Some(pw) = password {
