@@ -111,7 +111,7 @@ impl StoreUrl {
 /// The query parameter of a Redis store URL that picks its engine.
 pub const ENGINE_PARAM: &str = "engine";
 
-/// Which engine decides on a Redis store (docs/design.md §4.3), from the
+/// Which engine decides on a Redis store (docs/design.md §4.4), from the
 /// store URL's `engine` parameter (`redis://h:6379?engine=module`, and the
 /// same on `rediss://`, Cluster and Sentinel URLs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]

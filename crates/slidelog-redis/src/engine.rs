@@ -1,4 +1,4 @@
-//! Which engine decides (docs/design.md §4.3): the Lua scripts or the native
+//! Which engine decides (docs/design.md §4.4): the Lua scripts or the native
 //! module, chosen by the store URL's `engine=auto|module|script`
 //! ([`RedisEngine`]), and [`Engine::run`], the one place a decision is sent
 //! to either.

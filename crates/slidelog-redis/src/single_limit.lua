@@ -42,7 +42,7 @@ end
 -- (every record of a weighted log carries a '#', and the newest one always
 -- does: sliding_log.lua, "The marker"); its score gives reset_after_ms and
 -- tells a record left in the future by a clock that stepped back.
--- A key the module converted (docs/design.md §4.3) answers WRONGTYPE here:
+-- A key the module converted (docs/design.md §4.4) answers WRONGTYPE here:
 -- the module decides it, at this time and deadline, so switching engines
 -- never over-admits. (pcall costs what call does: no extra command.)
 local top = redis.pcall('ZRANGE', log, '-1', '-1', 'WITHSCORES')

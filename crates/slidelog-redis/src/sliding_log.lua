@@ -65,7 +65,7 @@ end
 -- Step 1c: the newest record: its member is the marker (above), its score
 -- the reset_after_ms. Read before anything is removed, so that a weighted
 -- log's frontiers (step 3) still see every record.
--- A key the module converted (docs/design.md §4.3) answers WRONGTYPE here:
+-- A key the module converted (docs/design.md §4.4) answers WRONGTYPE here:
 -- the module decides it, with the same limits, time and deadline, and its
 -- reply is this script's, so switching engines never over-admits.
 local top = redis.pcall('ZRANGE', log, -1, -1, 'WITHSCORES')

@@ -45,7 +45,7 @@ pub struct ScriptStore<C> {
     skew_margin: Duration,
     counters: Arc<Counters>,
     clock_watch: Arc<ClockWatch>,
-    /// The scripts or the module (docs/design.md §4.3; [`crate::engine`]).
+    /// The scripts or the module (docs/design.md §4.4; [`crate::engine`]).
     engine: Arc<EngineSelect<C>>,
 }
 

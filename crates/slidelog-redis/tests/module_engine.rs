@@ -1,4 +1,4 @@
-//! The store's engine choice (docs/design.md §4.3) on real servers:
+//! The store's engine choice (docs/design.md §4.4) on real servers:
 //! `engine=auto` decides through the module where the server has it and
 //! through the scripts where it does not; `engine=module` refuses to open on
 //! a server without it (a misconfiguration naming the module and how to load

@@ -1,5 +1,5 @@
 //! Exactness of the module engine across OS processes (this test binary run
-//! again as children), docs/design.md §4.3: 3 processes x 16 concurrent
+//! again as children), docs/design.md §4.4: 3 processes x 16 concurrent
 //! tasks on one server with the module loaded.
 //!
 //! - `exact`: max 100 per 60 s on one key, every task checking 10 times:

@@ -1,4 +1,4 @@
-//! The module engine on a Sentinel group (docs/design.md §4.3): the master
+//! The module engine on a Sentinel group (docs/design.md §4.4): the master
 //! is asked whether it has the module, and asked again after a failover.
 //!
 //! - The module on both servers, `engine=module`: a killed master fails over
