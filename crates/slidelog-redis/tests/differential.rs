@@ -79,11 +79,7 @@ async fn redis_and_memory_decide_identically_on_random_traces() {
                     Request::with_costs(key.clone(), (*limits).clone(), costs).unwrap()
                 }
             };
-            let mode = if rng.random_ratio(1, 5) {
-                Mode::Peek
-            } else {
-                Mode::Record
-            };
+            let mode = common::random_mode(&mut rng, 5);
             let context = format!("seed {seed} step {step}");
             same_decision(&redis, &memory, &request, mode, now, &context).await;
             decisions += 1;
@@ -124,11 +120,7 @@ async fn weighted_keys_with_changing_limits_decide_as_the_memory_store() {
                 .map(|l| rng.random_range(1..=l.max().min(12)))
                 .collect();
             let request = Request::with_costs(key.clone(), limits.clone(), costs).unwrap();
-            let mode = if rng.random_ratio(1, 6) {
-                Mode::Peek
-            } else {
-                Mode::Record
-            };
+            let mode = common::random_mode(&mut rng, 6);
             let context = format!("seed {seed} step {step}");
             same_decision(&redis, &memory, &request, mode, now, &context).await;
             decisions += 1;

@@ -40,11 +40,7 @@ async fn ties_steps_back_and_stale_weights_decide_as_the_memory_store() {
                 .map(|_| if weighted { rng.random_range(2..=3) } else { 1 })
                 .collect();
             let request = Request::with_costs(key.clone(), limits.clone(), costs).unwrap();
-            let mode = if rng.random_ratio(1, 6) {
-                Mode::Peek
-            } else {
-                Mode::Record
-            };
+            let mode = common::random_mode(&mut rng, 6);
             let a = redis.decide(&request, mode, Now::At(now)).await.unwrap();
             let b = memory.decide(&request, mode, Now::At(now)).await.unwrap();
             assert_eq!(

@@ -9,7 +9,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redis::Script;
 use slidelog_core::{Limit, Mode, Now, Request, Store, engine};
-use slidelog_testkit::{RedisServer, unique_prefix};
+use slidelog_testkit::RedisServer;
 
 const ORIGINAL: &str = include_str!("original_sliding_window.lua");
 
@@ -37,14 +37,8 @@ async fn original<C: redis::aio::ConnectionLike>(
 #[tokio::test]
 async fn both_scripts_share_keys_counts_and_boundaries() {
     let server = RedisServer::start();
-    let prefix = unique_prefix("orig");
-    let store = common::store_with(
-        &server,
-        slidelog_redis::RedisOptions::default()
-            .with_prefix(prefix.clone())
-            .with_timeout(common::PATIENT),
-    )
-    .await;
+    let store = common::store(&server, "orig").await;
+    let prefix = store.prefix().to_owned();
     let mut conn = store.connection();
     let key = "user123";
     let full = format!("{prefix}{key}");
@@ -112,14 +106,8 @@ async fn both_scripts_share_keys_counts_and_boundaries() {
 #[tokio::test]
 async fn random_interleavings_agree_with_the_reference_rule() {
     let server = RedisServer::start();
-    let prefix = unique_prefix("orig-rand");
-    let store = common::store_with(
-        &server,
-        slidelog_redis::RedisOptions::default()
-            .with_prefix(prefix.clone())
-            .with_timeout(common::PATIENT),
-    )
-    .await;
+    let store = common::store(&server, "orig-rand").await;
+    let prefix = store.prefix().to_owned();
     let mut conn = store.connection();
     for seed in 0..8u64 {
         let mut rng = StdRng::seed_from_u64(seed);

@@ -112,14 +112,7 @@ fn exactly_max_admitted_across_processes(kind: ServerKind) {
         100,
         "admitted across {PROCESSES} processes; zcard {card}"
     );
-    let scores: Vec<(String, u64)> = redis::cmd("ZRANGE")
-        .arg(format!("{prefix}shared"))
-        .arg(0)
-        .arg(-1)
-        .arg("WITHSCORES")
-        .query(&mut c)
-        .unwrap();
-    let mut left: Vec<u64> = scores.iter().map(|(_, s)| *s).collect();
+    let mut left: Vec<u64> = scores(&mut c, &format!("{prefix}shared"));
     left.sort_unstable();
     assert_eq!(left, times, "the scores left in Redis are the admissions");
     // No window-long interval holds more than max records.
@@ -149,14 +142,20 @@ fn no_window_holds_more_than_max_under_sustained_load_across_processes(kind: Ser
     }
     // The scores left in Redis are the newest admissions, and obey the same rule.
     let mut c = server.client();
-    let left: Vec<(String, u64)> = redis::cmd("ZRANGE")
-        .arg(format!("{prefix}shared"))
+    let left = scores(&mut c, &format!("{prefix}shared"));
+    assert!(left.len() <= max);
+}
+
+/// The scores of every record of the log `key`, oldest first.
+fn scores(c: &mut redis::Connection, key: &str) -> Vec<u64> {
+    let records: Vec<(String, u64)> = redis::cmd("ZRANGE")
+        .arg(key)
         .arg(0)
         .arg(-1)
         .arg("WITHSCORES")
-        .query(&mut c)
+        .query(c)
         .unwrap();
-    assert!(left.len() <= max);
+    records.into_iter().map(|(_, score)| score).collect()
 }
 
 /// The child (`SLIDELOG_CHILD_URL` set by the parent): connects, waits

@@ -82,3 +82,12 @@ pub fn assert_hides(error: &dyn std::fmt::Display, passwords: &[&str]) {
         assert!(!text.contains(password), "{text}");
     }
 }
+
+/// A peek one time in `one_in` (at random), a check otherwise.
+pub fn random_mode(rng: &mut impl rand::Rng, one_in: u32) -> slidelog_core::Mode {
+    if rng.random_ratio(1, one_in) {
+        slidelog_core::Mode::Peek
+    } else {
+        slidelog_core::Mode::Record
+    }
+}
