@@ -12,6 +12,12 @@
 //! [`slidelog_core::engine::evaluate`] does. Time is Redis `TIME` read inside
 //! the script by default (every instance shares one clock), or the caller's.
 //!
+//! Where the server loads slidelog's native module, the same decision is one
+//! `SLIDELOG.CHECK` instead ([`module`]): the store URL's
+//! `engine=auto|module|script` chooses ([`engine`], docs/design.md §4.4;
+//! `auto`, the default, uses the module where every node has it), and both
+//! engines decide on the same keys without ever admitting beyond a limit.
+//!
 //! - [`RedisStore`]: one Redis (`redis://`, `rediss://`), reconnecting by itself.
 //! - [`ScriptStore`]: the same store over any redis-rs async connection
 //!   (`ConnectionLike + Clone`), reusing the script, its NOSCRIPT reload,

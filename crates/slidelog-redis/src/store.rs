@@ -18,7 +18,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// A store whose every decision is one atomic run of a decision script on
-/// one Redis key (`prefix + key`), over the connection `C`.
+/// one Redis key (`prefix + key`), over the connection `C`; or, with the
+/// module engine ([`crate::engine`], chosen by the store URL's `engine=`),
+/// one `SLIDELOG.CHECK` of the module on that key.
 ///
 /// Each call is bounded by the per-call timeout ([`StoreError::Timeout`]);
 /// Redis errors become [`StoreError::Unavailable`] (transient) or
