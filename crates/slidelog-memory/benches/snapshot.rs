@@ -51,7 +51,7 @@ fn main() {
         println!(
             "{} keys x {per_key} records: {} bytes ({:.2} bytes/record, {:.1} MB per 1M records); \
              to memory {:.0} ms ({:.0} ms per 1M records), to a file with fsync {:.0} ms; \
-             longest lock hold {:.2} ms; load {:.0} ms ({} keys)",
+             lock holds {}, mean {:.3} ms, longest {:.2} ms; load {:.0} ms ({} keys)",
             report.keys,
             report.bytes,
             report.bytes as f64 / report.records as f64,
@@ -59,6 +59,8 @@ fn main() {
             report.duration.as_secs_f64() * 1e3,
             per_m(report.duration),
             file.duration.as_secs_f64() * 1e3,
+            report.lock_holds,
+            report.total_lock_hold.as_secs_f64() * 1e3 / report.lock_holds as f64,
             report.longest_lock_hold.as_secs_f64() * 1e3,
             load_time.as_secs_f64() * 1e3,
             load.keys,
@@ -99,7 +101,7 @@ fn under_load(store: &Arc<MemoryStore>, admitted: &Arc<Vec<AtomicU8>>, every: Op
         })
         .collect();
     let started = Instant::now();
-    let (mut taken, mut hold) = (0, Duration::ZERO);
+    let (mut taken, mut hold, mut holds, mut held) = (0, Duration::ZERO, 0, Duration::ZERO);
     while started.elapsed() < Duration::from_secs(5) {
         let Some(every) = every else {
             std::thread::sleep(Duration::from_millis(10));
@@ -108,6 +110,7 @@ fn under_load(store: &Arc<MemoryStore>, admitted: &Arc<Vec<AtomicU8>>, every: Op
         let began = Instant::now();
         let report = store.save_path(&path).unwrap();
         hold = hold.max(report.longest_lock_hold);
+        (holds, held) = (holds + report.lock_holds, held + report.total_lock_hold);
         taken += 1;
         std::thread::sleep(every.saturating_sub(began.elapsed()));
     }
@@ -125,7 +128,7 @@ fn under_load(store: &Arc<MemoryStore>, admitted: &Arc<Vec<AtomicU8>>, every: Op
         .unwrap();
     println!(
         "64 threads, snapshots {}: {} decisions, p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us, max {:.1} us; \
-         {taken} snapshots, longest lock hold {:.2} ms; most admitted on one key: {most} (limit 5)",
+         {taken} snapshots, lock holds mean {:.3} ms, longest {:.2} ms; most admitted on one key: {most} (limit 5)",
         match every {
             None => "off".to_owned(),
             Some(Duration::ZERO) => "back to back".to_owned(),
@@ -136,6 +139,7 @@ fn under_load(store: &Arc<MemoryStore>, admitted: &Arc<Vec<AtomicU8>>, every: Op
         q(0.99),
         q(0.999),
         *all.last().unwrap() as f64 / 1e3,
+        held.as_secs_f64() * 1e3 / holds.max(1) as f64,
         hold.as_secs_f64() * 1e3,
     );
     assert!(

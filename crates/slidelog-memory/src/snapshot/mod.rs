@@ -39,8 +39,13 @@ pub struct SaveReport {
     pub bytes: u64,
     /// Time taken, file sync included for a path.
     pub duration: Duration,
-    /// The longest time one shard's lock was held for its copy.
+    /// The longest time one shard's lock was held for a copy (wall time: a
+    /// thread descheduled while it holds the lock counts).
     pub longest_lock_hold: Duration,
+    /// How many times a shard's lock was taken for a copy.
+    pub lock_holds: u64,
+    /// The time the locks were held in all.
+    pub total_lock_hold: Duration,
 }
 
 /// What a load added, and what it left out.
@@ -213,7 +218,10 @@ fn copy_shard(shard: &Mutex<Shard>, now_ms: u64, buf: &mut Vec<u8>, report: &mut
         let (keys, records) = guard.encode_live(start..end, now_ms, buf);
         let done = end == guard.buckets();
         drop(guard);
-        report.longest_lock_hold = report.longest_lock_hold.max(held.elapsed());
+        let held = held.elapsed();
+        report.longest_lock_hold = report.longest_lock_hold.max(held);
+        report.lock_holds += 1;
+        report.total_lock_hold += held;
         report.keys += keys;
         report.records += records;
         if done {
