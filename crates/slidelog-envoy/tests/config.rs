@@ -249,24 +249,12 @@ fn rule_of(c: &RateLimitConfig, domain: &str, entries: &[(&str, &str)]) -> Optio
 const WILDCARDS: &str = r#"
 domain: wild
 descriptors:
-  - key: trailing
-    value: foo*
-    rate_limit: {unit: minute, requests_per_unit: 1}
-  - key: plain
-    value: foo
-    rate_limit: {unit: minute, requests_per_unit: 2}
-  - key: middle
-    value: bar*b
-    rate_limit: {unit: minute, requests_per_unit: 3}
-  - key: several
-    value: foo*bar*baz
-    rate_limit: {unit: minute, requests_per_unit: 4}
-  - key: both
-    value: foo*bar*
-    rate_limit: {unit: minute, requests_per_unit: 5}
-  - key: host
-    value: "*.example.com"
-    rate_limit: {unit: minute, requests_per_unit: 6}
+  - {key: trailing, value: foo*, rate_limit: {unit: minute, requests_per_unit: 1}}
+  - {key: plain, value: foo, rate_limit: {unit: minute, requests_per_unit: 2}}
+  - {key: middle, value: bar*b, rate_limit: {unit: minute, requests_per_unit: 3}}
+  - {key: several, value: foo*bar*baz, rate_limit: {unit: minute, requests_per_unit: 4}}
+  - {key: both, value: foo*bar*, rate_limit: {unit: minute, requests_per_unit: 5}}
+  - {key: host, value: "*.example.com", rate_limit: {unit: minute, requests_per_unit: 6}}
 "#;
 
 #[test]
@@ -300,17 +288,10 @@ fn precedence_is_exact_value_then_first_wildcard_then_value_less_key() {
         r#"
 domain: p
 descriptors:
-  - key: k
-    rate_limit: {unit: second, requests_per_unit: 4}
-  - key: k
-    value: a*
-    rate_limit: {unit: second, requests_per_unit: 2}
-  - key: k
-    value: "*b"
-    rate_limit: {unit: second, requests_per_unit: 3}
-  - key: k
-    value: ab
-    rate_limit: {unit: second, requests_per_unit: 1}
+  - {key: k, rate_limit: {unit: second, requests_per_unit: 4}}
+  - {key: k, value: a*, rate_limit: {unit: second, requests_per_unit: 2}}
+  - {key: k, value: "*b", rate_limit: {unit: second, requests_per_unit: 3}}
+  - {key: k, value: ab, rate_limit: {unit: second, requests_per_unit: 1}}
   - key: deep
     value: x
     descriptors:

@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::{descriptor, limiter, limiter_with, request, start_grpc, start_http};
+use common::{
+    descriptor, limiter, limiter_with, memory_limiter, request, start_grpc, start_json_on_memory,
+};
 use slidelog_envoy::ServiceOptions;
 use slidelog_envoy::proto::RateLimitServiceClient;
 use slidelog_envoy::proto::rate_limit_response::Code;
@@ -15,11 +17,7 @@ use std::time::Duration;
 
 #[tokio::test]
 async fn grpc_should_rate_limit_from_a_tonic_client() {
-    let l = limiter(
-        Arc::new(slidelog_memory::MemoryStore::new()),
-        ServiceOptions::default(),
-    );
-    let addr = start_grpc(l).await;
+    let addr = start_grpc(memory_limiter()).await;
     let mut client = RateLimitServiceClient::connect(format!("http://{addr}"))
         .await
         .unwrap();
@@ -46,13 +44,8 @@ async fn grpc_should_rate_limit_from_a_tonic_client() {
 
 #[tokio::test]
 async fn post_json_answers_the_json_form() {
-    let l = limiter(
-        Arc::new(slidelog_memory::MemoryStore::new()),
-        ServiceOptions::default(),
-    );
-    let addr = start_http(l).await;
+    let url = start_json_on_memory().await;
     let http = reqwest::Client::new();
-    let url = format!("http://{addr}/json");
     let body = serde_json::json!({
         "domain": "api",
         "descriptors": [{"entries": [{"key": "user", "value": "json"}]}, {"entries": [{"key": "x", "value": "y"}]}]
@@ -152,11 +145,7 @@ async fn store_failure_follows_the_policy_and_recovers() {
 
 #[tokio::test]
 async fn undecodable_protobuf_is_invalid_argument() {
-    let l = limiter(
-        Arc::new(slidelog_memory::MemoryStore::new()),
-        ServiceOptions::default(),
-    );
-    let addr = start_grpc(l).await;
+    let addr = start_grpc(memory_limiter()).await;
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
         .unwrap()
         .connect()
@@ -191,13 +180,8 @@ async fn undecodable_protobuf_is_invalid_argument() {
 
 #[tokio::test]
 async fn post_json_refuses_unknown_fields_naming_them() {
-    let l = limiter(
-        Arc::new(slidelog_memory::MemoryStore::new()),
-        ServiceOptions::default(),
-    );
-    let addr = start_http(l).await;
+    let url = start_json_on_memory().await;
     let http = reqwest::Client::new();
-    let url = format!("http://{addr}/json");
     let bodies = [
         (
             serde_json::json!({"domain": "api", "colour": 1, "descriptors": []}),

@@ -36,6 +36,14 @@ pub fn limiter(store: Arc<dyn slidelog_core::Store>, options: ServiceOptions) ->
     limiter_with(slidelog::Limiter::from_store(store), options)
 }
 
+/// The service over a fresh in-memory store, with the default options.
+pub fn memory_limiter() -> Arc<RateLimiter> {
+    limiter(
+        Arc::new(slidelog_memory::MemoryStore::new()),
+        ServiceOptions::default(),
+    )
+}
+
 /// The service over `limiter` (its timeout and failure policy apply).
 pub fn limiter_with(limiter: slidelog::Limiter, options: ServiceOptions) -> Arc<RateLimiter> {
     let config = RateLimitConfig::from_yaml_str("test.yaml", CONFIG).unwrap();
@@ -129,4 +137,10 @@ pub async fn start_http(limiter: Arc<RateLimiter>) -> SocketAddr {
     let app = slidelog_envoy::json::router(limiter);
     tokio::spawn(async move { axum::serve(listener, app).await });
     addr
+}
+
+/// Starts `POST /json` over a fresh in-memory store; returns its URL.
+pub async fn start_json_on_memory() -> String {
+    let addr = start_http(memory_limiter()).await;
+    format!("http://{addr}/json")
 }
