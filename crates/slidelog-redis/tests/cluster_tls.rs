@@ -2,6 +2,8 @@
 //! TLS (`tls-cluster yes`: the cluster answers TLS clients with TLS ports),
 //! with a test CA made by the `openssl` command.
 
+mod common;
+
 use slidelog_core::{Limit, Request, Store};
 use slidelog_redis::{ClusterStore, RedisOptions};
 use slidelog_testkit::{RedisCluster, free_port, unique_prefix};
@@ -12,30 +14,13 @@ use std::time::Duration;
 async fn rediss_cluster_decides_over_tls() {
     let certs = tempfile::tempdir().unwrap();
     slidelog_testkit::tls::make_test_certs(certs.path());
-    let path = |f: &str| certs.path().join(f).to_string_lossy().into_owned();
-    let (crt, key, ca) = (path("server.crt"), path("server.key"), path("ca.crt"));
     let tls_ports = Mutex::new(Vec::new());
     let node_args = || {
         let port = free_port();
         tls_ports.lock().unwrap().push(port);
-        [
-            "--tls-port",
-            &port.to_string(),
-            "--tls-cert-file",
-            &crt,
-            "--tls-key-file",
-            &key,
-            "--tls-ca-cert-file",
-            &ca,
-            "--tls-auth-clients",
-            "no",
-            "--tls-cluster",
-            "yes",
-            "--tls-replication",
-            "yes",
-        ]
-        .map(String::from)
-        .to_vec()
+        let mut args = common::tls_args(certs.path(), port);
+        args.extend(["--tls-cluster", "yes", "--tls-replication", "yes"].map(String::from));
+        args
     };
     let cluster = std::thread::scope(|s| {
         s.spawn(|| RedisCluster::start_with_node_args(3, 0, &node_args))

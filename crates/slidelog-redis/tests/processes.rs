@@ -10,6 +10,8 @@
 //! (slidelog_testkit::runner), so the child is never a test that passes by
 //! returning early.
 
+mod common;
+
 use slidelog_core::{Limit, Mode, Now, Request};
 use slidelog_redis::{RedisOptions, RedisStore};
 use slidelog_testkit::runner::{self, Case};
@@ -148,14 +150,10 @@ fn no_window_holds_more_than_max_under_sustained_load_across_processes(kind: Ser
 
 /// The scores of every record of the log `key`, oldest first.
 fn scores(c: &mut redis::Connection, key: &str) -> Vec<u64> {
-    let records: Vec<(String, u64)> = redis::cmd("ZRANGE")
-        .arg(key)
-        .arg(0)
-        .arg(-1)
-        .arg("WITHSCORES")
-        .query(c)
-        .unwrap();
-    records.into_iter().map(|(_, score)| score).collect()
+    common::records(c, key)
+        .into_iter()
+        .map(|(_, score)| score)
+        .collect()
 }
 
 /// The child (`SLIDELOG_CHILD_URL` set by the parent): connects, waits

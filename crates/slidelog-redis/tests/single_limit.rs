@@ -6,6 +6,8 @@
 //! records (members and scores) and the TTL must agree. Then the paths only
 //! the lean script has: the hand-back of a weighted log, and the deadline.
 
+mod common;
+
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use slidelog_redis::script::{SCRIPT, SINGLE, parse_reply, parse_single_reply};
@@ -56,13 +58,7 @@ fn single(
 
 /// Members and scores, oldest first, and the TTL in ms.
 fn log_of(c: &mut redis::Connection, key: &str) -> (Vec<(String, f64)>, i64) {
-    let records: Vec<(String, f64)> = redis::cmd("ZRANGE")
-        .arg(key)
-        .arg(0)
-        .arg(-1)
-        .arg("WITHSCORES")
-        .query(c)
-        .unwrap();
+    let records = common::records(c, key);
     let ttl: i64 = redis::cmd("PTTL").arg(key).query(c).unwrap();
     (records, ttl)
 }

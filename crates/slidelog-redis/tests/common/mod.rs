@@ -46,27 +46,32 @@ pub struct TlsServer {
     _certs: tempfile::TempDir,
 }
 
+/// The arguments that make a redis-server listen on TLS `port` with the
+/// test certificates in `certs` (clients need no certificate).
+pub fn tls_args(certs: &std::path::Path, port: u16) -> Vec<String> {
+    let path = |f: &str| certs.join(f).to_string_lossy().into_owned();
+    vec![
+        "--tls-port".into(),
+        port.to_string(),
+        "--tls-cert-file".into(),
+        path("server.crt"),
+        "--tls-key-file".into(),
+        path("server.key"),
+        "--tls-ca-cert-file".into(),
+        path("ca.crt"),
+        "--tls-auth-clients".into(),
+        "no".into(),
+    ]
+}
+
 /// Starts a [`TlsServer`] with the extra arguments `extra`.
 pub fn tls_server(extra: &[&str]) -> TlsServer {
     let certs = tempfile::tempdir().unwrap();
     slidelog_testkit::tls::make_test_certs(certs.path());
-    let path = |f: &str| certs.path().join(f).to_string_lossy().into_owned();
     let tls_port = slidelog_testkit::free_port();
-    let port = tls_port.to_string();
-    let (cert, key, ca) = (path("server.crt"), path("server.key"), path("ca.crt"));
-    let mut args = vec![
-        "--tls-port",
-        &port,
-        "--tls-cert-file",
-        &cert,
-        "--tls-key-file",
-        &key,
-        "--tls-ca-cert-file",
-        &ca,
-        "--tls-auth-clients",
-        "no",
-    ];
-    args.extend_from_slice(extra);
+    let mut args = tls_args(certs.path(), tls_port);
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     TlsServer {
         server: RedisServer::start_with_args(&args),
         tls_port,
@@ -81,6 +86,17 @@ pub fn assert_hides(error: &dyn std::fmt::Display, passwords: &[&str]) {
     for password in passwords {
         assert!(!text.contains(password), "{text}");
     }
+}
+
+/// Every record of the log `key` (member, score), oldest first.
+pub fn records<S: redis::FromRedisValue>(c: &mut redis::Connection, key: &str) -> Vec<(String, S)> {
+    redis::cmd("ZRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query(c)
+        .unwrap()
 }
 
 /// A peek one time in `one_in` (at random), a check otherwise.
