@@ -255,8 +255,12 @@ fn files_are_replaced_whole_and_errors_name_them() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(names, ["memory.snap"]);
+    // A writer killed mid-write left its temporary file: the next load removes it.
+    let stale = dir.path().join(".memory.snap.a1b2c3.tmp");
+    std::fs::write(&stale, b"half a snapshot").unwrap();
     let loaded = MemoryStore::new();
     assert_eq!(loaded.load_path(&path).unwrap().unwrap().keys, 100);
+    assert!(!stale.exists());
     std::fs::write(&path, b"garbage").unwrap();
     let err = MemoryStore::new().load_path(&path).unwrap_err();
     assert!(

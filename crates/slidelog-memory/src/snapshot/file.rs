@@ -1,6 +1,8 @@
 //! Snapshots on disk: written crash-safe (a temporary file in the same
 //! directory, fsync, atomic rename, fsync of the directory), so that the
-//! path holds either the previous snapshot or the new one, whole.
+//! path holds either the previous snapshot or the new one, whole. A writer
+//! killed mid-write leaves its temporary file (`.NAME.XXXXXX.tmp`); the next
+//! load removes it.
 
 use super::{LoadReport, SaveReport, SnapshotError};
 use crate::MemoryStore;
@@ -28,12 +30,10 @@ impl MemoryStore {
             path: path.to_owned(),
             source: SnapshotError::Io(e),
         };
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
+        let dir = dir_of(path);
         let mut tmp = tempfile::Builder::new()
-            .prefix(".slidelog-snapshot-")
+            .prefix(&temp_prefix(path))
+            .suffix(TEMP_SUFFIX)
             .tempfile_in(dir)
             .map_err(named)?;
         let mut report = self.save(tmp.as_file_mut()).map_err(named)?;
@@ -46,7 +46,10 @@ impl MemoryStore {
     }
 
     /// Loads the snapshot at `path`; `Ok(None)` when there is no file there.
+    /// Also removes the temporary files of `path` that a writer killed
+    /// mid-write left beside it.
     pub fn load_path(&self, path: &Path) -> Result<Option<LoadReport>, SnapshotFileError> {
+        remove_temporaries(path);
         let named = |source| SnapshotFileError {
             path: path.to_owned(),
             source,
@@ -60,4 +63,38 @@ impl MemoryStore {
             .map(Some)
             .map_err(named)
     }
+}
+
+/// A snapshot's temporary files are `.NAME.XXXXXX.tmp` beside it.
+const TEMP_SUFFIX: &str = ".tmp";
+
+fn dir_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+fn temp_prefix(path: &Path) -> String {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    format!(".{name}.")
+}
+
+/// Removes the temporary files of `path` (best effort); returns how many.
+fn remove_temporaries(path: &Path) -> usize {
+    let prefix = temp_prefix(path);
+    let Ok(entries) = std::fs::read_dir(dir_of(path)) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.len() > prefix.len() + TEMP_SUFFIX.len()
+                && name.starts_with(&prefix)
+                && name.ends_with(TEMP_SUFFIX)
+        })
+        .filter(|e| std::fs::remove_file(e.path()).is_ok())
+        .count()
 }
