@@ -16,6 +16,11 @@
 //! the first held log expires. It never admits silently, never drops a live
 //! log, and keeps deciding existing keys exactly.
 //!
+//! Its logs can outlive the process: [`MemoryStore::save`] and
+//! [`MemoryStore::load`] to a writer and from a reader, [`MemoryStore::save_path`]
+//! and [`MemoryStore::load_path`] to a file written crash-safe (docs/design.md
+//! §4, "Snapshots").
+//!
 //! ```
 //! use slidelog_core::{Limit, Request, Store};
 //! use slidelog_memory::MemoryStore;
