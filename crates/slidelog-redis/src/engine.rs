@@ -103,8 +103,11 @@ const MODULE: u8 = 2;
 /// `module` was asked for and a node lacks it.
 const MISSING: u8 = 3;
 
-/// How often a store whose module is missing asks again.
+/// How often a store asks again while the module is missing or the
+/// question went unanswered.
 const RETRY_MISSING: Duration = Duration::from_secs(1);
+/// `last_probe_ms` before the first probe.
+const NEVER: u64 = u64::MAX;
 
 /// Why the engine a store asked for cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -162,7 +165,7 @@ where
             state: AtomicU8::new(UNKNOWN),
             seen: AtomicU64::new(0),
             probing: AtomicBool::new(false),
-            last_probe_ms: AtomicU64::new(0),
+            last_probe_ms: AtomicU64::new(NEVER),
             born: Instant::now(),
             missing: parking_lot::Mutex::new(Vec::new()),
             probe: single_probe(),
@@ -242,25 +245,28 @@ where
             return Ok(Engine::Script);
         }
         let state = self.state.load(Ordering::Acquire);
+        // After a failover the answer is about another server: ask at once,
+        // and decide as if it were unknown meanwhile.
         let stale = (self.generation)(conn) != self.seen.load(Ordering::Acquire);
         if state == UNKNOWN || stale || state == MISSING {
-            self.probe_soon(conn.clone(), state == MISSING && !stale);
+            self.probe_soon(conn.clone(), !stale);
         }
-        match (state, self.requested) {
-            (MODULE, _) => Ok(Engine::Module),
-            (MISSING, _) => Err(StoreError::Misconfigured(self.missing_reason())),
-            (_, RedisEngine::Module) => Ok(Engine::Module),
+        match (state, self.requested, stale) {
+            (MODULE, _, false) => Ok(Engine::Module),
+            (MISSING, _, false) => Err(StoreError::Misconfigured(self.missing_reason())),
+            (_, RedisEngine::Module, _) => Ok(Engine::Module),
             _ => Ok(Engine::Script),
         }
     }
 
-    /// Starts a background probe unless one runs (or, `throttled`, one
-    /// started less than [`RETRY_MISSING`] ago).
+    /// Starts a background probe unless one runs or, `throttled`, one
+    /// started less than [`RETRY_MISSING`] ago (the first is never held).
     fn probe_soon(self: &Arc<Self>, conn: C, throttled: bool) {
         let now_ms = self.born.elapsed().as_millis() as u64;
+        let last = self.last_probe_ms.load(Ordering::Relaxed);
         if throttled
-            && now_ms.saturating_sub(self.last_probe_ms.load(Ordering::Relaxed))
-                < RETRY_MISSING.as_millis() as u64
+            && last != NEVER
+            && now_ms.saturating_sub(last) < RETRY_MISSING.as_millis() as u64
         {
             return;
         }
@@ -275,8 +281,14 @@ where
         runtime.spawn(async move {
             let generation = (this.generation)(&conn);
             let answer = tokio::time::timeout(this.probe_timeout, (this.probe)(conn)).await;
-            if let Ok(Ok(missing)) = answer {
-                this.learn(this.state_for(&missing), missing, generation);
+            match answer {
+                Ok(Ok(missing)) => this.learn(this.state_for(&missing), missing, generation),
+                // `auto` that may not ask (an ACL without COMMAND): the scripts.
+                Ok(Err(e)) if this.requested == RedisEngine::Auto => {
+                    this.learn(SCRIPT, vec![format!("unknown ({e})")], generation)
+                }
+                // Asked again, at most once per RETRY_MISSING.
+                _ => {}
             }
             this.probing.store(false, Ordering::Release);
         });
