@@ -5,8 +5,9 @@
 //! failover, so [`SentinelConnection`] does it, from three parts with one
 //! job each:
 //!
-//! - finding the master ([`master`]): the sentinels name it, the named server
-//!   must say `ROLE` master, and one multiplexed connection is opened to it;
+//! - finding the master (`sentinel/master.rs`): the sentinels name it, the
+//!   named server must say `ROLE` master, and one multiplexed connection is
+//!   opened to it;
 //! - keeping a working connection: the one healing mechanism of every store
 //!   ([`crate::heal`]). A call that got no answer makes the connection
 //!   suspect (a `PING` that gets no answer within the probe timeout replaces
@@ -16,10 +17,11 @@
 //!   run, and running it twice would record twice); `READONLY` (the server
 //!   was demoted) replaces it and retries once: a replica refuses the
 //!   script before it writes anything;
-//! - watching the sentinels ([`watch`]): every [`DEFAULT_POLL_INTERVAL`] the
-//!   poll asks who the master is and moves to it when it is not the one in
-//!   use, because after a failover that an operator forced, the old master
-//!   keeps accepting writes until the sentinels demote it, up to 10 s later;
+//! - watching the sentinels (`sentinel/watch.rs`): every
+//!   [`DEFAULT_POLL_INTERVAL`] the poll asks who the master is and moves to
+//!   it when it is not the one in use, because after a failover that an
+//!   operator forced, the old master keeps accepting writes until the
+//!   sentinels demote it, up to 10 s later;
 //!   and while a sentinel reports a failover in progress, calls fail at once
 //!   (a transient error) instead of writing to a master that is being
 //!   replaced: a failover costs errors rather than silently lost records.
