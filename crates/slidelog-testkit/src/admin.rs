@@ -7,18 +7,18 @@ use std::time::{Duration, Instant};
 /// Passwords of the servers that require one, by port (a harness registers
 /// its nodes' password, so every helper here authenticates without
 /// threading it through each call).
-static PASSWORDS: std::sync::Mutex<Vec<(u16, String)>> = std::sync::Mutex::new(Vec::new());
+static PASSWORDS: parking_lot::Mutex<Vec<(u16, String)>> = parking_lot::const_mutex(Vec::new());
 
 /// Helpers authenticate to the server on `port` with `password`.
 pub(crate) fn register_password(port: u16, password: &str) {
-    let mut p = PASSWORDS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut p = PASSWORDS.lock();
     p.retain(|(q, _)| *q != port);
     p.push((port, password.to_owned()));
 }
 
 /// Forgets the password of the server on `port`.
 pub(crate) fn forget_password(port: u16) {
-    let mut p = PASSWORDS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut p = PASSWORDS.lock();
     p.retain(|(q, _)| *q != port);
 }
 
@@ -27,7 +27,6 @@ pub(crate) fn forget_password(port: u16) {
 pub(crate) fn connect(port: u16) -> redis::RedisResult<redis::Connection> {
     let password = PASSWORDS
         .lock()
-        .unwrap_or_else(|e| e.into_inner())
         .iter()
         .find(|(q, _)| *q == port)
         .map(|(_, pw)| pw.clone());

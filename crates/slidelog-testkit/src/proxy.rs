@@ -7,10 +7,11 @@
 //! client that replaces its connection recovers. Blocking threads, so the
 //! harness needs no async runtime.
 
+use parking_lot::Mutex;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
@@ -111,11 +112,7 @@ impl FreezingProxy {
     }
 
     fn links(&self) -> Vec<Arc<Link>> {
-        self.state
-            .links
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.state.links.lock().clone()
     }
 }
 
@@ -150,11 +147,7 @@ fn accept_loop(listener: TcpListener, target: &str, state: &Arc<State>) {
                     frozen: AtomicBool::new(false),
                     closed: AtomicBool::new(false),
                 });
-                state
-                    .links
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(link.clone());
+                state.links.lock().push(link.clone());
                 spawn_pump(link.clone(), true);
                 spawn_pump(link, false);
             }
