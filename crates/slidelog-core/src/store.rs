@@ -16,7 +16,8 @@ pub const MAX_NOW_MS: u64 = (1 << 53) - 1;
 /// Whether a decision appends records when it admits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Mode {
-    /// Decide and, when admitted, append `cost` records (a check).
+    /// Decide and, when admitted, append one record weighted by the
+    /// request's cost (a check).
     Record,
     /// Decide and append nothing (a peek).
     Peek,
@@ -56,11 +57,35 @@ pub struct StoreStats {
     pub unknown_outcomes: u64,
 }
 
+/// What a store of this process's memory offers its owner beyond deciding:
+/// sweeping expired logs and reporting what it holds ([`Store::in_process`]).
+pub trait InProcess: Send + Sync {
+    /// Drops every log that has expired; returns how many keys were dropped.
+    fn sweep(&self) -> usize;
+
+    /// Returns what the store holds against its bounds.
+    fn usage(&self) -> Usage;
+}
+
+/// What an in-process store holds against its bounds ([`InProcess::usage`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Usage {
+    /// Keys held (live or not yet swept).
+    pub keys: usize,
+    /// The cap on the number of keys.
+    pub key_cap: usize,
+    /// Bytes held by logs, keys and their table slots.
+    pub bytes: usize,
+    /// The budget of bytes held.
+    pub byte_limit: usize,
+}
+
 /// A place where logs live, shared by every caller that decides on them.
 #[async_trait::async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug {
-    /// Decides on `request` at `now` and, in [`Mode::Record`], appends `cost`
-    /// records when admitted, atomically with the decision.
+    /// Decides on `request` at `now` and, in [`Mode::Record`], appends one
+    /// record weighted by the request's cost when admitted, atomically with
+    /// the decision (docs/design.md §1).
     async fn decide(&self, request: &Request, mode: Mode, now: Now)
     -> Result<Decision, StoreError>;
 
@@ -70,8 +95,16 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Answers when the store is reachable (readiness).
     async fn ping(&self) -> Result<(), StoreError>;
 
-    /// A short name for logs and metrics: "memory", "redis", …
+    /// Returns a short name for logs and metrics: "memory", "redis", …
     fn kind(&self) -> &'static str;
+
+    /// Returns the store's in-process side when it lives in this process's
+    /// memory (its sweeps and usage). Such a store answers without I/O, so
+    /// a limiter neither bounds its calls by a timer nor caches its
+    /// rejections. `None` (the default) for a store reached over a network.
+    fn in_process(&self) -> Option<&dyn InProcess> {
+        None
+    }
 
     /// Returns this store's own counters (each store counts its own; none
     /// is process-wide). A store with nothing to report keeps the default.

@@ -294,4 +294,23 @@ impl Store for MemoryStore {
     fn kind(&self) -> &'static str {
         "memory"
     }
+
+    fn in_process(&self) -> Option<&dyn slidelog_core::store::InProcess> {
+        Some(self)
+    }
+}
+
+impl slidelog_core::store::InProcess for MemoryStore {
+    fn sweep(&self) -> usize {
+        MemoryStore::sweep(self)
+    }
+
+    fn usage(&self) -> slidelog_core::store::Usage {
+        slidelog_core::store::Usage {
+            keys: self.key_count(),
+            key_cap: self.key_cap,
+            bytes: self.bytes_held(),
+            byte_limit: self.memory_limit,
+        }
+    }
 }

@@ -51,6 +51,9 @@ struct Inner {
     limiter: Limiter,
     config: AppConfig,
     metrics: Arc<Metrics>,
+    /// The in-memory store, when that is the store: the service sweeps,
+    /// counts and snapshots it (the limiter sees only a `Store`).
+    memory: Option<Arc<MemoryStore>>,
 }
 
 impl App {
@@ -58,14 +61,14 @@ impl App {
     pub fn new(store: Arc<dyn Store>, config: AppConfig) -> Self {
         let metrics = Arc::new(Metrics::new(None));
         let limiter = Self::limiter_builder(&config, &metrics).build(store);
-        Self::with_limiter(limiter, config, metrics)
+        Self::with_limiter(limiter, config, metrics, None)
     }
 
     /// A service over the in-memory store, whose key count is then exported.
     pub fn with_memory_store(store: Arc<MemoryStore>, config: AppConfig) -> Self {
         let metrics = Arc::new(Metrics::new(Some(store.clone())));
-        let limiter = Self::limiter_builder(&config, &metrics).build_memory(store);
-        Self::with_limiter(limiter, config, metrics)
+        let limiter = Self::limiter_builder(&config, &metrics).build(store.clone());
+        Self::with_limiter(limiter, config, metrics, Some(store))
     }
 
     /// [`App::new`] with the limiter's options changed by `tweak` (serve's
@@ -77,7 +80,7 @@ impl App {
     ) -> Self {
         let metrics = Arc::new(Metrics::new(None));
         let limiter = tweak(Self::limiter_builder(&config, &metrics)).build(store);
-        Self::with_limiter(limiter, config, metrics)
+        Self::with_limiter(limiter, config, metrics, None)
     }
 
     /// The limiter options the settings ask for, reporting to `metrics`.
@@ -89,7 +92,12 @@ impl App {
             .metrics(metrics.clone())
     }
 
-    fn with_limiter(limiter: Limiter, config: AppConfig, metrics: Arc<Metrics>) -> Self {
+    fn with_limiter(
+        limiter: Limiter,
+        config: AppConfig,
+        metrics: Arc<Metrics>,
+        memory: Option<Arc<MemoryStore>>,
+    ) -> Self {
         metrics.watch_store(limiter.store().clone());
         if let Some(cache) = limiter.rejection_cache() {
             metrics.watch_rejection_cache(cache.clone());
@@ -99,6 +107,7 @@ impl App {
                 limiter,
                 config,
                 metrics,
+                memory,
             }),
         }
     }
@@ -120,7 +129,7 @@ impl App {
 
     /// The in-memory store, when that is the store.
     pub fn memory_store(&self) -> Option<Arc<MemoryStore>> {
-        self.inner.limiter.memory_store().cloned()
+        self.inner.memory.clone()
     }
 
     /// The store's kind ("memory", "redis", …).

@@ -12,6 +12,7 @@
 
 use slidelog::url::{StoreOptions, open_store};
 use slidelog::{Limit, Mode, Now, Request};
+use std::time::Duration;
 
 /// The key (after the prefix) of the peek decision.
 pub const PROBE_KEY: &str = "slidelog:startup-check";
@@ -27,11 +28,12 @@ pub enum Preflight {
     Misconfigured(String),
 }
 
-/// Checks the store that `url` names (see the module docs).
-pub async fn check(url: &str, options: &StoreOptions) -> Preflight {
+/// Checks the store that `url` names, opened with `options` and the
+/// per-call `timeout` (see the module docs).
+pub async fn check(url: &str, options: &StoreOptions, timeout: Duration) -> Preflight {
     let mut eager = options.clone();
     eager.lazy_connect = false;
-    let store = match open_store(url, &eager).await {
+    let store = match open_store(url, &eager, timeout).await {
         Ok(store) => store,
         Err(e) if e.is_transient() => return Preflight::Unreachable(e.to_string()),
         Err(e) => return Preflight::Misconfigured(e.to_string()),

@@ -24,12 +24,11 @@ const HANG_BOUND: Duration = Duration::from_millis(2 * STORE_TIMEOUT.as_millis()
 
 async fn app_over(redis: &RedisServer, prefix: &str, policy: FailurePolicy) -> App {
     let options = StoreOptions {
-        timeout: STORE_TIMEOUT,
         key_prefix: prefix.to_owned(),
         lazy_connect: true,
         ..StoreOptions::default()
     };
-    let store = open_store(&redis.url(), &options)
+    let store = open_store(&redis.url(), &options, STORE_TIMEOUT)
         .await
         .expect("open redis store");
     App::new(

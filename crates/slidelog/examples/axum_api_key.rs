@@ -16,6 +16,7 @@
 use axum::Router;
 use axum::routing::{get, post};
 use slidelog::middleware::{Header, RateLimitLayer, RouteLimits};
+use slidelog::url::StoreOptions;
 use slidelog::{Limit, Limiter};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -29,9 +30,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // marked degraded) and never wait more than 50 ms for Redis.
     let limiter = Limiter::builder()
         .timeout(Duration::from_millis(50))
-        .prefix("example:rl:")
         .fail_open()
-        .open(&store)
+        .open(&store, StoreOptions::default().prefix("example:rl:"))
         .await?;
 
     let second = Duration::from_secs(1);

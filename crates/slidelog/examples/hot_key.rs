@@ -6,6 +6,7 @@
 //!
 //! `cargo run --release -p slidelog --example hot_key -- [SECONDS]`
 
+use slidelog::url::StoreOptions;
 use slidelog::{Limit, Limiter};
 use slidelog_testkit::RedisServer;
 use std::sync::Arc;
@@ -25,15 +26,14 @@ async fn main() {
     println!("|---|---|---|---|---|---|");
     for round in 0..2 {
         for cache in [true, false] {
-            let builder = Limiter::builder()
-                .prefix(format!("hot{round}{cache}:"))
-                .timeout(Duration::from_secs(5));
+            let builder = Limiter::builder().timeout(Duration::from_secs(5));
             let builder = if cache {
                 builder
             } else {
                 builder.no_rejection_cache()
             };
-            let limiter = builder.open(&server.url()).await.expect("open");
+            let options = StoreOptions::default().prefix(format!("hot{round}{cache}:"));
+            let limiter = builder.open(&server.url(), options).await.expect("open");
             let mut c = server.client();
             let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut c).unwrap();
             let (total, rejected) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));

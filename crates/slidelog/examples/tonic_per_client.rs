@@ -23,7 +23,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let limiter = Limiter::builder()
         .timeout(Duration::from_millis(50))
         .fail_open()
-        .open(&store)
+        .open(&store, Default::default())
         .await?;
     let routes = RouteLimits::new([Limit::per(5, Duration::from_secs(1))?])?;
     // Behind a proxy, trust it to name the client:

@@ -55,8 +55,10 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod cost;
 pub mod episode;
 pub mod headers;
+
 mod limiter;
 pub mod metrics;
 #[cfg(feature = "tower")]
@@ -65,6 +67,7 @@ pub mod redact;
 pub mod rejection_cache;
 pub mod url;
 
+pub use cost::Cost;
 pub use limiter::{
     BuildError, FailurePolicy, Limiter, LimiterBuilder, LimiterError, UnknownPolicy,
 };

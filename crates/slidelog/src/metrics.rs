@@ -32,6 +32,14 @@ impl Op {
         }
     }
 
+    /// Returns the op of a decision in `mode`: a check or a peek.
+    pub fn deciding(mode: slidelog_core::Mode) -> Self {
+        match mode {
+            slidelog_core::Mode::Record => Self::Check,
+            slidelog_core::Mode::Peek => Self::Peek,
+        }
+    }
+
     /// Whether the call decides (a check or a peek), as opposed to a reset or
     /// a ping.
     pub fn decides(self) -> bool {
@@ -63,7 +71,7 @@ impl Op {
 /// let hook = Arc::new(Rejections::default());
 /// let limiter = Limiter::builder()
 ///     .metrics(hook.clone())
-///     .build_memory(Arc::new(slidelog::store::MemoryStore::new()));
+///     .build(Arc::new(slidelog::store::MemoryStore::new()));
 /// let limits = [Limit::new(1, 60_000)?];
 /// limiter.check("k", &limits, 1).await?;
 /// limiter.check("k", &limits, 1).await?;

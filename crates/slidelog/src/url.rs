@@ -11,11 +11,14 @@ use slidelog_memory::MemoryStore;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Options shared by every store opened from a URL.
+/// The default upper bound on one store call: 100 ms.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// Options that only opening a store from its URL reads (the per-call
+/// timeout is the caller's: [`open_store`]'s argument, the limiter's
+/// [`timeout`](crate::LimiterBuilder::timeout)).
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
-    /// Upper bound on one store call (Redis stores). Default 100 ms.
-    pub timeout: Duration,
     /// Key cap of the memory store. Default 1,000,000.
     pub memory_key_cap: usize,
     /// Budget of bytes held by the memory store. Default 1 GiB.
@@ -37,7 +40,6 @@ pub struct StoreOptions {
 impl Default for StoreOptions {
     fn default() -> Self {
         Self {
-            timeout: Duration::from_millis(100),
             memory_key_cap: slidelog_memory::DEFAULT_KEY_CAP,
             memory_limit: slidelog_memory::DEFAULT_MEMORY_LIMIT,
             key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
@@ -93,30 +95,66 @@ fn connect_reason(e: &slidelog_redis::ConnectError) -> &str {
     }
 }
 
-/// Opens the store that `url` names.
-pub async fn open_store(url: &str, options: &StoreOptions) -> Result<Arc<dyn Store>, OpenError> {
-    match StoreUrl::parse(url)? {
-        StoreUrl::Memory => Ok(Arc::new(
-            MemoryStore::new()
-                .with_key_cap(options.memory_key_cap)
-                .with_memory_limit(options.memory_limit),
-        )),
-        #[cfg(feature = "redis")]
-        parsed => open_redis(url, &parsed, options).await,
-        #[cfg(not(feature = "redis"))]
-        _ => Err(OpenError::Url(UrlError::Invalid {
-            url: mask_password(url),
-            reason: "this build of slidelog has no Redis support (feature `redis`)".into(),
-        })),
+impl StoreOptions {
+    /// Sets the prefix of Redis keys.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = prefix.into();
+        self
+    }
+
+    /// Sets the upper bound on establishing the first Redis connection.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Opens Redis stores without waiting for Redis: decisions fail (and the
+    /// limiter's policy answers) until it is reachable.
+    pub fn lazy_connect(mut self) -> Self {
+        self.lazy_connect = true;
+        self
+    }
+
+    /// Returns the in-process memory store these options describe (its key
+    /// cap and memory budget): the one place a memory store is made from
+    /// options, by URL or by a service that keeps a handle on it.
+    pub fn memory_store(&self) -> MemoryStore {
+        MemoryStore::new()
+            .with_key_cap(self.memory_key_cap)
+            .with_memory_limit(self.memory_limit)
     }
 }
 
-/// The Redis options that `options` asks for.
+/// Opens the store that `url` names; a Redis store bounds each call by
+/// `timeout` (the memory store answers without I/O).
+pub async fn open_store(
+    url: &str,
+    options: &StoreOptions,
+    timeout: Duration,
+) -> Result<Arc<dyn Store>, OpenError> {
+    match StoreUrl::parse(url)? {
+        StoreUrl::Memory => Ok(Arc::new(options.memory_store())),
+        #[cfg(feature = "redis")]
+        // Boxed: the Redis connect futures nest deeply, and a caller's
+        // future that holds them inline can overflow rustc's query depth.
+        parsed => Box::pin(open_redis(url, &parsed, options, timeout)).await,
+        #[cfg(not(feature = "redis"))]
+        _ => Err({
+            let _ = timeout;
+            OpenError::Url(UrlError::Invalid {
+                url: mask_password(url),
+                reason: "this build of slidelog has no Redis support (feature `redis`)".into(),
+            })
+        }),
+    }
+}
+
+/// Returns the Redis options that `options` and the per-call `timeout` ask for.
 #[cfg(feature = "redis")]
-pub fn redis_options(options: &StoreOptions) -> slidelog_redis::RedisOptions {
+pub fn redis_options(options: &StoreOptions, timeout: Duration) -> slidelog_redis::RedisOptions {
     slidelog_redis::RedisOptions {
         key_prefix: options.key_prefix.clone(),
-        timeout: options.timeout,
+        timeout,
         connect_timeout: options.connect_timeout,
         tls_root_cert_pem: options.tls_root_cert_pem.clone(),
         ..slidelog_redis::RedisOptions::default()
@@ -130,9 +168,10 @@ async fn open_redis(
     url: &str,
     parsed: &StoreUrl,
     options: &StoreOptions,
+    timeout: Duration,
 ) -> Result<Arc<dyn Store>, OpenError> {
     use slidelog_redis::{ClusterStore, RedisStore, SentinelStore};
-    let o = redis_options(options);
+    let o = redis_options(options, timeout);
     let lazy = options.lazy_connect;
     let store: Result<Arc<dyn Store>, _> = match parsed {
         StoreUrl::Memory => unreachable!("open_store opens the memory store"),

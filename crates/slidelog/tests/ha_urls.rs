@@ -7,10 +7,12 @@ use slidelog_core::{Limit, Request};
 use slidelog_testkit::{RedisCluster, SentinelGroup, unique_prefix};
 use std::time::Duration;
 
+/// The per-call timeout: behaviour, not latency, on a busy machine.
+const PATIENT: Duration = Duration::from_secs(2);
+
 fn options(test: &str) -> StoreOptions {
     StoreOptions {
         key_prefix: unique_prefix(test),
-        timeout: Duration::from_secs(2),
         ..Default::default()
     }
 }
@@ -31,7 +33,9 @@ async fn cluster_and_sentinel_urls_open_stores_that_decide() {
         (cluster.url(), "redis-cluster"),
         (group.url(), "redis-sentinel"),
     ] {
-        let store = open_store(&url, &options(kind)).await.expect("open");
+        let store = open_store(&url, &options(kind), PATIENT)
+            .await
+            .expect("open");
         assert_eq!(store.kind(), kind);
         assert!(store.check(&request).await.unwrap().allowed);
         assert!(store.check(&request).await.unwrap().allowed);
@@ -42,7 +46,7 @@ async fn cluster_and_sentinel_urls_open_stores_that_decide() {
             lazy_connect: true,
             ..options(kind)
         };
-        let store = open_store(&url, &lazy).await.expect("open lazily");
+        let store = open_store(&url, &lazy, PATIENT).await.expect("open lazily");
         let mut tries = 0;
         while store.check(&request).await.is_err() {
             tries += 1;
@@ -55,16 +59,16 @@ async fn cluster_and_sentinel_urls_open_stores_that_decide() {
 #[tokio::test]
 async fn bad_cluster_and_sentinel_urls_are_clear_errors() {
     let o = options("bad");
-    let e = open_store("redis+cluster://user:secret@h", &o)
+    let e = open_store("redis+cluster://user:secret@h", &o, PATIENT)
         .await
         .unwrap_err();
     assert!(e.to_string().contains("host:port"), "{e}");
     assert!(!e.to_string().contains("secret"), "{e}");
-    let e = open_store("redis+sentinel://127.0.0.1:1", &o)
+    let e = open_store("redis+sentinel://127.0.0.1:1", &o, PATIENT)
         .await
         .unwrap_err();
     assert!(e.to_string().contains("master name"), "{e}");
-    let e = open_store("redis+sentinel://h:1/m/99", &o)
+    let e = open_store("redis+sentinel://h:1/m/99", &o, PATIENT)
         .await
         .unwrap_err();
     assert!(e.to_string().contains("db"), "{e}");

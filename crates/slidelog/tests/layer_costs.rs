@@ -115,7 +115,7 @@ async fn a_cost_above_the_limiters_bounds_is_413() {
     };
     let limiter = Limiter::builder()
         .bounds(bounds)
-        .build_memory(Arc::new(slidelog::store::MemoryStore::new()));
+        .build(Arc::new(slidelog::store::MemoryStore::new()));
     let user = Header::named("x-user").unwrap();
     let layer = RateLimitLayer::new(limiter, user, "100/minute".parse().unwrap()).cost(units);
     let base = serve(Router::new().route("/", post(echo).layer(layer))).await;
@@ -170,7 +170,7 @@ async fn the_degraded_hook_counts_fail_open_admissions() {
     redis.kill();
     let limiter = Limiter::builder()
         .timeout(std::time::Duration::from_millis(200))
-        .open(&redis.url())
+        .open(&redis.url(), Default::default())
         .await
         .expect("fail-open opens with the store down");
     let degraded = Arc::new(AtomicU64::new(0));

@@ -11,6 +11,7 @@ use axum::extract::Request;
 use axum::routing::get;
 use common::{client, concurrent_gets, count, serve};
 use slidelog::middleware::{Header, RateLimitLayer, RouteLimits};
+use slidelog::url::StoreOptions;
 use slidelog::{Decision, FailurePolicy, Limit, Limiter, LimiterError, StoreError};
 use slidelog_testkit::{RedisServer, unique_prefix};
 use std::time::{Duration, Instant};
@@ -27,10 +28,12 @@ async fn echo_degraded(request: Request) -> &'static str {
 /// timeout must not turn exact decisions into degraded ones).
 async fn limiter(redis: &RedisServer, policy: FailurePolicy, test: &str) -> Limiter {
     Limiter::builder()
-        .prefix(unique_prefix(test))
         .timeout(Duration::from_secs(2))
         .failure_policy(policy)
-        .open(&redis.url())
+        .open(
+            &redis.url(),
+            StoreOptions::default().prefix(unique_prefix(test)),
+        )
         .await
         .expect("open the test redis")
 }
@@ -129,17 +132,21 @@ async fn a_redis_slower_than_the_timeout_is_a_store_failure() {
     let redis = RedisServer::start();
     let timeout = Duration::from_millis(300);
     let open = Limiter::builder()
-        .prefix(unique_prefix("paused"))
         .timeout(timeout)
         .fail_open()
-        .open(&redis.url())
+        .open(
+            &redis.url(),
+            StoreOptions::default().prefix(unique_prefix("paused")),
+        )
         .await
         .unwrap();
     let closed = Limiter::builder()
-        .prefix(unique_prefix("paused"))
         .timeout(timeout)
         .fail_closed()
-        .open(&redis.url())
+        .open(
+            &redis.url(),
+            StoreOptions::default().prefix(unique_prefix("paused")),
+        )
         .await
         .unwrap();
     let limits = [Limit::new(5, 60_000).unwrap()];
@@ -180,12 +187,15 @@ async fn a_lazy_limiter_opens_while_redis_is_down_and_decides_exactly_once_it_is
     let mut redis = RedisServer::start();
     redis.kill();
     let limiter = Limiter::builder()
-        .prefix(unique_prefix("lazy"))
         .timeout(Duration::from_secs(2))
-        .connect_timeout(Duration::from_millis(500))
-        .lazy_connect()
         .fail_open()
-        .open(&redis.url())
+        .open(
+            &redis.url(),
+            StoreOptions::default()
+                .prefix(unique_prefix("lazy"))
+                .connect_timeout(Duration::from_millis(500))
+                .lazy_connect(),
+        )
         .await
         .expect("a lazy limiter opens without Redis");
     let limits = [Limit::new(2, 60_000).unwrap()];

@@ -127,12 +127,11 @@ async fn several_instances_on_one_redis_stay_exact() {
     let server = RedisServer::start();
     let prefix = slidelog_testkit::unique_prefix("rejcache");
     let open = |cache: bool| {
-        let b = Limiter::builder()
-            .prefix(prefix.clone())
-            .timeout(Duration::from_secs(5));
+        let b = Limiter::builder().timeout(Duration::from_secs(5));
         let b = if cache { b } else { b.no_rejection_cache() };
         let url = server.url();
-        async move { b.open(&url).await.unwrap() }
+        let options = slidelog::url::StoreOptions::default().prefix(prefix.clone());
+        async move { b.open(&url, options).await.unwrap() }
     };
     let truth = open(false).await;
     assert!(truth.rejection_cache().is_none());

@@ -4,6 +4,7 @@
 //! told to connect lazily. The port is one a test server held and gave back
 //! (nothing listens); the server is started again on it later.
 
+use slidelog::url::StoreOptions;
 use slidelog::{Limit, Limiter, LimiterError};
 use slidelog_testkit::RedisServer;
 use std::time::{Duration, Instant};
@@ -35,7 +36,7 @@ async fn fail_open_starts_without_redis_answers_degraded_then_exact() {
     let started = Instant::now();
     let limiter = Limiter::builder()
         .fail_open()
-        .open(&redis.url())
+        .open(&redis.url(), Default::default())
         .await
         .expect("fail-open must open while Redis is down");
     // One refused attempt, not a connect timeout.
@@ -65,7 +66,7 @@ async fn fail_closed_fails_fast_and_says_why_unless_lazy() {
     let started = Instant::now();
     let err = Limiter::builder()
         .fail_closed()
-        .open(&redis.url())
+        .open(&redis.url(), Default::default())
         .await
         .expect_err("fail-closed must not open while Redis is down");
     assert!(
@@ -84,8 +85,7 @@ async fn fail_closed_fails_fast_and_says_why_unless_lazy() {
     // in the layer) until Redis answers.
     let limiter = Limiter::builder()
         .fail_closed()
-        .lazy_connect()
-        .open(&redis.url())
+        .open(&redis.url(), StoreOptions::default().lazy_connect())
         .await
         .expect("lazy_connect opens while Redis is down");
     let limits = ["2/minute".parse().unwrap()];
@@ -102,7 +102,11 @@ async fn fail_closed_fails_fast_and_says_why_unless_lazy() {
 async fn a_store_that_refuses_the_configuration_fails_under_either_policy() {
     let redis = RedisServer::start_with_args(&["--requirepass", "right"]);
     let url = format!("redis://:not-it-7f3a@127.0.0.1:{}", redis.port());
-    let err = Limiter::builder().fail_open().open(&url).await.unwrap_err();
+    let err = Limiter::builder()
+        .fail_open()
+        .open(&url, Default::default())
+        .await
+        .unwrap_err();
     assert!(!err.is_transient(), "{err}");
     assert!(
         !err.to_string().contains("not-it-7f3a"),
@@ -110,7 +114,7 @@ async fn a_store_that_refuses_the_configuration_fails_under_either_policy() {
     );
     let err = Limiter::builder()
         .fail_closed()
-        .open(&url)
+        .open(&url, Default::default())
         .await
         .unwrap_err();
     assert!(!err.is_transient(), "{err}");

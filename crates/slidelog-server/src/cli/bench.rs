@@ -135,7 +135,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
 async fn open(args: &BenchArgs) -> anyhow::Result<Arc<dyn Store>> {
     let options = args.store.options();
     if !args.unsafe_pipelined {
-        return Ok(open_store(&args.store.store, &options).await?);
+        return Ok(open_store(&args.store.store, &options, args.store.store_timeout).await?);
     }
     let url = &args.store.store;
     anyhow::ensure!(
@@ -143,7 +143,7 @@ async fn open(args: &BenchArgs) -> anyhow::Result<Arc<dyn Store>> {
         "--unsafe-pipelined needs a redis:// or rediss:// store, got {}",
         mask_password(url)
     );
-    let redis_options = slidelog::redis::redis_options(&options);
+    let redis_options = slidelog::redis::redis_options(&options, args.store.store_timeout);
     let script = slidelog::redis::RedisStore::connect(url, redis_options.clone()).await?;
     Ok(Arc::new(
         slidelog::redis::UnsafePipelinedStore::with_connection(script.connection(), &redis_options),

@@ -82,10 +82,10 @@ pub async fn run(args: CheckArgs, store_given: bool) -> anyhow::Result<ExitCode>
     // Through the library's Limiter, as every transport; fail-closed: a
     // store failure is an error (exit 2), never a silent admission.
     let limiter = Limiter::builder()
-        .store_options(args.store.options())
+        .timeout(args.store.store_timeout)
         .time_mode(args.store.time_mode())
         .fail_closed()
-        .open(&args.store.store)
+        .open(&args.store.store, args.store.options())
         .await?;
     let mode = if args.peek { Mode::Peek } else { Mode::Record };
     let decision = limiter.decide(&request, mode).await?;

@@ -84,7 +84,6 @@ impl StoreArgs {
     /// The options to open the store with.
     pub fn options(&self) -> slidelog::url::StoreOptions {
         slidelog::url::StoreOptions {
-            timeout: self.store_timeout,
             key_prefix: self.key_prefix.clone(),
             connect_timeout: self.connect_timeout,
             ..slidelog::url::StoreOptions::default()

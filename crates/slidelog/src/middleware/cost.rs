@@ -13,44 +13,7 @@ use http::request::Parts;
 use http_body_util::BodyExt;
 use std::future::Future;
 
-/// The units a request consumes: one cost for every limit, or one cost per
-/// limit, matched by position (e.g. 1 request and 4,000 tokens).
-///
-/// ```
-/// use slidelog::middleware::Cost;
-/// assert_eq!(Cost::from(5u64), Cost::All(5));
-/// assert_eq!(Cost::from([1, 4_000]), Cost::PerLimit(vec![1, 4_000]));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Cost {
-    /// The same cost against every limit (`Request::new`).
-    All(u64),
-    /// `costs[i]` against `limits[i]` (`Request::with_costs`).
-    PerLimit(Vec<u64>),
-}
-
-impl Cost {
-    /// The cost of a plain request: 1.
-    pub const ONE: Self = Self::All(1);
-}
-
-impl From<u64> for Cost {
-    fn from(cost: u64) -> Self {
-        Self::All(cost)
-    }
-}
-
-impl From<Vec<u64>> for Cost {
-    fn from(costs: Vec<u64>) -> Self {
-        Self::PerLimit(costs)
-    }
-}
-
-impl<const N: usize> From<[u64; N]> for Cost {
-    fn from(costs: [u64; N]) -> Self {
-        Self::PerLimit(costs.to_vec())
-    }
-}
+pub use crate::cost::Cost;
 
 /// Why a request's cost could not be found.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -45,8 +45,11 @@
 //! With tonic, per client address: `Server::builder().layer(RateLimitLayer::new(
 //! limiter, PeerIp::new(), routes))` (see the `tonic_per_client` example).
 
+mod answer;
+mod ask;
 mod cost;
 mod extract;
+mod layer;
 mod namespace;
 mod response;
 mod routes;
@@ -55,7 +58,9 @@ mod service;
 pub use crate::headers::{RATELIMIT, RATELIMIT_POLICY};
 pub use cost::{BodyCost, BufferedBody, Charge, Cost, CostError, HeadCost, UnitCost};
 pub use extract::{Constant, Header, KeyExtractor, PeerIp, Route};
+pub use layer::{MissingKey, NameError, RateLimitLayer};
 pub use namespace::MAX_NAME_BYTES;
+pub(crate) use namespace::Names;
 pub use response::{Rejection, RejectionBody, RejectionKind};
 pub use routes::RouteLimits;
-pub use service::{MissingKey, NameError, RateLimitLayer, RateLimitService, ResponseFuture};
+pub use service::{RateLimitService, ResponseFuture};

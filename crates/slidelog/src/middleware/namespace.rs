@@ -5,29 +5,48 @@
 //! A namespace is a name the user gives (`.name("search")`, used as is:
 //! two layers given the same name share their logs on purpose) or one
 //! derived from the extractor (`auto-ip`, `auto-header-x-api-key`). Derived
-//! names are told apart per store: while a layer holds `auto-ip` on a store,
-//! the next layer that would derive it gets `auto-ip-2`, and so on, in the
-//! order the layers are built. The same program builds its layers in the
-//! same order in every process, so every instance derives the same names;
-//! name layers explicitly when that order may differ between versions that
-//! run side by side (a rolling deploy that adds a layer).
+//! names are told apart per limiter ([`Names`], held by the limiter and
+//! shared by its clones, never by the process): while a layer holds
+//! `auto-ip` on a limiter, the next layer on it that would derive it gets
+//! `auto-ip-2`, and so on, in the order the layers are built on that
+//! limiter. The same program builds its layers in the same order in every
+//! process, so every instance derives the same names; name layers
+//! explicitly when that order may differ between versions that run side by
+//! side (a rolling deploy that adds a layer), or when two limiters share
+//! one store.
 
-use crate::Limiter;
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 /// Longest name given with `.name(…)`, in bytes (the key bound is 512 bytes
 /// for namespace, route and key together).
 pub const MAX_NAME_BYTES: usize = 64;
 
-/// The derived names in use: (store address, base name) -> ordinals held.
-/// A store outlives every layer on it (each holds the limiter), so its
-/// address cannot be reused while an entry for it exists.
-type Registry = Mutex<HashMap<(usize, String), Vec<u32>>>;
+/// The derived names held on one limiter: base name -> ordinals held.
+#[derive(Debug, Default)]
+pub(crate) struct Names(Mutex<HashMap<String, Vec<u32>>>);
 
-fn registry() -> &'static Registry {
-    static REGISTRY: OnceLock<Registry> = OnceLock::new();
-    REGISTRY.get_or_init(Registry::default)
+impl Names {
+    /// Holds the first free ordinal of `base` and returns it.
+    fn hold(&self, base: &str) -> u32 {
+        let mut held = self.0.lock();
+        let ordinals = held.entry(base.to_owned()).or_default();
+        let ordinal = (1..).find(|n| !ordinals.contains(n)).unwrap_or(1);
+        ordinals.push(ordinal);
+        ordinal
+    }
+
+    /// Frees `ordinal` of `base`.
+    fn release(&self, base: &str, ordinal: u32) {
+        let mut held = self.0.lock();
+        if let Some(ordinals) = held.get_mut(base) {
+            ordinals.retain(|n| *n != ordinal);
+            if ordinals.is_empty() {
+                held.remove(base);
+            }
+        }
+    }
 }
 
 /// A layer's namespace; a derived one is held until every clone of the
@@ -36,23 +55,20 @@ fn registry() -> &'static Registry {
 pub(crate) struct Namespace {
     name: String,
     /// `Some` for a derived name: released on drop.
-    held: Option<(usize, String, u32)>,
+    held: Option<(Arc<Names>, String, u32)>,
 }
 
 impl Namespace {
-    /// A name of the user's own.
+    /// Returns a name of the user's own.
     pub(crate) fn named(name: String) -> Arc<Self> {
         Arc::new(Self { name, held: None })
     }
 
-    /// The first free derived name for `base` on the limiter's store.
-    pub(crate) fn derived(limiter: &Limiter, base: &str) -> Arc<Self> {
-        let store = Arc::as_ptr(limiter.store()) as *const () as usize;
+    /// Returns the first free derived name for `base` among `names` (the
+    /// limiter's).
+    pub(crate) fn derived(names: &Arc<Names>, base: &str) -> Arc<Self> {
         let base = format!("auto-{}", sanitize(base));
-        let mut held = registry().lock().unwrap_or_else(|e| e.into_inner());
-        let ordinals = held.entry((store, base.clone())).or_default();
-        let ordinal = (1..).find(|n| !ordinals.contains(n)).unwrap_or(1);
-        ordinals.push(ordinal);
+        let ordinal = names.hold(&base);
         let name = if ordinal == 1 {
             base.clone()
         } else {
@@ -60,7 +76,7 @@ impl Namespace {
         };
         Arc::new(Self {
             name,
-            held: Some((store, base, ordinal)),
+            held: Some((names.clone(), base, ordinal)),
         })
     }
 
@@ -71,15 +87,8 @@ impl Namespace {
 
 impl Drop for Namespace {
     fn drop(&mut self) {
-        if let Some((store, base, ordinal)) = self.held.take() {
-            let mut held = registry().lock().unwrap_or_else(|e| e.into_inner());
-            let key = (store, base);
-            if let Some(ordinals) = held.get_mut(&key) {
-                ordinals.retain(|n| *n != ordinal);
-                if ordinals.is_empty() {
-                    held.remove(&key);
-                }
-            }
+        if let Some((names, base, ordinal)) = self.held.take() {
+            names.release(&base, ordinal);
         }
     }
 }
@@ -107,15 +116,15 @@ mod tests {
 
     #[test]
     fn derived_names_differ_while_held_and_are_reused_once_released() {
-        let limiter = Limiter::memory();
+        let limiter = Arc::new(Names::default());
         let a = Namespace::derived(&limiter, "ip");
         let b = Namespace::derived(&limiter, "ip");
         assert_eq!((a.as_str(), b.as_str()), ("auto-ip", "auto-ip-2"));
         drop(a);
         let c = Namespace::derived(&limiter, "ip");
         assert_eq!(c.as_str(), "auto-ip");
-        // Another store: names are per store.
-        let second = Limiter::memory();
+        // Another limiter: names are per limiter.
+        let second = Arc::new(Names::default());
         let other = Namespace::derived(&second, "ip");
         assert_eq!(other.as_str(), "auto-ip");
         assert_eq!(

@@ -56,6 +56,10 @@ impl RejectionBody for tonic::body::Body {
     }
 }
 
+/// Makes the HTTP answer to a rejection (see
+/// [`RateLimitLayer::on_rejection`](super::RateLimitLayer::on_rejection)).
+pub(crate) type RejectionHook = Arc<dyn Fn(&Rejection) -> Response<String> + Send + Sync>;
+
 /// gRPC status codes the layer answers with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum GrpcCode {
@@ -277,7 +281,7 @@ impl Rejection {
     pub(crate) fn into_response<B: RejectionBody>(
         self,
         grpc: bool,
-        hook: Option<&super::service::RejectionHook>,
+        hook: Option<&RejectionHook>,
     ) -> Response<B> {
         let mut response = if grpc {
             let mut response = Response::new(B::from_text(String::new()));

@@ -1,262 +1,36 @@
-//! The tower [`Layer`] and [`Service`]: decide on every request before the
-//! inner service sees it.
+//! The tower [`Service`]: the behaviour of rate limiting. Each request goes
+//! through the request side ([`super::ask`]: route, key, cost, validation),
+//! one decision on the limiter, and the response side ([`super::answer`]:
+//! hooks, headers, refusals). The configuration is the layer's
+//! ([`RateLimitLayer`]).
 
-use super::cost::{BodyCost, Charge, Cost, HeadCost, UnitCost};
+use super::answer;
+use super::ask::{self, Asked};
+use super::cost::{Charge, UnitCost};
 use super::extract::KeyExtractor;
-use super::namespace::{MAX_NAME_BYTES, Namespace};
-use super::response::{Rejection, RejectionBody, is_grpc};
-use super::routes::RouteLimits;
-use crate::headers::{RATELIMIT, RATELIMIT_POLICY, ratelimit_value};
-use crate::{Decision, Limiter, LimiterError};
-use http::request::Parts;
-use http::{HeaderValue, Request, Response};
+use super::layer::RateLimitLayer;
+use super::response::RejectionBody;
+use crate::Limiter;
+use http::{Request, Response};
 use slidelog_core::Mode;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use tower::{Layer, Service};
-
-/// What to do with a request whose key cannot be extracted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum MissingKey {
-    /// Answer 400 (gRPC INVALID_ARGUMENT). The default: a client cannot
-    /// escape its limit by leaving out its key.
-    #[default]
-    Reject,
-    /// Call the inner service without deciding (e.g. anonymous requests that
-    /// another layer limits).
-    PassThrough,
-}
-
-/// A name given to [`RateLimitLayer::name`] that cannot be a namespace.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("layer name {0:?} must be 1 to 64 bytes without ':'")]
-pub struct NameError(pub String);
-
-/// Makes the HTTP answer to a rejection (see [`RateLimitLayer::on_rejection`]).
-pub(crate) type RejectionHook = Arc<dyn Fn(&Rejection) -> Response<String> + Send + Sync>;
-/// Told of every degraded (fail-open) admission.
-type DegradedHook = Arc<dyn Fn(&Parts, &Decision) + Send + Sync>;
-
-/// A tower layer that rate limits `http::Request`s (axum, tonic, hyper).
-///
-/// For each request: find the route's limits ([`RouteLimits`]), extract the
-/// key ([`KeyExtractor`]), find the cost (1 unless [`cost`](Self::cost) or
-/// [`body_cost`](Self::body_cost) says otherwise), decide on the limiter.
-/// Admitted: the inner service answers and the RateLimit fields are added to
-/// its response; the [`Decision`] is put in the request's and the response's
-/// extensions (`degraded` is true when the store failed and the policy is
-/// fail-open; only `RateLimit-Policy` is then added, as nothing was
-/// counted). Rejected: 429 with `Retry-After` and the RateLimit fields (or
-/// what [`on_rejection`](Self::on_rejection) makes). A cost no limit can ever
-/// admit: 413 with the reason. Store failure under fail-closed: 503. No key:
-/// see [`MissingKey`]. gRPC requests get the same answers as gRPC statuses
-/// (RESOURCE_EXHAUSTED, INVALID_ARGUMENT, UNAVAILABLE).
-///
-/// Each layer counts in its own logs: the log of client `k` is
-/// `{namespace}:{route}:k`, where the namespace is the layer's
-/// [`name`](Self::name) or one derived from its extractor (`auto-ip`,
-/// `auto-header-x-api-key`, and `auto-ip-2` for a second layer keyed by IP
-/// on the same store), and the route is the matching [`RouteLimits`] rule
-/// (`default` for the default). So two layers on one limiter never share a
-/// log by accident, even when their keys collide.
-///
-/// ```
-/// use axum::{Router, routing::get};
-/// use slidelog::middleware::{Header, PeerIp};
-/// use slidelog::{Limiter, RateLimitLayer};
-///
-/// let limiter = Limiter::memory();
-/// let search = RateLimitLayer::new(limiter.clone(), Header::named("x-api-key")?, "100/minute".parse()?)
-///     .name("search")?;
-/// let upload = RateLimitLayer::new(limiter, PeerIp::new(), "10/minute".parse()?);
-/// assert_eq!((search.namespace(), upload.namespace()), ("search", "auto-ip"));
-/// let app: Router = Router::new()
-///     .route("/search", get(|| async { "results" }).layer(search))
-///     .route("/upload", get(|| async { "stored" }).layer(upload));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub struct RateLimitLayer<K, C = UnitCost> {
-    limiter: Limiter,
-    extractor: Arc<K>,
-    routes: Arc<RouteLimits>,
-    missing: MissingKey,
-    namespace: Arc<Namespace>,
-    charge: Arc<C>,
-    on_rejection: Option<RejectionHook>,
-    on_degraded: Option<DegradedHook>,
-}
-
-impl<K, C> std::fmt::Debug for RateLimitLayer<K, C> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RateLimitLayer")
-            .field("namespace", &self.namespace.as_str())
-            .field("routes", &self.routes)
-            .field("missing", &self.missing)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<K, C> Clone for RateLimitLayer<K, C> {
-    fn clone(&self) -> Self {
-        Self {
-            limiter: self.limiter.clone(),
-            extractor: self.extractor.clone(),
-            routes: self.routes.clone(),
-            missing: self.missing,
-            namespace: self.namespace.clone(),
-            charge: self.charge.clone(),
-            on_rejection: self.on_rejection.clone(),
-            on_degraded: self.on_degraded.clone(),
-        }
-    }
-}
-
-impl<K: KeyExtractor> RateLimitLayer<K> {
-    /// Limits requests by the key `extractor` picks, under `routes`' limits
-    /// (a [`RouteLimits`] table, or `"100/minute".parse()?` for one limit on
-    /// every request), at a cost of 1 each.
-    pub fn new(limiter: Limiter, extractor: K, routes: RouteLimits) -> Self {
-        let namespace = Namespace::derived(&limiter, &extractor.kind());
-        Self {
-            limiter,
-            extractor: Arc::new(extractor),
-            routes: Arc::new(routes),
-            missing: MissingKey::default(),
-            namespace,
-            charge: Arc::new(UnitCost),
-            on_rejection: None,
-            on_degraded: None,
-        }
-    }
-}
-
-impl<K: KeyExtractor, C> RateLimitLayer<K, C> {
-    /// Counts this layer's requests under `name` (1 to 64 bytes, no `:`)
-    /// instead of a derived namespace. Layers given the same name on one
-    /// store share their logs: that is how two layers share a budget.
-    pub fn name(mut self, name: &str) -> Result<Self, NameError> {
-        if name.is_empty() || name.len() > MAX_NAME_BYTES || name.contains(':') {
-            return Err(NameError(name.to_owned()));
-        }
-        self.namespace = Namespace::named(name.to_owned());
-        Ok(self)
-    }
-
-    /// The namespace this layer counts in (its name, or the derived one).
-    pub fn namespace(&self) -> &str {
-        self.namespace.as_str()
-    }
-
-    /// What to do when the key cannot be extracted. Default
-    /// [`MissingKey::Reject`].
-    pub fn on_missing_key(mut self, missing: MissingKey) -> Self {
-        self.missing = missing;
-        self
-    }
-
-    /// Makes the HTTP answer to every refusal of the layer (429, 413, 400,
-    /// 503), e.g. with a JSON body; the layer adds `RateLimit-Policy`,
-    /// `RateLimit` and `Retry-After` to it. gRPC requests keep their status
-    /// answers.
-    ///
-    /// ```
-    /// use slidelog::{Limiter, RateLimitLayer, middleware::Constant};
-    /// let layer = RateLimitLayer::new(Limiter::memory(), Constant::new("all"), "10/second".parse()?)
-    ///     .on_rejection(|r| r.response("application/json", format!(r#"{{"error":{:?}}}"#, r.message())));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn on_rejection(
-        mut self,
-        hook: impl Fn(&Rejection) -> Response<String> + Send + Sync + 'static,
-    ) -> Self {
-        self.on_rejection = Some(Arc::new(hook));
-        self
-    }
-
-    /// Called for every request admitted degraded (the store failed and the
-    /// limiter is fail-open), before the inner service: count it, log it.
-    /// The limiter's [`MetricsHook`](crate::metrics::MetricsHook) sees the
-    /// store error itself.
-    pub fn on_degraded(mut self, hook: impl Fn(&Parts, &Decision) + Send + Sync + 'static) -> Self {
-        self.on_degraded = Some(Arc::new(hook));
-        self
-    }
-
-    /// Each request costs what `cost` says of its head: one cost for every
-    /// limit (`u64`), or one per limit (`[u64; N]`, `Vec<u64>`, matched by
-    /// position). A cost above a limit's `max` (or the limiter's bounds) is
-    /// answered 413 with the reason, a cost of 0 is answered 400.
-    ///
-    /// ```
-    /// use slidelog::{Limiter, RateLimitLayer, middleware::Header};
-    /// // Batch calls declare their size; each item counts.
-    /// let layer = RateLimitLayer::new(Limiter::memory(), Header::named("x-api-key")?, "1000/minute".parse()?)
-    ///     .cost(|parts| {
-    ///         let items = parts.headers.get("x-batch-size").and_then(|v| v.to_str().ok()?.parse().ok());
-    ///         items.unwrap_or(1u64)
-    ///     });
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn cost<F, R>(self, cost: F) -> RateLimitLayer<K, HeadCost<F>>
-    where
-        F: Fn(&Parts) -> R + Send + Sync + 'static,
-        R: Into<Cost>,
-    {
-        self.charging(HeadCost(cost))
-    }
-
-    /// Each request costs what `cost` says of its head and whole body (tokens
-    /// in a prompt, bytes uploaded). The body is read up to `max_bytes`
-    /// (longer: 413, before the inner service or the limiter is called), then
-    /// handed on to the inner service unchanged. Needs a body type the layer
-    /// can rebuild ([`BufferedBody`](super::BufferedBody): axum's and
-    /// tonic's with their features).
-    pub fn body_cost<F, R>(self, max_bytes: usize, cost: F) -> RateLimitLayer<K, BodyCost<F>>
-    where
-        F: Fn(&Parts, &[u8]) -> R + Send + Sync + 'static,
-        R: Into<Cost>,
-    {
-        self.charging(BodyCost { max_bytes, f: cost })
-    }
-
-    fn charging<C2>(self, charge: C2) -> RateLimitLayer<K, C2> {
-        RateLimitLayer {
-            limiter: self.limiter,
-            extractor: self.extractor,
-            routes: self.routes,
-            missing: self.missing,
-            namespace: self.namespace,
-            charge: Arc::new(charge),
-            on_rejection: self.on_rejection,
-            on_degraded: self.on_degraded,
-        }
-    }
-}
-
-impl<S, K, C> Layer<S> for RateLimitLayer<K, C> {
-    type Service = RateLimitService<S, K, C>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        RateLimitService {
-            inner,
-            shared: Arc::new(self.clone()),
-        }
-    }
-}
+use tower::Service;
 
 /// The service that [`RateLimitLayer`] wraps around an inner service.
 pub struct RateLimitService<S, K, C = UnitCost> {
     inner: S,
-    shared: Arc<RateLimitLayer<K, C>>,
+    /// The configuration, shared by every service the layer made.
+    layer: Arc<RateLimitLayer<K, C>>,
 }
 
 impl<S: std::fmt::Debug, K, C> std::fmt::Debug for RateLimitService<S, K, C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RateLimitService")
             .field("inner", &self.inner)
-            .field("layer", &self.shared)
+            .field("layer", &self.layer)
             .finish()
     }
 }
@@ -265,30 +39,35 @@ impl<S: Clone, K, C> Clone for RateLimitService<S, K, C> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
-            shared: self.shared.clone(),
+            layer: self.layer.clone(),
         }
     }
 }
 
 impl<S, K, C> RateLimitService<S, K, C> {
-    /// The inner service.
+    /// Returns the service deciding with `layer`'s configuration before `inner`.
+    pub(crate) fn new(inner: S, layer: Arc<RateLimitLayer<K, C>>) -> Self {
+        Self { inner, layer }
+    }
+
+    /// Returns the inner service.
     pub fn get_ref(&self) -> &S {
         &self.inner
     }
 
-    /// The inner service, mutably.
+    /// Returns the inner service, mutably.
     pub fn get_mut(&mut self) -> &mut S {
         &mut self.inner
     }
 
-    /// The inner service, unwrapped.
+    /// Returns the inner service, unwrapped.
     pub fn into_inner(self) -> S {
         self.inner
     }
 
-    /// The limiter decisions are made on.
+    /// Returns the limiter decisions are made on.
     pub fn limiter(&self) -> &Limiter {
-        &self.shared.limiter
+        &self.layer.limiter
     }
 }
 
@@ -320,84 +99,30 @@ where
         // that is refused drops the ready service, releasing what it reserved.
         let clone = self.inner.clone();
         let ready = std::mem::replace(&mut self.inner, clone);
-        let shared = self.shared.clone();
-        Box::pin(async move { shared.handle(ready, request).await })
+        let layer = self.layer.clone();
+        Box::pin(async move { handle(&layer, ready, request).await })
     }
 }
 
-impl<K: KeyExtractor, C> RateLimitLayer<K, C> {
-    async fn handle<S, ReqBody, ResBody>(
-        &self,
-        mut inner: S,
-        request: Request<ReqBody>,
-    ) -> Result<Response<ResBody>, S::Error>
-    where
-        S: Service<Request<ReqBody>, Response = Response<ResBody>>,
-        ResBody: RejectionBody,
-        C: Charge<ReqBody>,
-    {
-        let (mut parts, body) = request.into_parts();
-        let rule = self.routes.rule_for(&parts);
-        let Some(limits) = rule.limits.clone() else {
-            return inner.call(Request::from_parts(parts, body)).await;
-        };
-        let grpc = is_grpc(&parts.headers);
-        let refuse =
-            |rejection: Rejection| rejection.into_response(grpc, self.on_rejection.as_ref());
-        let Some(key) = self.extractor.extract(&parts) else {
-            return match self.missing {
-                MissingKey::PassThrough => inner.call(Request::from_parts(parts, body)).await,
-                MissingKey::Reject => Ok(refuse(Rejection::bad_key("no key in the request"))),
-            };
-        };
-        let (cost, body) = match self.charge.charge(&parts, body).await {
-            Ok(charged) => charged,
-            Err(e) => return Ok(refuse(Rejection::cost(&e))),
-        };
-        // A key that breaks the bounds (over 512 bytes with its namespace and
-        // scope) is always refused, whatever `MissingKey` says: passing it
-        // through would let a client escape its limit by sending a long key.
-        let key = format!("{}:{}:{key}", self.namespace.as_str(), rule.scope);
-        let request = match cost {
-            Cost::All(cost) => slidelog_core::Request::new(key, limits.to_vec(), cost),
-            Cost::PerLimit(costs) => {
-                slidelog_core::Request::with_costs(key, limits.to_vec(), costs)
-            }
-        };
-        let request = match request {
-            Ok(request) => request,
-            Err(e) => return Ok(refuse(Rejection::input(&e, limits))),
-        };
-        match self.limiter.decide(&request, Mode::Record).await {
-            Ok(decision) if decision.allowed => {
-                if decision.degraded {
-                    if let Some(hook) = &self.on_degraded {
-                        hook(&parts, &decision);
-                    }
-                }
-                parts.extensions.insert(decision);
-                let mut response = inner.call(Request::from_parts(parts, body)).await?;
-                let headers = response.headers_mut();
-                if let Some(policy) = &rule.policy {
-                    headers.insert(RATELIMIT_POLICY, policy.clone());
-                }
-                // A degraded decision carries the policy only (nothing was counted).
-                if !decision.degraded {
-                    let value = HeaderValue::from_str(&ratelimit_value(&limits, &decision));
-                    if let Ok(value) = value {
-                        headers.insert(RATELIMIT, value);
-                    }
-                }
-                response.extensions_mut().insert(decision);
-                Ok(response)
-            }
-            Ok(decision) => {
-                let mut response = refuse(Rejection::limited(decision, limits));
-                response.extensions_mut().insert(decision);
-                Ok(response)
-            }
-            Err(LimiterError::Store(e)) => Ok(refuse(Rejection::unavailable(&e))),
-            Err(LimiterError::Input(e)) => Ok(refuse(Rejection::input(&e, limits))),
+/// Decides on one request: the request side, the decision, the response side.
+async fn handle<S, K, C, ReqBody, ResBody>(
+    layer: &RateLimitLayer<K, C>,
+    inner: S,
+    request: Request<ReqBody>,
+) -> Result<Response<ResBody>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    ResBody: RejectionBody,
+    K: KeyExtractor,
+    C: Charge<ReqBody>,
+{
+    let (parts, body) = request.into_parts();
+    match ask::ask(layer, &parts, body).await {
+        Asked::Pass(body) => answer::pass(inner, parts, body).await,
+        Asked::Refuse(rejection) => Ok(answer::refuse(layer, &parts, rejection)),
+        Asked::Decide(asked) => {
+            let decided = layer.limiter.decide(&asked.request, Mode::Record).await;
+            answer::decided(layer, inner, parts, asked, decided).await
         }
     }
 }

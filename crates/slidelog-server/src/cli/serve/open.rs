@@ -7,28 +7,24 @@ use crate::app::{App, AppConfig};
 use crate::preflight::Preflight;
 use anyhow::Context;
 use slidelog::redact::mask_password;
-use slidelog::store::MemoryStore;
 use slidelog::url::{StoreUrl, open_store};
 use std::sync::Arc;
 
 /// Opens the store named by the flags and wraps it in the service state.
 pub(super) async fn build_app(args: &ServeArgs) -> anyhow::Result<App> {
     let config = app_config(args)?;
-    if StoreUrl::parse(&args.store.store)?.is_memory() {
-        // Built here rather than by URL so that its key count is exported
-        // and its expired logs are swept on a timer.
-        let store = Arc::new(
-            MemoryStore::new()
-                .with_key_cap(args.memory_key_cap)
-                .with_memory_limit(args.memory_limit),
-        );
-        return Ok(App::with_memory_store(store, config));
-    }
     let mut options = args.store.options();
     options.memory_key_cap = args.memory_key_cap;
     options.memory_limit = args.memory_limit;
+    if StoreUrl::parse(&args.store.store)?.is_memory() {
+        // Made as the library makes it from a URL, and kept by the app too:
+        // its key count is exported, it is swept on a timer and snapshotted.
+        let store = Arc::new(options.memory_store());
+        return Ok(App::with_memory_store(store, config));
+    }
     // A misconfiguration will not pass by itself: refuse to start on one.
-    let preflight = crate::preflight::check(&args.store.store, &options).await;
+    let timeout = args.store.store_timeout;
+    let preflight = crate::preflight::check(&args.store.store, &options, timeout).await;
     if let Preflight::Misconfigured(cause) = &preflight
         && !args.allow_store_misconfig
     {
@@ -40,7 +36,7 @@ pub(super) async fn build_app(args: &ServeArgs) -> anyhow::Result<App> {
     // Start even while Redis is down: /readyz says unready and the failure
     // policy answers until it comes up, as it would during any later outage.
     options.lazy_connect = true;
-    let store = open_store(&args.store.store, &options).await?;
+    let store = open_store(&args.store.store, &options, args.store.store_timeout).await?;
     let time = args.store.time_mode();
     let no_cache = args.no_rejection_cache;
     let app = App::with_builder(store, config, |b| {

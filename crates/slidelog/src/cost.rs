@@ -1,0 +1,90 @@
+//! What a request costs: one cost for every limit, or one per limit matched
+//! by position (docs/design.md §1). [`Limiter::check`](crate::Limiter::check)
+//! and [`peek`](crate::Limiter::peek) take either, as does the tower layer.
+
+use slidelog_core::{InputError, Limit, Request};
+
+/// The units a request consumes: one cost for every limit, or one cost per
+/// limit, matched by position (e.g. 1 request and 4,000 tokens).
+///
+/// ```
+/// use slidelog::Cost;
+/// assert_eq!(Cost::from(5u64), Cost::All(5));
+/// assert_eq!(Cost::from([1, 4_000]), Cost::PerLimit(vec![1, 4_000]));
+/// assert_eq!(Cost::from(&[1, 4_000][..]), Cost::PerLimit(vec![1, 4_000]));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cost {
+    /// The same cost against every limit (`Request::new`).
+    All(u64),
+    /// `costs[i]` against `limits[i]` (`Request::with_costs`).
+    PerLimit(Vec<u64>),
+}
+
+impl Cost {
+    /// The cost of a plain request: 1.
+    pub const ONE: Self = Self::All(1);
+
+    /// Returns the validated request of `key` under `limits` at this cost
+    /// (docs/design.md §1: a zero cost, or one above a limit's max, is an
+    /// error).
+    pub fn request(
+        self,
+        key: impl Into<String>,
+        limits: Vec<Limit>,
+    ) -> Result<Request, InputError> {
+        match self {
+            Self::All(cost) => Request::new(key, limits, cost),
+            Self::PerLimit(costs) => Request::with_costs(key, limits, costs),
+        }
+    }
+}
+
+impl From<u64> for Cost {
+    fn from(cost: u64) -> Self {
+        Self::All(cost)
+    }
+}
+
+impl From<Vec<u64>> for Cost {
+    fn from(costs: Vec<u64>) -> Self {
+        Self::PerLimit(costs)
+    }
+}
+
+impl From<&[u64]> for Cost {
+    fn from(costs: &[u64]) -> Self {
+        Self::PerLimit(costs.to_vec())
+    }
+}
+
+impl<const N: usize> From<[u64; N]> for Cost {
+    fn from(costs: [u64; N]) -> Self {
+        Self::PerLimit(costs.to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cost_makes_the_request_it_describes() {
+        let limits = vec![
+            Limit::new(3, 1_000).unwrap(),
+            Limit::new(10, 60_000).unwrap(),
+        ];
+        let one = Cost::from(2).request("k", limits.clone()).unwrap();
+        assert_eq!(one.costs(), &[2]);
+        let per = Cost::from([1, 9]).request("k", limits.clone()).unwrap();
+        assert_eq!((per.cost_for(0), per.cost_for(1)), (1, 9));
+        assert!(
+            Cost::from(4).request("k", limits.clone()).is_err(),
+            "above the smallest max"
+        );
+        assert!(
+            Cost::from([1]).request("k", limits).is_err(),
+            "one cost per limit"
+        );
+    }
+}

@@ -1,0 +1,243 @@
+//! [`LimiterBuilder`]: the options of a [`Limiter`] that hold whatever the
+//! store (timeout, failure policy, clock, bounds, metrics, rejection cache).
+//! Two ways to finish, told apart by type: [`build`](LimiterBuilder::build)
+//! takes a store you made, [`open`](LimiterBuilder::open) opens one from a
+//! URL with the [`StoreOptions`] that only opening reads (key prefix, memory
+//! bounds, connect timeout, lazy connect, TLS roots). So no option is
+//! silently ignored: a store you made was configured when you made it.
+
+use super::{CallBound, FailurePolicy, Inner, Limiter, Report};
+use crate::metrics::MetricsHook;
+use crate::rejection_cache::{RejectionCache, Setting};
+use crate::url::{StoreOptions, open_store};
+use slidelog_core::{Bounds, Clock, Store, SystemClock, TimeMode};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Options of a [`Limiter`]; finish with [`open`](Self::open) (a URL and
+/// its [`StoreOptions`]) or [`build`](Self::build) (a store you made).
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// use slidelog::{FailurePolicy, Limiter, url::StoreOptions};
+/// use std::time::Duration;
+/// let limiter = Limiter::builder()
+///     .timeout(Duration::from_millis(50))
+///     .failure_policy(FailurePolicy::FailClosed)
+///     .client_time()
+///     .open("memory://", StoreOptions { key_prefix: "myapp:rl:".into(), ..Default::default() })
+///     .await?;
+/// assert_eq!(limiter.failure_policy(), FailurePolicy::FailClosed);
+/// # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
+/// ```
+#[derive(Debug, Clone)]
+pub struct LimiterBuilder {
+    timeout: Duration,
+    policy: FailurePolicy,
+    time: TimeMode,
+    metrics: Option<Arc<dyn MetricsHook>>,
+    bounds: Bounds,
+    rejections: Setting,
+}
+
+impl Default for LimiterBuilder {
+    fn default() -> Self {
+        Self {
+            timeout: crate::url::DEFAULT_TIMEOUT,
+            policy: FailurePolicy::default(),
+            time: TimeMode::default(),
+            metrics: None,
+            bounds: Bounds::default(),
+            rejections: Setting::default(),
+        }
+    }
+}
+
+impl LimiterBuilder {
+    /// Sets the upper bound on one store call; past it the call fails with
+    /// [`StoreError::Timeout`](crate::StoreError::Timeout) and the policy
+    /// answers. A store opened by [`open`](Self::open) gets the same
+    /// timeout, so both give up together. Default 100 ms. Not applied to a
+    /// store in this process's memory, which answers without I/O.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Sets what callers may ask for: the largest `max`, the largest cost,
+    /// the most limits per request (and descriptors per Envoy request). A
+    /// request above one is an [`InputError::Bound`](crate::InputError::Bound)
+    /// naming it. Default [`Bounds::ABSOLUTE`]: a service facing remote
+    /// clients sets tighter ones, as `slidelog serve` does ([`Bounds::SERVICE`]).
+    pub fn bounds(mut self, bounds: Bounds) -> Self {
+        self.bounds = bounds;
+        self
+    }
+
+    /// Sets what a store failure does. Default [`FailurePolicy::FailOpen`].
+    pub fn failure_policy(mut self, policy: FailurePolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Shorthand for [`FailurePolicy::FailOpen`].
+    pub fn fail_open(self) -> Self {
+        self.failure_policy(FailurePolicy::FailOpen)
+    }
+
+    /// Shorthand for [`FailurePolicy::FailClosed`].
+    pub fn fail_closed(self) -> Self {
+        self.failure_policy(FailurePolicy::FailClosed)
+    }
+
+    /// Sets which clock decides. Default [`TimeMode::Store`].
+    pub fn time_mode(mut self, time: TimeMode) -> Self {
+        self.time = time;
+        self
+    }
+
+    /// Decides on this process's wall clock ([`TimeMode::Client`] with the
+    /// system clock).
+    pub fn client_time(self) -> Self {
+        self.time_mode(TimeMode::Client(Arc::new(SystemClock)))
+    }
+
+    /// Decides on `clock` (a [`ManualClock`](crate::store::ManualClock) in tests).
+    pub fn clock(self, clock: Arc<dyn Clock>) -> Self {
+        self.time_mode(TimeMode::Client(clock))
+    }
+
+    /// Reports every decision, store failure and readiness answer to `hook`
+    /// (the server's Prometheus recorder). Default: none.
+    pub fn metrics(mut self, hook: Arc<dyn MetricsHook>) -> Self {
+        self.metrics = Some(hook);
+        self
+    }
+
+    /// Answers a rejected request again without the store until its
+    /// `retry_after_ms` has passed ([`crate::rejection_cache`]), with this
+    /// cache (its capacity and clock). Default: on, [`DEFAULT_CAPACITY`]
+    /// entries, wherever it is exact: a store reached over the network,
+    /// deciding on its own clock ([`TimeMode::Store`]).
+    ///
+    /// [`DEFAULT_CAPACITY`]: crate::rejection_cache::DEFAULT_CAPACITY
+    pub fn rejection_cache(mut self, cache: RejectionCache) -> Self {
+        self.rejections = Setting::With(Arc::new(cache));
+        self
+    }
+
+    /// Sends every decision to the store (`--no-rejection-cache`).
+    pub fn no_rejection_cache(mut self) -> Self {
+        self.rejections = Setting::Off;
+        self
+    }
+
+    /// Opens the store that `url` names with `options` (and this builder's
+    /// timeout) and returns a limiter on it.
+    ///
+    /// A store that cannot be reached at startup is a matter for the failure
+    /// policy, as it is on every later call. Under fail-open (the default)
+    /// `open` does not fail: after one attempt (at most
+    /// [`StoreOptions::connect_timeout`]) it returns a limiter that connects
+    /// lazily, whose decisions are admitted `degraded` until the store
+    /// answers and exact from then on. Under fail-closed it fails fast with
+    /// the connect error ([`OpenError::is_transient`](crate::OpenError::is_transient)
+    /// is true), so a service that must not run unlimited does not start;
+    /// set [`StoreOptions::lazy_connect`] to start anyway and answer errors
+    /// (503) until the store answers. A bad URL, or a store that refuses the
+    /// configuration (wrong password, TLS), fails under either policy.
+    pub async fn open(
+        self,
+        url: &str,
+        options: StoreOptions,
+    ) -> Result<Limiter, super::BuildError> {
+        let store = match open_store(url, &options, self.timeout).await {
+            Err(e) if e.is_transient() && self.policy == FailurePolicy::FailOpen => {
+                tracing::warn!(
+                    error = %e,
+                    "store unreachable at startup; fail-open: starting anyway, decisions are degraded until it answers"
+                );
+                let lazy = StoreOptions {
+                    lazy_connect: true,
+                    ..options
+                };
+                open_store(url, &lazy, self.timeout).await?
+            }
+            opened => opened?,
+        };
+        Ok(self.build(store))
+    }
+
+    /// Returns a limiter on `store`, configured as you made it. A store in
+    /// this process's memory ([`Store::in_process`]) is called without a
+    /// timer and without a rejection cache (it answers without I/O).
+    pub fn build(self, store: Arc<dyn Store>) -> Limiter {
+        let remote = store.in_process().is_none();
+        // Exact (and worth it) only for a remote store on its own clock.
+        let rejections = self.rejections.resolve(remote && self.time.is_store());
+        let report = Report::new(store.kind(), self.policy, self.metrics);
+        Limiter {
+            inner: Arc::new(Inner {
+                store,
+                time: self.time,
+                policy: self.policy,
+                bound: CallBound(remote.then_some(self.timeout)),
+                rejections,
+                report,
+                #[cfg(feature = "tower")]
+                names: Default::default(),
+            }),
+            bounds: self.bounds,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_in_process_store_gets_no_timer_and_no_cache_a_remote_one_both() {
+        let memory = Limiter::builder().build(Arc::new(slidelog_memory::MemoryStore::new()));
+        assert_eq!(memory.inner.bound, CallBound(None));
+        assert!(memory.rejection_cache().is_none());
+        let remote = Limiter::builder()
+            .timeout(Duration::from_millis(7))
+            .build(Arc::new(Remote));
+        assert_eq!(
+            remote.inner.bound,
+            CallBound(Some(Duration::from_millis(7)))
+        );
+        assert!(remote.rejection_cache().is_some());
+        let client_time = Limiter::builder().client_time().build(Arc::new(Remote));
+        assert!(
+            client_time.rejection_cache().is_none(),
+            "inexact off the store's clock"
+        );
+    }
+
+    /// A store that is not in this process's memory (it never answers).
+    #[derive(Debug)]
+    struct Remote;
+
+    #[async_trait::async_trait]
+    impl Store for Remote {
+        async fn decide(
+            &self,
+            _: &slidelog_core::Request,
+            _: slidelog_core::Mode,
+            _: slidelog_core::Now,
+        ) -> Result<slidelog_core::Decision, crate::StoreError> {
+            std::future::pending().await
+        }
+        async fn reset(&self, _: &str) -> Result<bool, crate::StoreError> {
+            std::future::pending().await
+        }
+        async fn ping(&self) -> Result<(), crate::StoreError> {
+            std::future::pending().await
+        }
+        fn kind(&self) -> &'static str {
+            "remote"
+        }
+    }
+}

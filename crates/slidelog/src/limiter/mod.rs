@@ -1,0 +1,344 @@
+//! The [`Limiter`]: one handle on a store, through which every interface
+//! decides (direct calls, the tower layer, the `slidelog` server's HTTP, gRPC
+//! and `POST /json` APIs). A decision is a short pipeline of small parts,
+//! each in its own file and testable alone:
+//!
+//! 1. input bounds: the request is one callers may ask for ([`Bounds`],
+//!    docs/design.md §5);
+//! 2. the clock: [`TimeMode::now`] turns the limiter's time mode into the
+//!    call's [`Now`], unless the caller gave one (docs/design.md §3);
+//! 3. the rejection cache ([`crate::rejection_cache`]): a rejection still
+//!    in force is answered without the store;
+//! 4. the bounded store call ([`bounded`]): no store hangs a caller;
+//! 5. the failure policy ([`FailurePolicy::answer`], docs/design.md §6);
+//! 6. the report ([`report`]): the metrics hook, and outages logged once per
+//!    episode ([`crate::episode`]), which readiness reads.
+//!
+//! The options live in [`LimiterBuilder`] ([`builder`]).
+
+mod bounded;
+mod builder;
+mod error;
+mod policy;
+mod report;
+
+pub use builder::LimiterBuilder;
+pub use error::{BuildError, LimiterError};
+pub use policy::{FailurePolicy, UnknownPolicy};
+
+use crate::Cost;
+use crate::metrics::Op;
+use crate::rejection_cache::RejectionCache;
+use bounded::CallBound;
+use report::Report;
+use slidelog_core::{Bounds, Decision, InputError, Limit, Mode, Now, Request, Store, TimeMode};
+use std::sync::Arc;
+
+/// A rate limiter over one store. Cheap to clone: clones share the store.
+///
+/// ```
+/// use slidelog::{Limit, Limiter};
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let limiter = Limiter::memory();
+/// let per_minute = [Limit::new(2, 60_000)?];
+/// assert!(limiter.check("user123", &per_minute, 1).await?.allowed);
+/// assert!(limiter.check("user123", &per_minute, 1).await?.allowed);
+/// let third = limiter.check("user123", &per_minute, 1).await?;
+/// assert!(!third.allowed && third.retry_after_ms > 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
+/// ```
+#[derive(Debug, Clone)]
+pub struct Limiter {
+    inner: Arc<Inner>,
+    /// What callers may ask for, checked before the store; outside `inner`
+    /// so that [`Limiter::with_bounds`] shares everything else.
+    bounds: Bounds,
+}
+
+/// The parts of a limiter that its clones share.
+#[derive(Debug)]
+struct Inner {
+    store: Arc<dyn Store>,
+    time: TimeMode,
+    policy: FailurePolicy,
+    bound: CallBound,
+    /// Rejections answered again without the store; on only where exact.
+    rejections: Option<Arc<RejectionCache>>,
+    report: Report,
+    /// The layer namespaces derived on this limiter (never process-wide).
+    #[cfg(feature = "tower")]
+    names: Arc<crate::middleware::Names>,
+}
+
+impl Limiter {
+    /// Returns a builder for the options: timeout, store-error policy, time
+    /// mode, bounds, metrics, rejection cache.
+    pub fn builder() -> LimiterBuilder {
+        LimiterBuilder::default()
+    }
+
+    /// Returns a limiter on the store that `url` names (`memory://`,
+    /// `redis://…`, `rediss://…`, `redis+cluster://…`,
+    /// `redis+sentinel://…`), with default options (100 ms timeout, prefix
+    /// `rate:sliding:`, fail-open, store time).
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let limiter = slidelog::Limiter::from_url("memory://").await?;
+    /// assert_eq!(limiter.store().kind(), "memory");
+    /// # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
+    /// ```
+    pub async fn from_url(url: &str) -> Result<Self, BuildError> {
+        Self::builder().open(url, Default::default()).await
+    }
+
+    /// Returns a limiter on `store` with default options.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let limiter = slidelog::Limiter::from_store(Arc::new(slidelog::store::MemoryStore::new()));
+    /// assert_eq!(limiter.store().kind(), "memory");
+    /// ```
+    pub fn from_store(store: Arc<dyn Store>) -> Self {
+        Self::builder().build(store)
+    }
+
+    /// Returns a limiter on a new in-process memory store (tests, single
+    /// instances).
+    ///
+    /// ```
+    /// let limiter = slidelog::Limiter::memory();
+    /// assert_eq!(limiter.failure_policy(), slidelog::FailurePolicy::FailOpen);
+    /// ```
+    pub fn memory() -> Self {
+        Self::from_store(Arc::new(slidelog_memory::MemoryStore::new()))
+    }
+
+    /// Decides on `cost` for `key` under every limit in `limits` and, when
+    /// admitted, records it. `cost` is one cost for every limit (`1`) or
+    /// one per limit, matched by position (`[1, 4_000]`: docs/design.md §1);
+    /// a rejection records nothing in any limit. Input is validated; a store
+    /// failure follows the [`FailurePolicy`].
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use slidelog::{Limit, Limiter};
+    /// let limiter = Limiter::memory();
+    /// // 10 per second and 1,000 per hour on the same key.
+    /// let limits = [Limit::new(10, 1_000)?, Limit::new(1_000, 3_600_000)?];
+    /// let decision = limiter.check("api-key-1", &limits, 3).await?;
+    /// assert!(decision.allowed);
+    /// assert_eq!((decision.limit, decision.remaining), (10, 7));
+    /// // A cost above the smallest max is an error, never clamped.
+    /// assert!(limiter.check("api-key-1", &limits, 11).await.is_err());
+    ///
+    /// // 3,000 requests and 1,000,000 tokens per minute: a cost for each.
+    /// let limits = [Limit::new(3_000, 60_000)?, Limit::new(1_000_000, 60_000)?];
+    /// assert!(limiter.check("user-7", &limits, [1, 4_000]).await?.allowed);
+    /// let d = limiter.check("user-7", &limits, [1, 999_000]).await?;
+    /// assert!(!d.allowed && d.limit == 1_000_000);
+    /// # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
+    /// ```
+    pub async fn check(
+        &self,
+        key: impl Into<String>,
+        limits: &[Limit],
+        cost: impl Into<Cost>,
+    ) -> Result<Decision, LimiterError> {
+        let request = cost.into().request(key, limits.to_vec())?;
+        self.decide(&request, Mode::Record).await
+    }
+
+    /// Returns the decision that [`check`](Self::check) would make,
+    /// recording nothing.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use slidelog::{Limit, Limiter};
+    /// let limiter = Limiter::memory();
+    /// let limits = [Limit::new(1, 60_000)?];
+    /// assert!(limiter.peek("k", &limits, 1).await?.allowed);
+    /// assert!(limiter.peek("k", &limits, 1).await?.allowed); // nothing was recorded
+    /// # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
+    /// ```
+    pub async fn peek(
+        &self,
+        key: impl Into<String>,
+        limits: &[Limit],
+        cost: impl Into<Cost>,
+    ) -> Result<Decision, LimiterError> {
+        let request = cost.into().request(key, limits.to_vec())?;
+        self.decide(&request, Mode::Peek).await
+    }
+
+    /// Decides on an already validated request, on the limiter's clock.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use slidelog::{Limit, Limiter, Mode, Request};
+    /// let request = Request::single("k", Limit::new(5, 1_000)?)?;
+    /// let decision = Limiter::memory().decide(&request, Mode::Record).await?;
+    /// assert_eq!(decision.remaining, 4);
+    /// # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
+    /// ```
+    pub async fn decide(&self, request: &Request, mode: Mode) -> Result<Decision, LimiterError> {
+        self.decide_at(request, mode, self.inner.time.now()).await
+    }
+
+    /// Decides at an explicit time (replay, tests): [`Now::At`] uses the
+    /// given Unix ms whatever the time mode, [`Now::Server`] the store's clock.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use slidelog::{Limit, Limiter, Mode, Now, Request};
+    /// let limiter = Limiter::memory();
+    /// let request = Request::single("replay", Limit::new(1, 1_000)?)?;
+    /// assert!(limiter.decide_at(&request, Mode::Record, Now::At(5_000)).await?.allowed);
+    /// let second = limiter.decide_at(&request, Mode::Record, Now::At(5_400)).await?;
+    /// assert_eq!((second.allowed, second.retry_after_ms), (false, 600));
+    /// # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
+    /// ```
+    pub async fn decide_at(
+        &self,
+        request: &Request,
+        mode: Mode,
+        now: Now,
+    ) -> Result<Decision, LimiterError> {
+        self.bounds.check(request).map_err(InputError::from)?;
+        let op = Op::deciding(mode);
+        let started = self.inner.report.start();
+        // Only on the store's clock is a cached rejection exact.
+        let cache = self
+            .inner
+            .rejections
+            .as_deref()
+            .filter(|_| now == Now::Server);
+        let ticket = match cache.map(|c| c.answer(request)) {
+            Some(Ok(local)) => return Ok(self.inner.report.decided(op, local, started)),
+            Some(Err(ticket)) => Some(ticket),
+            None => None,
+        };
+        let call = self.inner.store.decide(request, mode, now);
+        match self.inner.bound.run(call).await {
+            Ok(decision) => {
+                if let (Some(cache), Some(ticket)) = (cache, ticket) {
+                    cache.observe(request, &decision, ticket);
+                }
+                self.inner.report.answered(true);
+                Ok(self.inner.report.decided(op, decision, started))
+            }
+            Err(e) => {
+                let answer = self.inner.policy.answer(request, e.clone());
+                self.inner.report.failed(op, &e, answer.is_ok(), started);
+                Ok(answer?)
+            }
+        }
+    }
+
+    /// Deletes the key's log; returns whether one existed. No failure policy
+    /// applies: a store error is returned.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use slidelog::{Limit, Limiter};
+    /// let limiter = Limiter::memory();
+    /// let limits = [Limit::new(1, 60_000)?];
+    /// limiter.check("k", &limits, 1).await?;
+    /// assert!(limiter.reset("k").await?);
+    /// assert!(limiter.check("k", &limits, 1).await?.allowed);
+    /// # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
+    /// ```
+    pub async fn reset(&self, key: &str) -> Result<bool, LimiterError> {
+        slidelog_core::limit::validate_key(key)?;
+        if let Some(cache) = &self.inner.rejections {
+            cache.forget(key);
+        }
+        let started = self.inner.report.start();
+        let result = self.inner.bound.run(self.inner.store.reset(key)).await;
+        match &result {
+            Ok(_) => self.inner.report.answered(false),
+            Err(e) => self.inner.report.failed(Op::Reset, e, false, started),
+        }
+        Ok(result?)
+    }
+
+    /// Answers when the store is reachable (readiness probes).
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// slidelog::Limiter::memory().ping().await?;
+    /// # Ok::<(), slidelog::LimiterError>(()) }).unwrap();
+    /// ```
+    pub async fn ping(&self) -> Result<(), LimiterError> {
+        let started = self.inner.report.start();
+        let result = self.inner.bound.run(self.inner.store.ping()).await;
+        match &result {
+            Ok(()) => self.inner.report.ready(),
+            Err(e) => self.inner.report.failed(Op::Ping, e, false, started),
+        }
+        Ok(result?)
+    }
+
+    /// Returns this limiter with other bounds on what callers may ask for,
+    /// sharing everything else (store, cache, metrics, episodes). A service
+    /// deciding on limits its operator configured (Envoy rules) bounds only
+    /// the costs, since a rule's `max` is not a client's choice:
+    ///
+    /// ```
+    /// use slidelog::{Bounds, Limiter, store::MemoryStore};
+    /// let store = std::sync::Arc::new(MemoryStore::new());
+    /// let service = Limiter::builder().bounds(Bounds::SERVICE).build(store);
+    /// let configured = service.with_bounds(Bounds { max_cost: service.bounds().max_cost, ..Bounds::ABSOLUTE });
+    /// assert_eq!(configured.bounds().max_limit, Bounds::ABSOLUTE.max_limit);
+    /// ```
+    pub fn with_bounds(&self, bounds: Bounds) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            bounds,
+        }
+    }
+
+    /// Returns the layer namespaces derived on this limiter.
+    #[cfg(feature = "tower")]
+    pub(crate) fn names(&self) -> &Arc<crate::middleware::Names> {
+        &self.inner.names
+    }
+
+    /// Returns what callers may ask for ([`LimiterBuilder::bounds`]).
+    pub fn bounds(&self) -> &Bounds {
+        &self.bounds
+    }
+
+    /// Returns the store decisions are made on.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+
+    /// Returns what a store failure does.
+    pub fn failure_policy(&self) -> FailurePolicy {
+        self.inner.policy
+    }
+
+    /// Returns the clock decisions use.
+    pub fn time_mode(&self) -> &TimeMode {
+        &self.inner.time
+    }
+
+    /// Returns the local rejection cache, when on
+    /// ([`LimiterBuilder::rejection_cache`]).
+    pub fn rejection_cache(&self) -> Option<&Arc<RejectionCache>> {
+        self.inner.rejections.as_ref()
+    }
+
+    /// Returns the misconfiguration the store reported (wrong password,
+    /// NOPERM, …) while no decision has succeeded since: readiness reports it.
+    pub fn misconfiguration(&self) -> Option<String> {
+        self.inner.report.misconfiguration()
+    }
+
+    /// Records a misconfiguration found before serving (logged at error
+    /// level, reported by [`misconfiguration`](Self::misconfiguration)).
+    pub fn note_misconfiguration(&self, cause: &str) {
+        self.inner.report.misconfigured(cause);
+    }
+}

@@ -1,0 +1,71 @@
+//! The request side of the layer: which limits apply (the route), whose
+//! log it is (the key, in the layer's namespace), what the request costs,
+//! and whether that makes a valid request. Nothing here answers the
+//! client; [`super::answer`] does.
+
+use super::cost::Charge;
+use super::extract::KeyExtractor;
+use super::layer::{MissingKey, RateLimitLayer};
+use super::response::Rejection;
+use http::HeaderValue;
+use http::request::Parts;
+use slidelog_core::{Limit, Request};
+use std::sync::Arc;
+
+/// What the request side found.
+pub(crate) enum Asked<B> {
+    /// No limit applies (an unlimited route, or no key under
+    /// [`MissingKey::PassThrough`]): the inner service answers.
+    Pass(B),
+    /// The request cannot be decided (no key, a bad cost): the layer answers.
+    Refuse(Rejection),
+    /// A request to decide on.
+    Decide(Ask<B>),
+}
+
+/// A request to decide on, with what the response side needs of its route.
+pub(crate) struct Ask<B> {
+    /// The validated request: namespaced key, the route's limits, the cost.
+    pub(crate) request: Request,
+    /// The route's limits (for the RateLimit fields and refusals).
+    pub(crate) limits: Arc<[Limit]>,
+    /// The route's `RateLimit-Policy` value.
+    pub(crate) policy: Option<HeaderValue>,
+    /// The body, handed on whole (read only by a body cost).
+    pub(crate) body: B,
+}
+
+/// Returns what `layer` makes of the request `parts` + `body`.
+pub(crate) async fn ask<K, C, B>(layer: &RateLimitLayer<K, C>, parts: &Parts, body: B) -> Asked<B>
+where
+    K: KeyExtractor,
+    C: Charge<B>,
+{
+    let rule = layer.routes.rule_for(parts);
+    let Some(limits) = rule.limits.clone() else {
+        return Asked::Pass(body);
+    };
+    let Some(key) = layer.extractor.extract(parts) else {
+        return match layer.missing {
+            MissingKey::PassThrough => Asked::Pass(body),
+            MissingKey::Reject => Asked::Refuse(Rejection::bad_key("no key in the request")),
+        };
+    };
+    let (cost, body) = match layer.charge.charge(parts, body).await {
+        Ok(charged) => charged,
+        Err(e) => return Asked::Refuse(Rejection::cost(&e)),
+    };
+    // A key that breaks the bounds (over 512 bytes with its namespace and
+    // scope) is always refused, whatever `MissingKey` says: passing it
+    // through would let a client escape its limit by sending a long key.
+    let key = format!("{}:{}:{key}", layer.namespace.as_str(), rule.scope);
+    match cost.request(key, limits.to_vec()) {
+        Ok(request) => Asked::Decide(Ask {
+            request,
+            limits,
+            policy: rule.policy.clone(),
+            body,
+        }),
+        Err(e) => Asked::Refuse(Rejection::input(&e, limits)),
+    }
+}
