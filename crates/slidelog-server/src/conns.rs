@@ -20,11 +20,12 @@
 //! writes fail, and the HTTP or gRPC server drops it).
 
 use futures::task::AtomicWaker;
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -135,10 +136,6 @@ impl Conns {
         self.inner.epoch.elapsed().as_millis() as u64
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<ConnState>>> {
-        self.inner.conns.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Takes `tcp` in, making room at the cap; `None` when it is refused.
     pub fn admit<T>(&self, io: T, port: &'static str) -> Option<TrackedIo<T>> {
         if self.open() >= self.inner.max && !self.close_quietest(EVICTABLE_AFTER) {
@@ -157,7 +154,7 @@ impl Conns {
             waker: AtomicWaker::new(),
         });
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-        self.lock().insert(id, state.clone());
+        self.inner.conns.lock().insert(id, state.clone());
         self.inner.open.fetch_add(1, Ordering::Relaxed);
         Some(TrackedIo {
             io,
@@ -172,6 +169,8 @@ impl Conns {
     fn close_quietest(&self, at_least: Duration) -> bool {
         let (now, at_least) = (self.now_ms(), at_least.as_millis() as u64);
         let quietest = self
+            .inner
+            .conns
             .lock()
             .values()
             .filter(|c| !c.closed.load(Ordering::Acquire))
@@ -191,7 +190,7 @@ impl Conns {
     /// Closes every connection of `port` quiet for longer than `idle`.
     fn close_idle(&self, port: &'static str, idle: Duration) {
         let (now, idle) = (self.now_ms(), idle.as_millis() as u64);
-        for c in self.lock().values() {
+        for c in self.inner.conns.lock().values() {
             if c.port == port
                 && now.saturating_sub(c.last_read_ms.load(Ordering::Relaxed)) > idle
                 && !c.closed.load(Ordering::Acquire)
@@ -271,7 +270,7 @@ pub struct TrackedIo<T> {
 
 impl<T> Drop for TrackedIo<T> {
     fn drop(&mut self) {
-        self.conns.lock().remove(&self.id);
+        self.conns.inner.conns.lock().remove(&self.id);
         self.conns.inner.open.fetch_sub(1, Ordering::Relaxed);
     }
 }

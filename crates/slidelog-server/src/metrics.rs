@@ -11,11 +11,12 @@ use metrics::{SharedString, counter, gauge, histogram};
 use metrics_exporter_prometheus::{
     Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
 };
+use parking_lot::RwLock;
 use slidelog::metrics::{MetricsHook, Op};
 use slidelog::store::MemoryStore;
 use slidelog::{Decision, StoreError};
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Distinct `rule` label values kept before new rules count as `other`.
@@ -256,15 +257,10 @@ impl Metrics {
 
     fn rule_label(&self, max: u64, window_ms: u64) -> SharedString {
         // Read-locked on the hot path: a rule is inserted once, then only read.
-        if let Some(label) = self
-            .rules
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&(max, window_ms))
-        {
+        if let Some(label) = self.rules.read().get(&(max, window_ms)) {
             return label.clone();
         }
-        let mut rules = self.rules.write().unwrap_or_else(|e| e.into_inner());
+        let mut rules = self.rules.write();
         if let Some(label) = rules.get(&(max, window_ms)) {
             return label.clone();
         }

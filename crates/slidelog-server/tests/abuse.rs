@@ -4,7 +4,9 @@
 //! operator flag named in the answer, and a full memory store refuses new
 //! keys (503 with Retry-After) instead of admitting them under fail-open.
 
-mod child;
+mod common;
+
+use common::child;
 
 use slidelog_envoy::proto::{
     RateLimitDescriptor, RateLimitRequest, RateLimitServiceClient, rate_limit_descriptor::Entry,

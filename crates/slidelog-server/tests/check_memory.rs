@@ -15,6 +15,11 @@ fn slidelog(args: &[&str]) -> Output {
         .expect("run slidelog")
 }
 
+/// `slidelog check user123 ARGS --store memory://`.
+fn check_user123_in_memory(args: &[&str]) -> Output {
+    slidelog(&[&["check", "user123"], args, &["--store", "memory://"]].concat())
+}
+
 #[test]
 fn without_a_store_check_refuses_instead_of_admitting_every_run() {
     for _ in 0..3 {
@@ -41,16 +46,7 @@ fn without_a_store_check_refuses_instead_of_admitting_every_run() {
 #[test]
 fn an_explicit_memory_store_decides_and_says_each_run_starts_empty() {
     for _ in 0..3 {
-        let out = slidelog(&[
-            "check",
-            "user123",
-            "--max",
-            "1",
-            "--window",
-            "60s",
-            "--store",
-            "memory://",
-        ]);
+        let out = check_user123_in_memory(&["--max", "1", "--window", "60s"]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{stderr}");
         assert!(stderr.contains("starts empty on every run"), "{stderr}");
@@ -60,19 +56,7 @@ fn an_explicit_memory_store_decides_and_says_each_run_starts_empty() {
 
 #[test]
 fn an_admitted_check_exits_0_and_reports_the_decision() {
-    let out = slidelog(&[
-        "check",
-        "user123",
-        "--max",
-        "5",
-        "--window",
-        "60s",
-        "--cost",
-        "2",
-        "--json",
-        "--store",
-        "memory://",
-    ]);
+    let out = check_user123_in_memory(&["--max", "5", "--window", "60s", "--cost", "2", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(d["allowed"], true);
@@ -84,16 +68,7 @@ fn an_admitted_check_exits_0_and_reports_the_decision() {
     assert_eq!(d["reset_after_ms"], 60_000);
     assert!(d.get("degraded").is_none(), "degraded only when it is true");
 
-    let out = slidelog(&[
-        "check",
-        "user123",
-        "--max",
-        "5",
-        "--window",
-        "1m",
-        "--store",
-        "memory://",
-    ]);
+    let out = check_user123_in_memory(&["--max", "5", "--window", "1m"]);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("allowed: 1/5"), "{text}");

@@ -10,7 +10,9 @@ use std::process::Command;
 
 const CONFIG: &str = "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n";
 
-mod child;
+mod common;
+
+use common::{child, text_of};
 
 /// Starts the binary; returns it with its HTTP and gRPC addresses from the log.
 fn spawn(config: &std::path::Path) -> (child::Serve, String, String) {
@@ -32,6 +34,20 @@ fn spawn_with_config() -> (tempfile::TempDir, child::Serve, String, String) {
     std::fs::write(&path, CONFIG).unwrap();
     let (service, http, grpc) = spawn(&path);
     (dir, service, http, grpc)
+}
+
+/// POSTs `body` to `/json` on `http` once per expected status, in order.
+async fn post_json_expecting(http: &str, body: &serde_json::Value, expected: &[u16]) {
+    let client = reqwest::Client::new();
+    for (i, status) in expected.iter().enumerate() {
+        let r = client
+            .post(format!("http://{http}/json"))
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), *status, "request {i}");
+    }
 }
 
 #[tokio::test]
@@ -64,21 +80,7 @@ async fn grpc_and_json_share_the_descriptor_log() {
         "domain": "api",
         "descriptors": [{"entries": [{"key": "user", "value": "bin"}]}]
     });
-    let http_client = reqwest::Client::new();
-    let r = http_client
-        .post(format!("http://{http}/json"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let r = http_client
-        .post(format!("http://{http}/json"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 429);
+    post_json_expecting(&http, &body, &[200, 429]).await;
     let r = client.should_rate_limit(req).await.unwrap().into_inner();
     assert_eq!(r.overall_code, Code::OverLimit as i32);
 }
@@ -117,23 +119,8 @@ async fn envoy_counters_appear_in_the_servers_metrics() {
         "domain": "api",
         "descriptors": [{"entries": [{"key": "user", "value": "metrics"}]}]
     });
-    for expected in [200, 200, 429] {
-        let r = http_client
-            .post(format!("http://{http}/json"))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), expected);
-    }
-    let text = http_client
-        .get(format!("http://{http}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    post_json_expecting(&http, &body, &[200, 200, 429]).await;
+    let text = text_of(http_client.get(format!("http://{http}/metrics"))).await;
     let value = |result: &str| -> f64 {
         text.lines()
             .find(|l| {

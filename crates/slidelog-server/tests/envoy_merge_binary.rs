@@ -11,7 +11,9 @@ const FIRST: &str = "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {
 const SECOND: &str = "domain: api\ndescriptors:\n  - key: path\n    value: /admin*\n    rate_limit: {unit: hour, requests_per_unit: 0}\n";
 const CLASH: &str = "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 9}\n";
 
-mod child;
+mod common;
+
+use common::child;
 
 fn folder(files: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{client, post_json, start_memory};
+use common::{client, json_of, post_json, start_memory};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use slidelog_server::app::AppConfig;
@@ -51,15 +51,12 @@ async fn sixty_four_concurrent_clients_on_one_key_admit_exactly_max() {
     }
     assert_eq!(allowed.load(Ordering::Relaxed), 100);
     assert_eq!(rejected.load(Ordering::Relaxed), 64 * 4 - 100);
-    let last: Value = client()
-        .post(&url)
-        .json(&json!({"key": "shared", "max": 100, "window_ms": 3_600_000}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let last = json_of(
+        client()
+            .post(&url)
+            .json(&json!({"key": "shared", "max": 100, "window_ms": 3_600_000})),
+    )
+    .await;
     assert_eq!(
         (last["allowed"].as_bool(), last["count"].as_u64()),
         (Some(false), Some(100))

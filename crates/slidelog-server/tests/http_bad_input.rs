@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{client, post_json, start_memory, start_with_body_cap};
+use common::{client, post_json, start_memory, start_with_body_cap, status_of, text_of};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use slidelog::store::MemoryStore;
@@ -114,14 +114,7 @@ async fn every_bad_request_is_a_4xx_naming_field_and_bound_and_records_nothing()
         "a peek of cost 1 on an empty log counts only itself: {d}"
     );
     assert_eq!(server.app.memory_store().unwrap().key_count(), 0);
-    let metrics = http
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = text_of(http.get(server.url("/metrics"))).await;
     assert!(metrics.contains(r#"slidelog_decisions_total{op="check",result="allowed"} 0"#));
     server.stop().await;
 }
@@ -187,11 +180,7 @@ async fn transport_errors_are_json_too() {
 
     // Still serving after all of that.
     assert_eq!(
-        http.get(server.url("/healthz"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
+        status_of(http.get(server.url("/healthz"))).await,
         StatusCode::OK
     );
     server.stop().await;

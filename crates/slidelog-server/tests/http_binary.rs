@@ -7,7 +7,10 @@ use std::net::TcpStream;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-mod child;
+mod common;
+
+use common::child;
+use common::raw_http::request;
 
 /// `slidelog serve` with ARGS (gRPC on a free port, debug logs), ready once
 /// it logged its address.
@@ -19,24 +22,6 @@ fn spawn(args: &[&str]) -> child::Serve {
         .args(args)
         .env("RUST_LOG", "debug");
     child::spawn(command)
-}
-
-/// One raw HTTP/1.1 request; returns (status, body).
-fn request(addr: &str, method: &str, path: &str, body: &str, extra: &str) -> (u16, String) {
-    let mut tcp = TcpStream::connect(addr).unwrap();
-    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        tcp,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n{extra}\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut answer = String::new();
-    tcp.read_to_string(&mut answer).unwrap();
-    let status = answer.split(' ').nth(1).unwrap().parse().unwrap();
-    let body = answer.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
-    (status, body)
 }
 
 /// Waits until the server answers `100 Continue` to a request sent with
@@ -56,15 +41,7 @@ fn wait_in_flight(tcp: &mut TcpStream) {
 }
 
 fn sigterm(child: &Child) {
-    signal(child, "-TERM");
-}
-
-fn signal(child: &Child, which: &str) {
-    let status = Command::new("kill")
-        .args([which, &child.id().to_string()])
-        .status()
-        .expect("run kill");
-    assert!(status.success());
+    child::signal(child, "-TERM");
 }
 
 #[test]
@@ -289,7 +266,7 @@ fn the_redis_password_never_reaches_the_log() {
 fn sigint_stops_the_service_too() {
     let mut service = spawn(&[]);
     assert_eq!(request(&service.addr, "GET", "/healthz", "", "").0, 200);
-    signal(&service.child, "-INT");
+    child::signal(&service.child, "-INT");
     let started = Instant::now();
     let status = loop {
         if let Some(status) = service.child.try_wait().unwrap() {

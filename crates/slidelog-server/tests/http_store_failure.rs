@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{client, post_json, start};
+use common::{TestServer, client, post_json, start, status_of, text_of};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use slidelog::url::{StoreOptions, open_store};
@@ -54,6 +54,21 @@ async fn wait_ready(http: &reqwest::Client, url: &str) {
     }
 }
 
+/// POSTs a check to `server`, asserting that it is answered within
+/// [`HANG_BOUND`] (`what` names the request in the failure).
+async fn timed_check(
+    http: &reqwest::Client,
+    server: &TestServer,
+    body: &Value,
+    what: &str,
+) -> reqwest::Response {
+    let started = Instant::now();
+    let r = post_json(http, server.url("/v1/check"), body).await;
+    let took = started.elapsed();
+    assert!(took < HANG_BOUND, "{what} took {took:?}");
+    r
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fail_open_and_fail_closed_through_a_redis_outage() {
     let mut redis = RedisServer::start();
@@ -84,15 +99,13 @@ async fn fail_open_and_fail_closed_through_a_redis_outage() {
     redis.kill();
 
     for round in 0..5 {
-        let started = Instant::now();
-        let r = http
-            .post(open.url("/v1/check"))
-            .json(&body("during"))
-            .send()
-            .await
-            .unwrap();
-        let took = started.elapsed();
-        assert!(took < HANG_BOUND, "fail-open request {round} took {took:?}");
+        let r = timed_check(
+            &http,
+            &open,
+            &body("during"),
+            &format!("fail-open request {round}"),
+        )
+        .await;
         assert_eq!(r.status(), StatusCode::OK);
         assert!(
             r.headers().get("ratelimit").is_none(),
@@ -102,18 +115,13 @@ async fn fail_open_and_fail_closed_through_a_redis_outage() {
         assert_eq!(d["degraded"], true, "{d}");
         assert_eq!(d["allowed"], true, "{d}");
 
-        let started = Instant::now();
-        let r = http
-            .post(closed.url("/v1/check"))
-            .json(&body("during"))
-            .send()
-            .await
-            .unwrap();
-        let took = started.elapsed();
-        assert!(
-            took < HANG_BOUND,
-            "fail-closed request {round} took {took:?}"
-        );
+        let r = timed_check(
+            &http,
+            &closed,
+            &body("during"),
+            &format!("fail-closed request {round}"),
+        )
+        .await;
         assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(r.headers()["retry-after"], "1");
         let e: Value = r.json().await.unwrap();
@@ -132,22 +140,11 @@ async fn fail_open_and_fail_closed_through_a_redis_outage() {
         );
         // Liveness does not depend on the store.
         assert_eq!(
-            http.get(server.url("/healthz"))
-                .send()
-                .await
-                .unwrap()
-                .status(),
+            status_of(http.get(server.url("/healthz"))).await,
             StatusCode::OK
         );
     }
-    let metrics = http
-        .get(open.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = text_of(http.get(open.url("/metrics"))).await;
     assert!(
         metrics.contains(r#"slidelog_degraded_decisions_total{op="check"} 5"#),
         "{metrics}"
@@ -190,14 +187,7 @@ async fn fail_open_and_fail_closed_through_a_redis_outage() {
         }
     }
     assert_eq!(admitted, 3);
-    let metrics = http
-        .get(open.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = text_of(http.get(open.url("/metrics"))).await;
     assert!(metrics.contains("slidelog_store_up 1"), "{metrics}");
 
     open.stop().await;

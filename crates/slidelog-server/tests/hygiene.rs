@@ -10,56 +10,32 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_slidelog");
 
-struct Serve {
-    child: Child,
-    http: String,
-    grpc: String,
-}
+mod common;
 
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use common::child;
+use common::raw_http;
 
-/// `slidelog serve` on the memory store with 1,024 descriptors.
-fn serve(extra: &[&str]) -> Serve {
-    use std::io::{BufRead, BufReader};
-    let mut child = Command::new("prlimit")
+/// `slidelog serve` on the memory store with 1,024 descriptors, ready once
+/// it listens.
+fn serve(extra: &[&str]) -> child::Serve {
+    let prlimit = Command::new("prlimit").arg("--version").output();
+    assert!(
+        prlimit.is_ok_and(|out| out.status.success()),
+        "run prlimit (util-linux; apt-get install -y util-linux)"
+    );
+    let mut command = Command::new("prlimit");
+    command
         .arg("--nofile=1024:1024")
         .arg(BIN)
         .args(["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
         .args(extra)
-        .env_remove("SLIDELOG_STORE")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run prlimit (util-linux; apt-get install -y util-linux)");
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        let Some(Ok(line)) = lines.next() else { break };
-        let field = |name: &str| {
-            line.split(name)
-                .nth(1)
-                .map(|r| r.split_whitespace().next().unwrap().to_owned())
-        };
-        if let (Some(http), Some(grpc)) = (field("http_addr="), field("grpc_addr=")) {
-            // Keep draining the log so the child never blocks on it.
-            std::thread::spawn(move || for _ in lines {});
-            return Serve { child, http, grpc };
-        }
-    }
-    let _ = child.kill();
-    let status = child.wait();
-    panic!("slidelog serve did not start ({status:?})");
+        .env_remove("SLIDELOG_STORE");
+    child::spawn(command)
 }
 
 /// Makes sure this process may open `n` more descriptors.
@@ -90,21 +66,10 @@ fn ensure_nofile(n: usize) {
     );
 }
 
+/// GETs `path`, waiting 5 s at most; returns the status or what failed.
 fn http_get(addr: &str, path: &str) -> Result<u16, String> {
-    let mut tcp = TcpStream::connect(addr).map_err(|e| e.to_string())?;
-    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    write!(
-        tcp,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .map_err(|e| e.to_string())?;
-    let mut answer = String::new();
-    tcp.read_to_string(&mut answer).map_err(|e| e.to_string())?;
-    answer
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("no HTTP answer: {answer:?}"))
+    raw_http::try_request(addr, "GET", path, "", "", Duration::from_secs(5))
+        .map(|(status, _)| status)
 }
 
 /// An HTTP/2 client preface; true when the server answers with SETTINGS.
@@ -126,11 +91,12 @@ fn grpc_port_answers(addr: &str) -> bool {
 fn idle_connections_do_not_lock_new_clients_out() {
     ensure_nofile(2_500);
     let service = serve(&[]);
-    assert_eq!(http_get(&service.http, "/healthz"), Ok(200));
+    assert_eq!(http_get(&service.addr, "/healthz"), Ok(200));
     // 1,050 connections to each port that send nothing: more than the
     // service's 1,024 descriptors in all.
     let mut idle = Vec::new();
-    for addr in [&service.http, &service.grpc] {
+    let grpc = service.grpc_addr();
+    for addr in [&service.addr, &grpc] {
         for _ in 0..1_050 {
             match TcpStream::connect(addr) {
                 Ok(tcp) => idle.push(tcp),
@@ -143,11 +109,11 @@ fn idle_connections_do_not_lock_new_clients_out() {
     for round in 0..5 {
         let started = Instant::now();
         assert_eq!(
-            http_get(&service.http, "/healthz"),
+            http_get(&service.addr, "/healthz"),
             Ok(200),
             "round {round}"
         );
-        assert!(grpc_port_answers(&service.grpc), "round {round}: gRPC port");
+        assert!(grpc_port_answers(&grpc), "round {round}: gRPC port");
         assert!(
             started.elapsed() < Duration::from_secs(2),
             "{:?}",
@@ -164,7 +130,7 @@ fn slowloris_connections_are_closed_after_the_header_timeout() {
     let service = serve(&["--http-header-timeout", "1s"]);
     let mut slow: Vec<TcpStream> = (0..500)
         .map(|_| {
-            let mut tcp = TcpStream::connect(&service.http).unwrap();
+            let mut tcp = TcpStream::connect(&service.addr).unwrap();
             tcp.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
                 .unwrap();
             tcp.set_nonblocking(true).unwrap();
@@ -197,7 +163,7 @@ fn slowloris_connections_are_closed_after_the_header_timeout() {
         "{open} slowloris connections still open after {took:?}"
     );
     assert!(took < Duration::from_secs(4), "{took:?}");
-    assert_eq!(http_get(&service.http, "/healthz"), Ok(200));
+    assert_eq!(http_get(&service.addr, "/healthz"), Ok(200));
 }
 
 /// Reads HTTP/2 frames (type, payload) until `until` holds or 5 s pass.
@@ -224,7 +190,7 @@ fn read_frames(tcp: &mut TcpStream, mut until: impl FnMut(u8, &[u8]) -> bool) ->
 #[test]
 fn grpc_caps_streams_and_sends_keepalive_pings() {
     let service = serve(&["--grpc-max-streams", "7", "--grpc-keepalive-interval", "1s"]);
-    let mut tcp = TcpStream::connect(&service.grpc).unwrap();
+    let mut tcp = TcpStream::connect(service.grpc_addr()).unwrap();
     let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
     hello.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
     tcp.write_all(&hello).unwrap();

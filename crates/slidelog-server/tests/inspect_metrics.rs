@@ -5,66 +5,31 @@
 //! outage, and a memory-backed one).
 
 use slidelog_inspect::names;
-use slidelog_testkit::{RedisServer, free_port, unique_prefix};
+use slidelog_testkit::{RedisServer, unique_prefix};
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// A `slidelog serve` child, killed on drop.
-struct Service {
-    child: Child,
-    addr: String,
-}
+mod common;
 
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use common::child;
+use common::raw_http::{check, get};
 
-fn serve(args: &[&str]) -> Service {
-    let addr = format!("127.0.0.1:{}", free_port());
-    let child = Command::new(env!("CARGO_BIN_EXE_slidelog"))
-        .args(["serve", "--http", &addr, "--grpc", "127.0.0.1:0"])
+/// `slidelog serve` with ARGS (gRPC on a free port), ready once it listens.
+fn serve(args: &[&str]) -> child::Serve {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_slidelog"));
+    command
+        .args(["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
         .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start slidelog serve");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(&addr).is_err() {
-        assert!(Instant::now() < deadline, "serve did not listen on {addr}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Service { child, addr }
-}
-
-/// One HTTP/1.1 request; returns (status, body).
-fn request(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
-    let mut tcp = TcpStream::connect(addr).unwrap();
-    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        tcp,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut answer = String::new();
-    tcp.read_to_string(&mut answer).unwrap();
-    let status = answer.split(' ').nth(1).unwrap().parse().unwrap();
-    let body = answer.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
-    (status, body)
+        .env("RUST_LOG", "info");
+    child::spawn(command)
 }
 
 /// Scrapes /metrics until `want` appears in it (generous: scans run every 1 s).
 fn scrape_until(addr: &str, want: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let (status, text) = request(addr, "GET", "/metrics", "");
+        let (status, text) = get(addr, "/metrics");
         assert_eq!(status, 200);
         if text.contains(want) {
             return text;
@@ -122,10 +87,10 @@ fn serve_exports_inspect_gauges_and_every_name_the_deploy_files_use() {
     ]);
     let addr = service.addr.clone();
     let body = r#"{"key":"u1","max":1,"window_ms":60000}"#;
-    assert_eq!(request(&addr, "POST", "/v1/check", body).0, 200);
-    assert_eq!(request(&addr, "POST", "/v1/check", body).0, 429);
+    assert_eq!(check(&addr, body).0, 200);
+    assert_eq!(check(&addr, body).0, 429);
     let bad = r#"{"key":"","max":1,"window_ms":60000}"#;
-    assert_eq!(request(&addr, "POST", "/v1/check", bad).0, 400);
+    assert_eq!(check(&addr, bad).0, 400);
 
     // The scan sees both keys: the legacy one and the one the service wrote.
     let text = scrape_until(&addr, "slidelog_inspect_keys 2");
@@ -143,12 +108,7 @@ fn serve_exports_inspect_gauges_and_every_name_the_deploy_files_use() {
 
     // A store outage: the decision is degraded, the next scan fails.
     redis.kill();
-    let (status, answer) = request(
-        &addr,
-        "POST",
-        "/v1/check",
-        r#"{"key":"u2","max":1,"window_ms":60000}"#,
-    );
+    let (status, answer) = check(&addr, r#"{"key":"u2","max":1,"window_ms":60000}"#);
     assert_eq!(status, 200, "{answer}");
     assert!(answer.contains(r#""degraded":true"#), "{answer}");
     let text = scrape_until(&addr, "slidelog_inspect_scan_errors_total 1");

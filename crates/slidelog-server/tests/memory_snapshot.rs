@@ -4,7 +4,7 @@
 //! naming the file and the discard flag) unless the flag discards it.
 
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
@@ -20,17 +20,9 @@ fn serve(path: &Path, extra: &[&str]) -> child::Serve {
     child::serve(&args)
 }
 
-fn signal(child: &Child, which: &str) {
-    let status = Command::new("kill")
-        .args([which, &child.id().to_string()])
-        .status()
-        .expect("run kill");
-    assert!(status.success());
-}
-
 /// SIGTERM, then waits (at most 30 s) for exit 0.
 fn stop(mut service: child::Serve) {
-    signal(&service.child, "-TERM");
+    child::signal(&service.child, "-TERM");
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if let Some(status) = service.child.try_wait().unwrap() {
@@ -86,13 +78,13 @@ fn kill_9_loses_at_most_the_records_of_the_last_interval() {
     let body = r#"{"key":"crash","max":100000,"window_ms":3600000}"#;
     let mut times = Vec::new();
     let started = Instant::now();
-    while started.elapsed() < Duration::from_millis(1_500) {
+    while started.elapsed() < Duration::from_secs(3) {
         assert!(admitted(&service.addr, body));
         times.push(Instant::now());
         std::thread::sleep(Duration::from_millis(5));
     }
     let mut service = service;
-    signal(&service.child, "-KILL");
+    child::signal(&service.child, "-KILL");
     let killed = Instant::now();
     let _ = service.child.wait();
     let service = serve(&path, &[]);
@@ -102,13 +94,16 @@ fn kill_9_loses_at_most_the_records_of_the_last_interval() {
         .unwrap();
     let kept = count - 1; // the peek counts itself
     let lost = times.len() as u64 - kept;
-    // A write takes a few ms here: one interval plus 100 ms of slack.
+    // What a crash can lose: the records since the last complete write, one
+    // interval and the time of a write (a few ms; up to 400 ms is allowed,
+    // for an fsync on a busy disk).
+    let window = interval + Duration::from_millis(400);
     let recent = times
         .iter()
-        .filter(|&&t| killed.duration_since(t) <= interval + Duration::from_millis(100))
+        .filter(|&&t| killed.duration_since(t) <= window)
         .count() as u64;
     eprintln!(
-        "kill -9: {} admitted, {kept} kept, {lost} lost; {recent} admitted in the last 300 ms",
+        "kill -9: {} admitted, {kept} kept, {lost} lost; {recent} admitted in the last {window:?}",
         times.len()
     );
     assert!(

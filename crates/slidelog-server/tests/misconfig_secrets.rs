@@ -7,8 +7,6 @@
 //! password holds. The admin token can come from a file.
 
 use slidelog_testkit::RedisServer;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -49,20 +47,12 @@ fn run(args: &[&str], envs: &[(&str, &str)]) -> Output {
     out
 }
 
+/// `serve` on free ports: the start of every serve run here.
+const SERVE: [&str; 5] = ["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"];
+
 /// `serve` on the store at `url`, run until it exits (a store it refuses).
 fn serve_to_exit(url: &str) -> Output {
-    run(
-        &[
-            "serve",
-            "--http",
-            "127.0.0.1:0",
-            "--grpc",
-            "127.0.0.1:0",
-            "--store",
-            url,
-        ],
-        &[],
-    )
+    run(&[&SERVE[..], &["--store", url]].concat(), &[])
 }
 
 fn text(out: &Output) -> String {
@@ -73,35 +63,21 @@ fn text(out: &Output) -> String {
     )
 }
 
-mod child;
+mod common;
+
+use common::child;
+use common::raw_http::request;
 
 /// `slidelog serve` with ARGS (gRPC on a free port) and no secret in its
 /// environment, ready once it listens.
 fn serve(args: &[&str]) -> child::Serve {
     let mut command = Command::new(BIN);
     command
-        .args(["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
+        .args(SERVE)
         .args(args)
         .env_remove("SLIDELOG_STORE")
         .env_remove("SLIDELOG_ADMIN_TOKEN");
     child::spawn(command)
-}
-
-fn get(addr: &str, method: &str, path: &str, extra: &str) -> (u16, String) {
-    let mut tcp = TcpStream::connect(addr).unwrap();
-    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        tcp,
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n{extra}\r\n"
-    )
-    .unwrap();
-    let mut answer = String::new();
-    tcp.read_to_string(&mut answer).unwrap();
-    let status = answer.split(' ').nth(1).unwrap().parse().unwrap();
-    (
-        status,
-        answer.split("\r\n\r\n").nth(1).unwrap_or("").to_owned(),
-    )
 }
 
 #[test]
@@ -130,14 +106,10 @@ fn serve_and_check_refuse_a_wrong_password_naming_the_cause() {
 #[test]
 fn serve_refuses_noperm_found_by_a_peek_decision() {
     let redis = RedisServer::start();
+    // A user that may only PING and SELECT: connecting works, deciding does not.
+    let acl = ["SETUSER", "pinger", "on", ">pw", "~*", "+ping", "+select"];
     redis::cmd("ACL")
-        .arg("SETUSER")
-        .arg("pinger")
-        .arg("on")
-        .arg(">pw")
-        .arg("~*")
-        .arg("+ping")
-        .arg("+select")
+        .arg(&acl[..])
         .query::<()>(&mut redis.client())
         .unwrap();
     let url = format!("redis://pinger:pw@{}", redis.addr());
@@ -158,13 +130,19 @@ fn allowed_to_start_misconfigured_it_is_unready_with_the_cause() {
         .find(|l| l.contains("ERROR"))
         .unwrap_or_else(|| panic!("no error line:\n{}", service.early_log.join("\n")));
     assert!(error_line.contains("authentication failed"), "{error_line}");
-    let (status, body) = get(&service.addr, "GET", "/readyz", "");
+    let (status, body) = request(&service.addr, "GET", "/readyz", "", "");
     assert_eq!(status, 503, "{body}");
     assert!(body.contains("authentication failed"), "{body}");
     assert!(!body.contains("hunter2"), "{body}");
     // Decisions keep failing, and the error is not logged again per request.
     for _ in 0..10 {
-        get(&service.addr, "POST", "/v1/check", "");
+        request(
+            &service.addr,
+            "POST",
+            "/v1/check",
+            r#"{"key":"k","max":1,"window_ms":1000}"#,
+            "",
+        );
     }
     std::thread::sleep(Duration::from_millis(300));
     let later: Vec<String> = service.log.try_iter().collect();
@@ -216,17 +194,7 @@ fn a_password_that_needs_percent_encoding_is_never_printed() {
             "--connect-timeout",
             "300ms",
         ],
-        &[
-            "serve",
-            "--http",
-            "127.0.0.1:0",
-            "--grpc",
-            "127.0.0.1:0",
-            "--store",
-            url,
-            "--connect-timeout",
-            "300ms",
-        ],
+        &[&SERVE[..], &["--store", url, "--connect-timeout", "300ms"]].concat(),
         &["inspect", "--store", url],
     ];
     for args in runs {
@@ -251,11 +219,15 @@ fn the_admin_token_can_come_from_a_file() {
     let file = dir.path().join("token");
     std::fs::write(&file, "from-file\n").unwrap();
     let service = serve(&["--admin-token-file", file.to_str().unwrap()]);
-    assert_eq!(get(&service.addr, "DELETE", "/v1/keys/k", "").0, 401);
-    let ok = get(
+    assert_eq!(
+        request(&service.addr, "DELETE", "/v1/keys/k", "", "").0,
+        401
+    );
+    let ok = request(
         &service.addr,
         "DELETE",
         "/v1/keys/k",
+        "",
         "Authorization: Bearer from-file\r\n",
     );
     assert_eq!(ok.0, 200, "{}", ok.1);

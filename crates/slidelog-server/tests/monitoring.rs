@@ -8,7 +8,9 @@
 //! promtool and prometheus come from Debian's `prometheus` package, which
 //! `scripts/test.sh` installs; a missing one fails the test saying so.
 
-mod child;
+mod common;
+
+use common::{child, json_of};
 
 use slidelog_testkit::{RedisServer, free_port, tools};
 use std::collections::BTreeSet;
@@ -244,14 +246,10 @@ async fn a_real_prometheus_scrapes_every_metric_the_dashboard_uses() {
         prometheus.log()
     );
     // Both targets are up, as Prometheus itself reports.
-    let r: serde_json::Value = http
-        .get(format!("{}/api/v1/query", prometheus.base))
-        .query(&[("query", "sum(up{job=\"slidelog\"})")])
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let r = json_of(
+        http.get(format!("{}/api/v1/query", prometheus.base))
+            .query(&[("query", "sum(up{job=\"slidelog\"})")]),
+    )
+    .await;
     assert_eq!(r["data"]["result"][0]["value"][1], "2", "{r}");
 }

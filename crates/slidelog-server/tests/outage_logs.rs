@@ -6,12 +6,13 @@
 //! for a Redis that is killed and restarted.
 
 use slidelog_testkit::RedisServer;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-mod child;
+mod common;
+
+use common::child;
+use common::raw_http;
 
 /// `slidelog serve` with ARGS (gRPC on a free port), ready once it listens.
 fn serve(args: &[&str]) -> child::Serve {
@@ -24,20 +25,10 @@ fn serve(args: &[&str]) -> child::Serve {
     child::spawn(command)
 }
 
+/// POSTs a check of `key` (1,000 a minute); returns the status.
 fn check(addr: &str, key: &str) -> u16 {
     let body = format!(r#"{{"key":"{key}","max":1000,"window_ms":60000}}"#);
-    let mut tcp = TcpStream::connect(addr).unwrap();
-    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        tcp,
-        "POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut answer = String::new();
-    tcp.read_to_string(&mut answer).unwrap();
-    answer.split(' ').nth(1).unwrap().parse().unwrap()
+    raw_http::check(addr, &body).0
 }
 
 /// The store log lines (WARN/INFO/ERROR about the store) so far.

@@ -19,7 +19,9 @@
 //! an entry that matches no line fails the test, so the list cannot go
 //! stale.
 
-mod child;
+mod common;
+
+use common::child;
 
 use slidelog_testkit::{RedisServer, tools};
 use std::process::Command;

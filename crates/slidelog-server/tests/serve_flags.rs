@@ -4,7 +4,9 @@
 //! without `--config` it says that the Envoy APIs answer every descriptor
 //! unlimited.
 
-mod child;
+mod common;
+
+use common::child;
 
 use std::net::TcpListener;
 use std::process::Command;

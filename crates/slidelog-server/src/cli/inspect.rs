@@ -6,7 +6,7 @@
 use super::parse_duration;
 use indicatif::{ProgressBar, ProgressStyle};
 use slidelog_inspect::render::{bytes, group};
-use slidelog_inspect::{InspectOptions, ScanProgress, Thresholds};
+use slidelog_inspect::{InspectOptions, Report, ScanProgress, Thresholds};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -69,6 +69,18 @@ impl std::fmt::Debug for InspectArgs {
 
 /// Runs the scan: exit 0 clean, 1 problems found, 2 error.
 pub async fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
+    let options = options(&args)?;
+    let report = scan_showing_progress(&args, &options).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", slidelog_inspect::render::human(&report));
+    }
+    Ok(ExitCode::from(if report.has_problems() { 1 } else { 0 }))
+}
+
+/// Gathers the scan options of the flags, checked.
+fn options(args: &InspectArgs) -> anyhow::Result<InspectOptions> {
     let (max, max_source, key_limits) = match (&args.max, &args.config) {
         (Some(max), _) => (Some(*max), Some("--max".to_owned()), None),
         (None, Some(path)) => {
@@ -101,7 +113,14 @@ pub async fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
         ..InspectOptions::default()
     };
     options.validate()?;
+    Ok(options)
+}
 
+/// Scans the store, drawing the progress bar meanwhile.
+async fn scan_showing_progress(
+    args: &InspectArgs,
+    options: &InspectOptions,
+) -> Result<Report, slidelog_inspect::InspectError> {
     let progress = Arc::new(ScanProgress::new());
     let bar = progress_bar(args.json);
     let ticker = {
@@ -119,21 +138,14 @@ pub async fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
             }
         })
     };
-    let result = slidelog_inspect::inspect(&args.store, &options, Some(&progress)).await;
+    let result = slidelog_inspect::inspect(&args.store, options, Some(&progress)).await;
     ticker.abort();
     bar.finish_and_clear();
-    let report = result?;
-
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", slidelog_inspect::render::human(&report));
-    }
-    Ok(ExitCode::from(if report.has_problems() { 1 } else { 0 }))
+    result
 }
 
-/// A bar on stderr, per mille of the key space visited; hidden for --json and
-/// when stderr is not a terminal (pipes, CI logs).
+/// Draws a bar on stderr, per mille of the key space visited; hidden for
+/// --json and when stderr is not a terminal (pipes, CI logs).
 fn progress_bar(json: bool) -> ProgressBar {
     if json || !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();

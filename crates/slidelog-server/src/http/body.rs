@@ -58,47 +58,10 @@ pub struct LimitBody {
 }
 
 impl DecisionBody {
-    /// The validated request (every bound of docs/design.md §1), naming the field at fault.
+    /// Validates the body into a request (every bound of docs/design.md §1),
+    /// naming the field at fault.
     pub fn to_request(&self) -> Result<Request, ApiError> {
-        let limits = match (&self.limits, self.max, self.window_ms) {
-            (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
-                return Err(ApiError::bad_request(
-                    "limits",
-                    "give either max and window_ms, or limits, not both",
-                ));
-            }
-            (Some(limits), None, None) => limits
-                .iter()
-                .enumerate()
-                .map(|(i, l)| {
-                    Limit::new(l.max, l.window_ms).map_err(|e| {
-                        ApiError::bad_request(input_field(&e), format!("limits[{i}].{e}"))
-                    })
-                })
-                .collect::<Result<Vec<_>, _>>()?,
-            (None, Some(max), Some(window_ms)) => {
-                vec![Limit::new(max, window_ms).map_err(input_error)?]
-            }
-            (None, Some(_), None) => {
-                return Err(ApiError::bad_request(
-                    "window_ms",
-                    "missing field `window_ms` (1 to 31622400000 ms) to go with `max`",
-                ));
-            }
-            (None, None, Some(_)) => {
-                return Err(ApiError::bad_request(
-                    "max",
-                    "missing field `max` (1 to 10000000) to go with `window_ms`",
-                ));
-            }
-            (None, None, None) => {
-                return Err(ApiError::bad_request(
-                    "max",
-                    "missing limit: give `max` (1 to 10000000) and `window_ms` (1 to 31622400000), \
-                     or `limits` (1 to 16 of {max, window_ms})",
-                ));
-            }
-        };
+        let limits = self.limits()?;
         let cost = self.cost.unwrap_or(1);
         let own_costs = self
             .limits
@@ -113,12 +76,43 @@ impl DecisionBody {
             None => Request::new(self.key.clone(), limits, cost).map_err(input_error),
         }
     }
+
+    /// Validates the limits: `max` and `window_ms`, or `limits`, never both.
+    fn limits(&self) -> Result<Vec<Limit>, ApiError> {
+        match (&self.limits, self.max, self.window_ms) {
+            (Some(_), Some(_), _) | (Some(_), _, Some(_)) => Err(ApiError::bad_request(
+                "limits",
+                "give either max and window_ms, or limits, not both",
+            )),
+            (Some(limits), None, None) => limits
+                .iter()
+                .enumerate()
+                .map(|(i, l)| {
+                    Limit::new(l.max, l.window_ms)
+                        .map_err(|e| ApiError::bad_request(e.field(), format!("limits[{i}].{e}")))
+                })
+                .collect(),
+            (None, Some(max), Some(window_ms)) => {
+                Ok(vec![Limit::new(max, window_ms).map_err(input_error)?])
+            }
+            (None, Some(_), None) => Err(ApiError::bad_request(
+                "window_ms",
+                "missing field `window_ms` (1 to 31622400000 ms) to go with `max`",
+            )),
+            (None, None, Some(_)) => Err(ApiError::bad_request(
+                "max",
+                "missing field `max` (1 to 10000000) to go with `window_ms`",
+            )),
+            (None, None, None) => Err(ApiError::bad_request("max", MISSING_LIMIT)),
+        }
+    }
 }
 
-fn input_field(error: &InputError) -> &'static str {
-    error.field()
-}
+/// The answer to a body with no limit at all.
+const MISSING_LIMIT: &str = "missing limit: give `max` (1 to 10000000) and `window_ms` \
+     (1 to 31622400000), or `limits` (1 to 16 of {max, window_ms})";
 
+/// Answers a request that breaks a bound of docs/design.md §1.
 fn input_error(error: InputError) -> ApiError {
     ApiError::bad_request(error.field(), error.to_string())
 }
@@ -136,27 +130,7 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: HttpRequest, state: &S) -> Result<Self, Self::Rejection> {
-        if let Some(content_type) = req.headers().get(header::CONTENT_TYPE) {
-            let is_json = content_type.to_str().is_ok_and(|ct| {
-                let essence = ct
-                    .split(';')
-                    .next()
-                    .unwrap_or("")
-                    .trim()
-                    .to_ascii_lowercase();
-                essence == "application/json" || essence.ends_with("+json")
-            });
-            if !is_json {
-                return Err(ApiError {
-                    status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                    message: "the body must be JSON: send `Content-Type: application/json` \
-                              (or no Content-Type)"
-                        .into(),
-                    field: Some("body"),
-                    retry_after_s: None,
-                });
-            }
-        }
+        require_json(&req)?;
         let bytes = Bytes::from_request(req, state)
             .await
             .map_err(body_rejection)?;
@@ -164,6 +138,34 @@ where
     }
 }
 
+/// Refuses a body whose `Content-Type` says it is not JSON (none is fine).
+fn require_json(req: &HttpRequest) -> Result<(), ApiError> {
+    let Some(content_type) = req.headers().get(header::CONTENT_TYPE) else {
+        return Ok(());
+    };
+    let is_json = content_type.to_str().is_ok_and(|ct| {
+        let essence = ct
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        essence == "application/json" || essence.ends_with("+json")
+    });
+    if is_json {
+        return Ok(());
+    }
+    Err(ApiError {
+        status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        message: "the body must be JSON: send `Content-Type: application/json` \
+                  (or no Content-Type)"
+            .into(),
+        field: Some("body"),
+        retry_after_s: None,
+    })
+}
+
+/// Turns a body that could not be read (too large, cut off) into an answer.
 fn body_rejection(rejection: BytesRejection) -> ApiError {
     let status = rejection.status();
     let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
@@ -181,49 +183,59 @@ fn body_rejection(rejection: BytesRejection) -> ApiError {
 
 /// Parses JSON, naming the field at fault (its path) and its bound.
 pub fn parse<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    // serde would read a struct from an array too (`[…]` by position): the
-    // API takes objects only, and says so rather than "expected a string".
-    if let Some(first) = bytes.iter().find(|b| !b.is_ascii_whitespace())
-        && *first != b'{'
-    {
-        return Err(ApiError::bad_request(
-            "body",
-            "request body must be a JSON object such as \
-             {\"key\": \"user123\", \"max\": 100, \"window_ms\": 60000}",
-        ));
-    }
+    require_object(bytes)?;
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        use serde_json::error::Category;
-        match inner.classify() {
-            Category::Syntax | Category::Eof | Category::Io => {
-                ApiError::bad_request("body", format!("request body is not valid JSON: {inner}"))
-            }
-            Category::Data => {
-                let field = field_at_fault(&path, &inner.to_string());
-                let mut message = if path == "." {
-                    inner.to_string()
-                } else {
-                    format!("{path}: {inner}")
-                };
-                if let Some(hint) = bound_hint(field) {
-                    message.push_str(&format!(" ({field} must be {hint})"));
-                }
-                ApiError::bad_request(field, message)
-            }
-        }
-    })?;
+    let value = serde_path_to_error::deserialize(&mut de).map_err(path_error)?;
     // Trailing bytes after the value are an error too.
-    de.end().map_err(|e| {
-        ApiError::bad_request("body", format!("request body is not valid JSON: {e}"))
-    })?;
+    de.end().map_err(not_json)?;
     Ok(value)
 }
 
-/// The known field a serde path or message points at ("body" otherwise):
-/// a fixed string, so it can label a metric.
+/// An example of the body, for the answer to one that is no JSON object.
+const OBJECT_EXAMPLE: &str = "request body must be a JSON object such as \
+     {\"key\": \"user123\", \"max\": 100, \"window_ms\": 60000}";
+
+/// Refuses a body that is not a JSON object: serde would read a struct from
+/// an array too (`[…]` by position), and the API takes objects only, saying
+/// so rather than "expected a string".
+fn require_object(bytes: &[u8]) -> Result<(), ApiError> {
+    match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(first) if *first != b'{' => Err(ApiError::bad_request("body", OBJECT_EXAMPLE)),
+        _ => Ok(()),
+    }
+}
+
+/// Says what is wrong with a body serde could not read: its syntax, or the
+/// field at its path, with that field's bound.
+fn path_error(e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
+    use serde_json::error::Category;
+    let path = e.path().to_string();
+    let inner = e.into_inner();
+    if !matches!(inner.classify(), Category::Data) {
+        return not_json(inner);
+    }
+    let field = field_at_fault(&path, &inner.to_string());
+    let mut message = if path == "." {
+        inner.to_string()
+    } else {
+        format!("{path}: {inner}")
+    };
+    if let Some(hint) = bound_hint(field) {
+        message.push_str(&format!(" ({field} must be {hint})"));
+    }
+    ApiError::bad_request(field, message)
+}
+
+/// Answers a body that is not valid JSON.
+fn not_json(e: serde_json::Error) -> ApiError {
+    ApiError::bad_request("body", format!("request body is not valid JSON: {e}"))
+}
+
+/// Names the known field a serde path or message points at ("body"
+/// otherwise): a fixed string, so it can label a metric. At the root serde
+/// names a missing or unknown field only in its message (`missing field
+/// `key``): it has no typed accessor for it, so the name is read from there,
+/// and only ever picks this label.
 fn field_at_fault(path: &str, message: &str) -> &'static str {
     if path.starts_with("limits") {
         // "limits[0].max" is about a bound of one entry; "limits" or
@@ -252,6 +264,7 @@ fn field_at_fault(path: &str, message: &str) -> &'static str {
     }
 }
 
+/// Describes the bound of a known field, for the answer.
 fn bound_hint(field: &str) -> Option<&'static str> {
     Some(match field {
         "key" => "a string of 1 to 512 bytes",
@@ -278,42 +291,47 @@ mod tests {
 
     #[test]
     fn field_errors_name_field_and_bound() {
-        let e = err(r#"{"key":"k","max":"ten","window_ms":1000}"#);
-        assert_eq!(e.field, Some("max"));
-        assert!(
-            e.message.contains("max") && e.message.contains("10000000"),
-            "{e:?}"
-        );
-
-        let e = err(r#"{"key":"k","max":10,"window_ms":1000,"cots":2}"#);
-        assert_eq!(e.field, Some("body"));
-        assert!(e.message.contains("unknown field `cots`"), "{e:?}");
-
-        let e = err(r#"{"max":10,"window_ms":1000}"#);
-        assert_eq!(e.field, Some("key"));
-        assert!(
-            e.message.contains("missing field `key`") && e.message.contains("512"),
-            "{e:?}"
-        );
-
-        let e = err(r#"{"key":"k","limits":[{"max":1,"window_ms":-5}]}"#);
-        assert_eq!(e.field, Some("window_ms"));
-        assert!(e.message.contains("limits[0].window_ms"), "{e:?}");
-
-        let e = err(r#"{"key":"k","limits":[{"max":0,"window_ms":5}]}"#);
-        assert_eq!(e.field, Some("max"));
-        assert!(
-            e.message
-                .contains("limits[0].max must be between 1 and 10000000"),
-            "{e:?}"
-        );
-
-        let e = err(r#"{"key":"k","max":10}"#);
-        assert_eq!(e.field, Some("window_ms"));
-
-        let e = err(r#"{"key":"k","max":1,"window_ms":1} x"#);
-        assert_eq!(e.field, Some("body"));
-        assert!(e.message.contains("not valid JSON"), "{e:?}");
+        // (body, the field at fault, what the message says)
+        let cases: [(&str, &str, &[&str]); 7] = [
+            (
+                r#"{"key":"k","max":"ten","window_ms":1000}"#,
+                "max",
+                &["max", "10000000"],
+            ),
+            (
+                r#"{"key":"k","max":10,"window_ms":1000,"cots":2}"#,
+                "body",
+                &["unknown field `cots`"],
+            ),
+            (
+                r#"{"max":10,"window_ms":1000}"#,
+                "key",
+                &["missing field `key`", "512"],
+            ),
+            (
+                r#"{"key":"k","limits":[{"max":1,"window_ms":-5}]}"#,
+                "window_ms",
+                &["limits[0].window_ms"],
+            ),
+            (
+                r#"{"key":"k","limits":[{"max":0,"window_ms":5}]}"#,
+                "max",
+                &["limits[0].max must be between 1 and 10000000"],
+            ),
+            (r#"{"key":"k","max":10}"#, "window_ms", &[]),
+            (
+                r#"{"key":"k","max":1,"window_ms":1} x"#,
+                "body",
+                &["not valid JSON"],
+            ),
+        ];
+        for (body, field, says) in cases {
+            let e = err(body);
+            assert_eq!(e.field, Some(field), "{body}");
+            for part in says {
+                assert!(e.message.contains(part), "{body}: {e:?}");
+            }
+        }
     }
 
     #[test]

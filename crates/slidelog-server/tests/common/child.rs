@@ -101,3 +101,12 @@ pub fn spawn(mut command: Command) -> Serve {
         log: rx,
     }
 }
+
+/// Sends `which` (`-TERM`, `-KILL`, …) to `child` with `kill`.
+pub fn signal(child: &Child, which: &str) {
+    let status = Command::new("kill")
+        .args([which, &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success());
+}

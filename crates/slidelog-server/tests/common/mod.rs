@@ -1,6 +1,11 @@
-//! Shared helpers of the HTTP tests: start the real service in-process on a
-//! free loopback port (port 0) and stop it through its shutdown signal.
+//! Shared helpers of the server tests: start the real service in-process on
+//! a free loopback port (port 0) and stop it through its shutdown signal;
+//! run the built binary as a child ([`child`]); speak raw HTTP/1.1 to
+//! either ([`raw_http`]).
 #![allow(dead_code)]
+
+pub mod child;
+pub mod raw_http;
 
 use slidelog::store::MemoryStore;
 use slidelog_server::app::{App, AppConfig};
@@ -84,4 +89,31 @@ pub fn client() -> reqwest::Client {
         .timeout(Duration::from_secs(10))
         .build()
         .expect("reqwest client")
+}
+
+/// Sends `request` and reads the answer's body as text; panics when none comes.
+pub async fn text_of(request: reqwest::RequestBuilder) -> String {
+    request
+        .send()
+        .await
+        .expect("answered")
+        .text()
+        .await
+        .expect("a text body")
+}
+
+/// Sends `request` and reads the answer's body as JSON; panics when none comes.
+pub async fn json_of(request: reqwest::RequestBuilder) -> serde_json::Value {
+    request
+        .send()
+        .await
+        .expect("answered")
+        .json()
+        .await
+        .expect("a JSON body")
+}
+
+/// Sends `request` and returns the answer's status; panics when none comes.
+pub async fn status_of(request: reqwest::RequestBuilder) -> reqwest::StatusCode {
+    request.send().await.expect("answered").status()
 }
