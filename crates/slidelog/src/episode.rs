@@ -10,7 +10,7 @@
 //! and stays known until a decision succeeds, so readiness can report it.
 
 use crate::StoreError;
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -44,7 +44,7 @@ impl Default for Episodes {
 }
 
 impl Episodes {
-    /// A tracker whose episodes end after `quiet` without a failure.
+    /// Returns a tracker whose episodes end after `quiet` without a failure.
     pub fn new(quiet: Duration) -> Self {
         Self {
             open: AtomicBool::new(false),
@@ -53,8 +53,8 @@ impl Episodes {
         }
     }
 
-    /// A store call failed with `error`. Logs when this opens an episode
-    /// (warn; error for a misconfiguration) and when the first
+    /// Records that a store call failed with `error`. Logs when this opens
+    /// an episode (warn; error for a misconfiguration) and when the first
     /// misconfiguration of an open episode is seen; otherwise debug only.
     pub fn failure(
         &self,
@@ -64,66 +64,31 @@ impl Episodes {
         policy: &dyn std::fmt::Display,
     ) {
         let now = Instant::now();
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         let misconfigured = error.is_misconfiguration().then(|| error.to_string());
-        match state.as_mut() {
-            None => {
-                if let Some(cause) = &misconfigured {
-                    tracing::error!(
-                        store,
-                        op,
-                        error = %cause,
-                        policy = %policy,
-                        "store refuses slidelog's configuration; fix it (logged once until the store answers again)"
-                    );
-                } else if error.is_full() {
-                    // Not an outage: no failure policy applies to it.
-                    tracing::warn!(
-                        store,
-                        op,
-                        error = %error,
-                        "store full: new keys are refused, held keys decided exactly; \
-                         logged once until a decision succeeds again"
-                    );
-                } else {
-                    tracing::warn!(
-                        store,
-                        op,
-                        error = %error,
-                        transient = error.is_transient(),
-                        policy = %policy,
-                        "store failing; further failures are logged at debug level until it recovers"
-                    );
-                }
-                *state = Some(Episode {
-                    started: now,
-                    last_failure: now,
-                    failures: 1,
-                    misconfigured,
-                });
-                self.open.store(true, Ordering::Release);
+        let Some(episode) = state.as_mut() else {
+            log_opening(store, op, error, misconfigured.as_deref(), policy);
+            *state = Some(Episode {
+                started: now,
+                last_failure: now,
+                failures: 1,
+                misconfigured,
+            });
+            self.open.store(true, Ordering::Release);
+            return;
+        };
+        episode.failures += 1;
+        episode.last_failure = now;
+        match misconfigured {
+            Some(cause) if episode.misconfigured.is_none() => {
+                log_misconfiguration(store, op, &cause, None);
+                episode.misconfigured = Some(cause);
             }
-            Some(episode) => {
-                episode.failures += 1;
-                episode.last_failure = now;
-                if episode.misconfigured.is_none()
-                    && let Some(cause) = misconfigured
-                {
-                    tracing::error!(
-                        store,
-                        op,
-                        error = %cause,
-                        "store refuses slidelog's configuration; fix it (logged once until the store answers again)"
-                    );
-                    episode.misconfigured = Some(cause);
-                } else {
-                    tracing::debug!(store, op, error = %error, "store call failed");
-                }
-            }
+            _ => tracing::debug!(store, op, error = %error, "store call failed"),
         }
     }
 
-    /// A store call succeeded. `decided`: it was a decision (a ping can
+    /// Records that a store call succeeded. `decided`: it was a decision (a ping can
     /// succeed for a user who may not run the script, so only a decision
     /// clears a misconfiguration). Ends the episode, with one log line,
     /// once no call has failed for the quiet period.
@@ -131,7 +96,7 @@ impl Episodes {
         if !self.open.load(Ordering::Acquire) {
             return;
         }
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         let Some(episode) = state.as_mut() else {
             return;
         };
@@ -162,22 +127,68 @@ impl Episodes {
         );
     }
 
-    /// The misconfiguration of the open episode, if one was seen and no
+    /// Returns the misconfiguration of the open episode, if one was seen and no
     /// decision has succeeded since.
     pub fn misconfiguration(&self) -> Option<String> {
         if !self.open.load(Ordering::Acquire) {
             return None;
         }
-        self.lock().as_ref().and_then(|e| e.misconfigured.clone())
+        self.state
+            .lock()
+            .as_ref()
+            .and_then(|e| e.misconfigured.clone())
     }
 
-    /// True while an episode is open.
+    /// Returns true while an episode is open.
     pub fn is_open(&self) -> bool {
         self.open.load(Ordering::Acquire)
     }
+}
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Episode>> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+/// Logs the failure that opens an episode: error level for a
+/// misconfiguration, warn for a full store (not an outage: no policy
+/// applies to it) or any other failure.
+fn log_opening(
+    store: &str,
+    op: &str,
+    error: &StoreError,
+    misconfigured: Option<&str>,
+    policy: &dyn std::fmt::Display,
+) {
+    if let Some(cause) = misconfigured {
+        log_misconfiguration(store, op, cause, Some(policy));
+    } else if error.is_full() {
+        tracing::warn!(
+            store,
+            op,
+            error = %error,
+            "store full: new keys are refused, held keys decided exactly; \
+             logged once until a decision succeeds again"
+        );
+    } else {
+        tracing::warn!(
+            store,
+            op,
+            error = %error,
+            transient = error.is_transient(),
+            policy = %policy,
+            "store failing; further failures are logged at debug level until it recovers"
+        );
+    }
+}
+
+/// Logs a misconfiguration at error level (with the policy, when it opens
+/// the episode).
+fn log_misconfiguration(
+    store: &str,
+    op: &str,
+    cause: &str,
+    policy: Option<&dyn std::fmt::Display>,
+) {
+    const MESSAGE: &str = "store refuses slidelog's configuration; fix it (logged once until the store answers again)";
+    match policy {
+        Some(policy) => tracing::error!(store, op, error = %cause, policy = %policy, "{MESSAGE}"),
+        None => tracing::error!(store, op, error = %cause, "{MESSAGE}"),
     }
 }
 

@@ -61,7 +61,7 @@ pub fn ceil_secs(ms: u64) -> u64 {
     ms.div_ceil(1000)
 }
 
-/// The policy name of `limit` among the request's `limits`.
+/// Returns the policy name of `limit` among the request's `limits`.
 fn policy_name(limits: &[Limit], max: u64, window_ms: u64) -> String {
     if limits.len() == 1 {
         "default".to_owned()
@@ -70,7 +70,7 @@ fn policy_name(limits: &[Limit], max: u64, window_ms: u64) -> String {
     }
 }
 
-/// The `RateLimit-Policy` value for a request's limits.
+/// Returns the `RateLimit-Policy` value for a request's limits.
 ///
 /// ```
 /// # use slidelog::{Limit, headers::policy_value};
@@ -94,7 +94,7 @@ pub fn policy_value(limits: &[Limit]) -> String {
         .join(", ")
 }
 
-/// The `RateLimit` value for `decision`, made under `limits`.
+/// Returns the `RateLimit` value for `decision`, made under `limits`.
 ///
 /// ```
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -118,7 +118,7 @@ pub fn ratelimit_value(limits: &[Limit], decision: &Decision) -> String {
     )
 }
 
-/// Every header value for `decision`, made under `limits`.
+/// Returns every header value for `decision`, made under `limits`.
 ///
 /// ```
 /// use slidelog::{Limit, Limiter, headers::ratelimit_fields};

@@ -14,11 +14,12 @@
 //!   [`peek`](Limiter::peek), [`reset`](Limiter::reset); the store-error
 //!   policy ([`FailurePolicy`]) and the clock ([`TimeMode`]). Every decision
 //!   is bounded in time, and reported to a [`metrics::MetricsHook`], there.
-//! - [`Limit`], [`Request`], [`Decision`]: what is asked and what is answered.
+//! - [`Limit`], [`Request`], [`Cost`], [`Decision`]: what is asked and what
+//!   is answered.
 //! - the errors: [`LimiterError`], [`OpenError`], [`InputError`], [`StoreError`].
-//! - [`RateLimitLayer`] (feature `tower`): a tower layer for axum, tonic and
+//! - `RateLimitLayer` (feature `tower`): a tower layer for axum, tonic and
 //!   any `http::Request` service; extractors and per-route limits in
-//!   [`middleware`].
+//!   `middleware` (links left out: they exist only with the feature).
 //!
 //! The rest lives in submodules: [`store`] (the `Store` trait, the memory
 //! store, clocks), `redis` (the Redis stores, including the unsafe pipelined

@@ -22,7 +22,7 @@ pub enum Op {
 }
 
 impl Op {
-    /// The label value: `check`, `peek`, `reset` or `ping`.
+    /// Returns the label value: `check`, `peek`, `reset` or `ping`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Check => "check",
@@ -40,7 +40,7 @@ impl Op {
         }
     }
 
-    /// Whether the call decides (a check or a peek), as opposed to a reset or
+    /// Tells whether the call decides (a check or a peek), as opposed to a reset or
     /// a ping.
     pub fn decides(self) -> bool {
         matches!(self, Self::Check | Self::Peek)
@@ -79,18 +79,18 @@ impl Op {
 /// # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
 /// ```
 pub trait MetricsHook: Send + Sync + std::fmt::Debug {
-    /// The store decided (`op` is [`Op::Check`] or [`Op::Peek`]) in `elapsed`.
+    /// Called when the store decided (`op` is [`Op::Check`] or [`Op::Peek`]) in `elapsed`.
     fn decided(&self, op: Op, decision: &Decision, elapsed: Duration) {
         let _ = (op, decision, elapsed);
     }
 
-    /// A store call failed (or exceeded the timeout) after `elapsed`;
+    /// Called when a store call failed (or exceeded the timeout) after `elapsed`;
     /// `degraded` when the fail-open policy answered for it.
     fn store_failed(&self, op: Op, error: &StoreError, degraded: bool, elapsed: Duration) {
         let _ = (op, error, degraded, elapsed);
     }
 
-    /// The store answered a readiness ping.
+    /// Called when the store answered a readiness ping.
     fn store_up(&self) {}
 }
 

@@ -56,7 +56,7 @@ pub enum Setting {
 }
 
 impl Setting {
-    /// The cache of a limiter whose store and clock make it `exact`.
+    /// Returns the cache of a limiter whose store and clock make it `exact`.
     pub fn resolve(self, exact: bool) -> Option<Arc<RejectionCache>> {
         match self {
             Self::Default if exact => Some(Arc::new(RejectionCache::default())),
@@ -173,7 +173,7 @@ impl RejectionCache {
         &self.shards[self.hasher.hash_one(key) as usize % SHARDS]
     }
 
-    /// The local answer to `request` if a cached rejection covers it; else
+    /// Returns the local answer to `request` if a cached rejection covers it; else
     /// the ticket to pass to [`observe`](Self::observe) with the store's
     /// answer. Read just before the request is sent.
     pub fn answer(&self, request: &Request) -> Result<Decision, Ticket> {
@@ -251,7 +251,7 @@ impl RejectionCache {
         shard.remove(key);
     }
 
-    /// The counters.
+    /// Returns the counters.
     pub fn stats(&self) -> RejectionCacheStats {
         let entries = self
             .shards
@@ -287,7 +287,7 @@ impl RejectionCache {
     }
 }
 
-/// True when `entry` may answer `request`: same limits, and a cost at least
+/// Returns true when `entry` may answer `request`: same limits, and a cost at least
 /// the cached one for every limit (a smaller cost may fit sooner).
 fn covers(entry: &Entry, request: &Request) -> bool {
     entry.limits == request.limits()

@@ -68,7 +68,7 @@ pub enum OpenError {
 }
 
 impl OpenError {
-    /// True when trying again later may work (Redis refused or did not answer
+    /// Returns true when trying again later may work (Redis refused or did not answer
     /// in time); false for a URL or configuration that will not get better.
     pub fn is_transient(&self) -> bool {
         match self {

@@ -61,7 +61,7 @@ impl std::str::FromStr for FailurePolicy {
     }
 }
 
-/// The fail-open answer: admitted, degraded, reporting the tightest limit
+/// Returns the fail-open answer: admitted, degraded, reporting the tightest limit
 /// (smallest max, then shortest window) with nothing counted.
 fn degraded_allow(request: &Request) -> Decision {
     let tightest = request

@@ -49,13 +49,13 @@ impl Report {
         decision
     }
 
-    /// A store call succeeded (`decided`: it was a decision): ends an open
+    /// Records that a store call succeeded (`decided`: it was a decision): ends an open
     /// outage episode, once.
     pub(crate) fn answered(&self, decided: bool) {
         self.episodes.success(self.store, decided);
     }
 
-    /// A readiness probe succeeded.
+    /// Records that a readiness probe succeeded.
     pub(crate) fn ready(&self) {
         self.answered(false);
         if let Some(metrics) = &self.metrics {
@@ -63,7 +63,7 @@ impl Report {
         }
     }
 
-    /// A store call failed (`degraded`: the policy admitted anyway): counted
+    /// Records that a store call failed (`degraded`: the policy admitted anyway): counted
     /// every time, logged once per outage episode.
     pub(crate) fn failed(
         &self,

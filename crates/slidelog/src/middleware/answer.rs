@@ -63,7 +63,7 @@ where
     Ok(refuse(layer, &parts, rejection))
 }
 
-/// The inner service's answer to an admitted request, with the decision in
+/// Returns the inner service's answer to an admitted request, with the decision in
 /// the request's and the response's extensions and the RateLimit fields
 /// (only `RateLimit-Policy` for a degraded decision: nothing was counted).
 async fn admitted<S, K, C, B, ResBody>(

@@ -40,7 +40,7 @@ pub enum CostError {
     note = "for `axum::body::Body` enable slidelog's `axum` feature, for `tonic::body::Body` its `tonic` feature; for another body type implement `slidelog::middleware::BufferedBody`"
 )]
 pub trait Charge<B>: Send + Sync + 'static {
-    /// The cost of the request whose head is `parts`, and its body back
+    /// Returns the cost of the request whose head is `parts`, and its body back
     /// (rebuilt when it was read).
     fn charge(
         &self,
@@ -92,7 +92,7 @@ pub struct BodyCost<F> {
     note = "for `axum::body::Body` enable slidelog's `axum` feature, for `tonic::body::Body` its `tonic` feature; for another body type implement `slidelog::middleware::BufferedBody`"
 )]
 pub trait BufferedBody: http_body::Body<Data = Bytes> + Sized + Send + 'static {
-    /// A body holding `bytes`.
+    /// Returns a body holding `bytes`.
     fn from_bytes(bytes: Bytes) -> Self;
 }
 

@@ -22,10 +22,10 @@ use std::net::{IpAddr, SocketAddr};
 /// assert_eq!(by_tenant.extract(&parts).as_deref(), Some("acme"));
 /// ```
 pub trait KeyExtractor: Send + Sync + 'static {
-    /// The key for the request whose head is `parts`, or `None`.
+    /// Returns the key for the request whose head is `parts`, or `None`.
     fn extract(&self, parts: &Parts) -> Option<String>;
 
-    /// What the keys are (`ip`, `header-x-api-key`): the base of the layer's
+    /// Returns what the keys are (`ip`, `header-x-api-key`): the base of the layer's
     /// derived key namespace when it is not given a name (`auto-ip`).
     fn kind(&self) -> String {
         "key".to_owned()
@@ -141,7 +141,7 @@ impl KeyExtractor for Route {
     }
 }
 
-/// The path a request is routed by: axum's `MatchedPath` when present.
+/// Returns the path a request is routed by: axum's `MatchedPath` when present.
 pub(crate) fn route_path(parts: &Parts) -> &str {
     #[cfg(feature = "axum")]
     if let Some(matched) = parts.extensions.get::<axum::extract::MatchedPath>() {
@@ -193,7 +193,7 @@ impl PeerIp {
         self.trusted.contains(&canonical(ip))
     }
 
-    /// The client behind trusted proxies: walk `X-Forwarded-For` from the
+    /// Returns the client behind trusted proxies: walk `X-Forwarded-For` from the
     /// right while the hops are trusted; stop at an unparsable hop (keep the
     /// last good one).
     fn behind_proxies(&self, peer: IpAddr, parts: &Parts) -> IpAddr {
@@ -245,7 +245,7 @@ fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// The TCP peer from whichever extension the server put in.
+/// Returns the TCP peer from whichever extension the server put in.
 pub(crate) fn peer_addr(parts: &Parts) -> Option<SocketAddr> {
     #[cfg(feature = "axum")]
     if let Some(info) = parts

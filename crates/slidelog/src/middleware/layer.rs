@@ -145,7 +145,7 @@ impl<K: KeyExtractor, C> RateLimitLayer<K, C> {
         self.namespace.as_str()
     }
 
-    /// What to do when the key cannot be extracted. Default
+    /// Sets what to do when the key cannot be extracted. Default
     /// [`MissingKey::Reject`].
     pub fn on_missing_key(mut self, missing: MissingKey) -> Self {
         self.missing = missing;

@@ -22,7 +22,7 @@ use std::time::Duration;
     note = "for tonic enable slidelog's `tonic` feature; for another body type implement `slidelog::middleware::RejectionBody` for it"
 )]
 pub trait RejectionBody: Sized {
-    /// A body holding `text` (possibly empty).
+    /// Returns a body holding `text` (possibly empty).
     fn from_text(text: String) -> Self;
 }
 
@@ -112,7 +112,7 @@ impl Rejection {
         self.kind
     }
 
-    /// The HTTP status of the default answer.
+    /// Returns the HTTP status of the default answer.
     pub fn status(&self) -> StatusCode {
         match self.kind {
             RejectionKind::Limited => StatusCode::TOO_MANY_REQUESTS,
@@ -132,17 +132,17 @@ impl Rejection {
         }
     }
 
-    /// The reason, in words (the default answer's body).
+    /// Returns the reason, in words (the default answer's body).
     pub fn message(&self) -> &str {
         &self.message
     }
 
-    /// The decision, for [`RejectionKind::Limited`].
+    /// Returns the decision, for [`RejectionKind::Limited`].
     pub fn decision(&self) -> Option<&Decision> {
         self.decision.as_ref()
     }
 
-    /// The wait before the same request may be admitted, when known.
+    /// Returns the wait before the same request may be admitted, when known.
     pub fn retry_after(&self) -> Option<Duration> {
         self.decision
             .filter(|d| !d.allowed)
@@ -150,7 +150,7 @@ impl Rejection {
             .or(self.retry_after_ms.map(Duration::from_millis))
     }
 
-    /// An HTTP response with this rejection's status, `content_type` (left
+    /// Returns an HTTP response with this rejection's status, `content_type` (left
     /// out if it is not a valid header value) and `body`: what an
     /// [`on_rejection`](super::RateLimitLayer::on_rejection) hook returns.
     ///
@@ -204,7 +204,7 @@ impl Rejection {
         )
     }
 
-    /// The answer to a request the limiter refused as input: a key out of
+    /// Returns the answer to a request the limiter refused as input: a key out of
     /// bounds (400), a cost no limit admits (413), a cost function that does
     /// not fit its limits (500).
     pub(crate) fn input(error: &InputError, limits: Arc<[Limit]>) -> Self {
@@ -236,7 +236,7 @@ impl Rejection {
         }
     }
 
-    /// The answer to a body that could not be counted.
+    /// Returns the answer to a body that could not be counted.
     pub(crate) fn cost(error: &super::CostError) -> Self {
         let kind = match error {
             super::CostError::BodyTooLarge { .. } => RejectionKind::TooCostly,
@@ -261,7 +261,7 @@ impl Rejection {
         }
     }
 
-    /// The RateLimit fields this answer carries: all of them for a rejection
+    /// Returns the RateLimit fields this answer carries: all of them for a rejection
     /// over the limit, the policy for another refusal of a limited request.
     fn fields(&self) -> Option<RateLimitFields> {
         let limits = self.limits.as_deref()?;
@@ -275,7 +275,7 @@ impl Rejection {
         })
     }
 
-    /// The HTTP answer (the hook's, when there is one), or for a gRPC request
+    /// Returns the HTTP answer (the hook's, when there is one), or for a gRPC request
     /// a trailers-only gRPC answer (HTTP 200 with `grpc-status`), which gRPC
     /// clients read as a status rather than as a transport failure.
     pub(crate) fn into_response<B: RejectionBody>(
@@ -325,7 +325,7 @@ fn grpc_message(text: &str) -> String {
     out
 }
 
-/// True for gRPC requests (`content-type: application/grpc…`).
+/// Returns true for gRPC requests (`content-type: application/grpc…`).
 pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
     headers
         .get(CONTENT_TYPE)

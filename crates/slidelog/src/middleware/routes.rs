@@ -137,7 +137,7 @@ impl RouteLimits {
         self
     }
 
-    /// The rule for a request.
+    /// Returns the rule for a request.
     pub(crate) fn rule_for(&self, parts: &Parts) -> &Rule {
         let path = parts.uri.path();
         let routed = super::extract::route_path(parts);
