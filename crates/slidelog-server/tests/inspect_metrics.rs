@@ -94,17 +94,15 @@ fn serve_exports_inspect_gauges_and_every_name_the_deploy_files_use() {
 
     // The scan sees both keys: the legacy one and the one the service wrote.
     let text = scrape_until(&addr, "slidelog_inspect_keys 2");
-    assert!(
-        text.contains(r#"slidelog_inspect_problem_keys{kind="no_ttl"} 1"#),
-        "{text}"
-    );
-    assert!(
-        text.contains(r#"slidelog_inspect_problem_keys{kind="oversized"} 1"#),
-        "{text}"
-    );
-    assert!(text.contains("slidelog_inspect_max_zcard 12"), "{text}");
-    assert!(text.contains("slidelog_inspect_limit_max 5"), "{text}");
-    assert!(text.contains("slidelog_inspect_records 13"), "{text}");
+    for series in [
+        r#"slidelog_inspect_problem_keys{kind="no_ttl"} 1"#,
+        r#"slidelog_inspect_problem_keys{kind="oversized"} 1"#,
+        "slidelog_inspect_max_zcard 12",
+        "slidelog_inspect_limit_max 5",
+        "slidelog_inspect_records 13",
+    ] {
+        assert!(text.contains(series), "{text}");
+    }
 
     // A store outage: the decision is degraded, the next scan fails.
     redis.kill();
