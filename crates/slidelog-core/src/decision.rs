@@ -62,3 +62,79 @@ impl Decision {
         }
     }
 }
+
+/// What one limit of a request says after a decision: the same fields as
+/// [`Decision`] reports for the deciding limit, for every limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitState {
+    /// The limit (its name, `max` and window).
+    pub limit: crate::Limit,
+    /// Its counts, when the store reported them (see [`Detailed`]).
+    pub counts: Option<Counts>,
+}
+
+/// One limit's counts after a decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    /// Live units of this limit after the decision (as if admitted, for a
+    /// peek); a rejection appends nothing, so then the live units before it.
+    pub count: u64,
+    /// `max - count`, never below 0.
+    pub remaining: u64,
+    /// 0 when this limit admits the request; otherwise the least wait (ms)
+    /// after which it would.
+    pub retry_after_ms: u64,
+    /// Time (ms) until this limit's log is empty; 0 when empty.
+    pub reset_after_ms: u64,
+}
+
+/// A decision with every limit's state, in the request's order.
+///
+/// The memory store reports every limit. A store that reports only the
+/// deciding limit (the Redis engines, whose replies carry one limit) leaves
+/// the others' [`LimitState::counts`] empty, as does a degraded decision,
+/// which counted nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Detailed {
+    /// The decision, as [`Decision`] reports it.
+    pub decision: Decision,
+    /// Every limit of the request, in order.
+    pub limits: Vec<LimitState>,
+}
+
+impl Detailed {
+    /// The detail a store that reports only the deciding limit can give:
+    /// the first of `request`'s limits with the deciding `max` and window
+    /// gets the decision's counts; the others (and every limit of a
+    /// degraded decision) none.
+    pub fn deciding_only(request: &crate::Request, decision: Decision) -> Self {
+        let mut found = decision.degraded;
+        let limits = request
+            .limits()
+            .iter()
+            .map(|&limit| {
+                let deciding = !found
+                    && limit.max() == decision.limit
+                    && limit.window_ms() == decision.window_ms;
+                found |= deciding;
+                LimitState {
+                    limit,
+                    counts: deciding.then_some(Counts {
+                        count: decision.count,
+                        remaining: decision.remaining,
+                        retry_after_ms: decision.retry_after_ms,
+                        reset_after_ms: decision.reset_after_ms,
+                    }),
+                }
+            })
+            .collect();
+        Self { decision, limits }
+    }
+
+    /// Returns the state of the deciding limit's position, when one matches.
+    pub fn deciding(&self) -> Option<&LimitState> {
+        self.limits.iter().find(|s| {
+            s.limit.max() == self.decision.limit && s.limit.window_ms() == self.decision.window_ms
+        })
+    }
+}

@@ -62,6 +62,27 @@ pub enum InputError {
     /// A value above a bound the operator set ([`crate::Bounds`]).
     #[error(transparent)]
     Bound(#[from] crate::BoundError),
+    /// A limit name outside the charset or length bound
+    /// ([`crate::limit::LimitName::new`]).
+    #[error(
+        "limits[].name must be 1 to 32 bytes of ASCII letters, digits, '_', '-' and '.', starting with a letter, got {got:?}"
+    )]
+    Name {
+        /// The name given (at most 33 characters of it).
+        got: String,
+    },
+    /// Two limits of one request carry the same name.
+    #[error("limits[].name must be unique within a request, got {name:?} twice")]
+    DuplicateName {
+        /// The repeated name.
+        name: String,
+    },
+    /// A cost given by a name that no limit of the request carries.
+    #[error("cost names the limit {name:?}, which the request has no limit named so")]
+    UnknownName {
+        /// The name given.
+        name: String,
+    },
     /// Per-limit costs whose number is not the number of limits.
     #[error("costs must hold one cost per limit ({limits}), got {got}")]
     CostCount {
@@ -82,6 +103,8 @@ impl InputError {
             Self::Cost { .. } | Self::CostCount { .. } => "cost",
             Self::LimitCount { .. } => "limits",
             Self::LimitCost { .. } => "limits[].cost",
+            Self::Name { .. } | Self::DuplicateName { .. } => "limits[].name",
+            Self::UnknownName { .. } => "cost",
             Self::Bound(bound) => bound.field(),
         }
     }

@@ -29,13 +29,14 @@ pub mod engine;
 pub mod error;
 pub mod limit;
 pub mod log;
+pub mod name;
 pub mod redact;
 pub mod store;
 pub mod url;
 
 pub use bounds::{BoundError, Bounds};
 pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock, TimeMode};
-pub use decision::Decision;
+pub use decision::{Counts, Decision, Detailed, LimitState};
 pub use error::{FullLimit, InputError, StoreError};
 pub use limit::{
     Limit, LimitParseError, MAX_COST, MAX_KEY_BYTES, MAX_LIMITS, MAX_MAX, MAX_WINDOW_MS, Request,

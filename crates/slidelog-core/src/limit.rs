@@ -1,6 +1,7 @@
-//! Validated inputs: a [`Limit`] (`max` units per `window`) and a [`Request`]
-//! (key, the limits that apply to it, and the cost). Every bound of docs/design.md §1 is
-//! checked here, once, so stores and transports never see an invalid value.
+//! Validated inputs: a [`Limit`] (`max` units per `window`, optionally named)
+//! and a [`Request`] (key, the limits that apply to it, and the cost). Every
+//! bound of docs/design.md §1 is checked here, once, so stores and transports
+//! never see an invalid value.
 
 use crate::error::InputError;
 use compact_str::CompactString;
@@ -18,12 +19,17 @@ pub const MAX_LIMITS: usize = 16;
 /// Largest cost of one request (a cost is also bounded by the smallest `max`).
 pub const MAX_COST: u64 = MAX_MAX;
 
-/// `max` units per `window_ms` milliseconds.
+pub use crate::name::{LimitName, MAX_NAME_BYTES};
+
+/// `max` units per `window_ms` milliseconds, with an optional name
+/// (`requests`, `tokens`) that answers and headers report it by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Limit {
     max: u64,
     window_ms: u64,
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    name: Option<LimitName>,
 }
 
 impl Limit {
@@ -38,7 +44,32 @@ impl Limit {
         if !(1..=MAX_WINDOW_MS).contains(&window_ms) {
             return Err(InputError::Window { got_ms: window_ms });
         }
-        Ok(Self { max, window_ms })
+        Ok(Self {
+            max,
+            window_ms,
+            name: None,
+        })
+    }
+
+    /// The same limit carrying `name` (validated: see [`LimitName::new`]).
+    ///
+    /// ```
+    /// # use slidelog_core::Limit;
+    /// let tokens = Limit::new(20_000, 60_000)?.named("tokens")?;
+    /// assert_eq!(tokens.name(), Some("tokens"));
+    /// assert!(Limit::new(1, 1)?.named("two words").is_err());
+    /// # Ok::<(), slidelog_core::InputError>(())
+    /// ```
+    pub fn named(self, name: &str) -> Result<Self, InputError> {
+        Ok(Self {
+            name: Some(LimitName::new(name)?),
+            ..self
+        })
+    }
+
+    /// The limit's name, if it was given one.
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_ref().map(LimitName::as_str)
     }
 
     /// A limit of `max` units per `window` (millisecond resolution; a window
@@ -63,14 +94,19 @@ impl Limit {
 }
 
 /// `"<max>/<window>"`: `100/minute`, `10/1s`, `1000000/60s`, `5/500ms`,
-/// `3/hour`. The window is a unit (`second`, `minute`, `hour`, `day`,
-/// `week`, their plurals and `s`, `m`, `h`, `d`, `w`) or a number followed by
-/// one (`ms` too). Bounds are those of [`Limit::new`].
+/// `3/hour`, optionally named: `requests=60/minute`. The window is a unit
+/// (`second`, `minute`, `hour`, `day`, `week`, their plurals and `s`, `m`,
+/// `h`, `d`, `w`) or a number followed by one (`ms` too). Bounds are those of
+/// [`Limit::new`] and [`LimitName::new`].
 impl std::str::FromStr for Limit {
     type Err = LimitParseError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let bad = || LimitParseError::Syntax(text.to_owned());
+        let (name, text) = match text.split_once('=') {
+            Some((name, rest)) => (Some(name.trim()), rest),
+            None => (None, text),
+        };
         let (max, window) = text.split_once('/').ok_or_else(bad)?;
         let max: u64 = max.trim().parse().map_err(|_| bad())?;
         let window = window.trim();
@@ -99,15 +135,55 @@ impl std::str::FromStr for Limit {
                 .ok_or(LimitParseError::Input(InputError::Window {
                     got_ms: u64::MAX,
                 }))?;
-        Ok(Self::new(max, window_ms)?)
+        let limit = Self::new(max, window_ms)?;
+        Ok(match name {
+            Some(name) => limit.named(name)?,
+            None => limit,
+        })
     }
+}
+
+/// Parses a comma-separated list of limits, each as [`Limit`]'s `FromStr`
+/// reads it: `"requests=60/minute, tokens=20000/minute"`. Names must be
+/// unique within the list.
+///
+/// ```
+/// let limits = slidelog_core::limit::parse_list("requests=60/minute, tokens=20000/minute")?;
+/// assert_eq!(limits[1].name(), Some("tokens"));
+/// assert!(slidelog_core::limit::parse_list("a=1/s, a=2/s").is_err());
+/// # Ok::<(), slidelog_core::LimitParseError>(())
+/// ```
+pub fn parse_list(text: &str) -> Result<Vec<Limit>, LimitParseError> {
+    let limits = text
+        .split(',')
+        .map(str::parse)
+        .collect::<Result<Vec<Limit>, _>>()?;
+    check_names(&limits)?;
+    Ok(limits)
+}
+
+/// Checks that no two of `limits` carry the same name (unnamed limits
+/// never clash).
+pub fn check_names(limits: &[Limit]) -> Result<(), InputError> {
+    for (index, limit) in limits.iter().enumerate() {
+        if let Some(name) = limit.name() {
+            if limits[..index].iter().any(|l| l.name() == Some(name)) {
+                return Err(InputError::DuplicateName {
+                    name: name.to_owned(),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Why a `"<max>/<window>"` text is not a [`Limit`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LimitParseError {
-    /// Not of the form `<max>/<window>`.
-    #[error("limit {0:?} is not <max>/<window>, e.g. 100/minute, 10/1s, 1000000/60s, 5/500ms")]
+    /// Not of the form `[name=]<max>/<window>`.
+    #[error(
+        "limit {0:?} is not [name=]<max>/<window>, e.g. 100/minute, 10/1s, 1000000/60s, 5/500ms, tokens=20000/minute"
+    )]
     Syntax(String),
     /// A bound of [`Limit::new`].
     #[error(transparent)]
@@ -142,6 +218,7 @@ impl Request {
         if limits.is_empty() || limits.len() > MAX_LIMITS {
             return Err(InputError::LimitCount { got: limits.len() });
         }
+        check_names(&limits)?;
         let smallest_max = limits.iter().map(Limit::max).min().unwrap_or(1);
         if cost == 0 || cost > smallest_max {
             return Err(InputError::Cost {
@@ -298,6 +375,36 @@ mod tests {
             Err(LimitParseError::Input(InputError::Max { got: 0 }))
         );
         assert!(matches!(p("1/400d"), Err(LimitParseError::Input(_))));
+    }
+
+    #[test]
+    fn named_limits_parse_and_names_are_unique_per_request() {
+        let limits = parse_list("requests=60/minute, tokens=20000/minute").unwrap();
+        assert_eq!(limits[0].name(), Some("requests"));
+        assert_eq!((limits[1].max(), limits[1].window_ms()), (20_000, 60_000));
+        // Unnamed limits keep parsing as before and equal an unnamed Limit.
+        assert_eq!(
+            parse_list("60/minute").unwrap(),
+            vec![Limit::new(60, 60_000).unwrap()]
+        );
+        assert!(matches!(
+            "bad name=1/s".parse::<Limit>(),
+            Err(LimitParseError::Input(InputError::Name { .. }))
+        ));
+        assert_eq!(
+            parse_list("a=1/s, b=1/m, a=2/h"),
+            Err(LimitParseError::Input(InputError::DuplicateName {
+                name: "a".into()
+            }))
+        );
+        let a = Limit::new(5, 1_000).unwrap().named("a").unwrap();
+        assert_eq!(
+            Request::new("k", vec![a, a], 1),
+            Err(InputError::DuplicateName { name: "a".into() })
+        );
+        // Unnamed limits never clash.
+        let plain = Limit::new(5, 1_000).unwrap();
+        assert!(Request::new("k", vec![plain, plain], 1).is_ok());
     }
 
     #[test]
