@@ -66,7 +66,8 @@ pub async fn run(args: CheckArgs, store_given: bool) -> anyhow::Result<ExitCode>
         [cost] => Request::new(args.key, limits, *cost)?,
         costs => Request::with_costs(args.key, limits, costs.to_vec())?,
     };
-    if args.store.store.starts_with("memory://") {
+    // A URL that does not parse is reported when the store is opened.
+    if slidelog::url::StoreUrl::parse(&args.store.store).is_ok_and(|u| u.is_memory()) {
         if !store_given {
             anyhow::bail!(
                 "check needs a shared store: give --store redis://HOST:PORT (or SLIDELOG_STORE). \
