@@ -157,16 +157,6 @@ pub fn key_slot(key: &[u8]) -> u16 {
     crc % 16384
 }
 
-fn is_readonly(value: &redis::RedisResult<Value>) -> bool {
-    match value {
-        Ok(Value::ServerError(e)) => {
-            e.kind() == Some(ServerErrorKind::ReadOnly) || e.code() == "READONLY"
-        }
-        Err(e) => e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly),
-        Ok(_) => false,
-    }
-}
-
 fn is_noscript(value: &redis::RedisResult<Value>) -> bool {
     match value {
         Ok(Value::ServerError(e)) => {
@@ -181,7 +171,7 @@ impl ConnectionLike for ClusterConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
             let mut result = self.inner.req_packed_command(cmd).await;
-            if is_readonly(&result)
+            if crate::errors::is_readonly(&result)
                 && let Some(slot) = script_key_slot(cmd)
             {
                 // A demoted master ran the script on a READONLY connection:

@@ -135,6 +135,18 @@ pub(crate) async fn bounded<T>(
     }
 }
 
+/// True when `value` says the server is a replica (a master demoted by a
+/// failover): it refused a write, so nothing was recorded.
+pub(crate) fn is_readonly(value: &redis::RedisResult<redis::Value>) -> bool {
+    match value {
+        Ok(redis::Value::ServerError(e)) => {
+            e.kind() == Some(ServerErrorKind::ReadOnly) || e.code() == "READONLY"
+        }
+        Err(e) => e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly),
+        Ok(_) => false,
+    }
+}
+
 /// `PING` over `conn` within `timeout`: the readiness check of every store.
 pub(crate) async fn ping<C: redis::aio::ConnectionLike>(
     conn: &mut C,

@@ -204,15 +204,6 @@ async fn poll(parts: Weak<Parts>, interval: Duration) {
     }
 }
 
-/// True when `value` says the server is a replica now (it was demoted).
-fn is_readonly(value: &RedisResult<Value>) -> bool {
-    match value {
-        Ok(Value::ServerError(e)) => e.kind() == Some(ServerErrorKind::ReadOnly),
-        Err(e) => e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly),
-        Ok(_) => false,
-    }
-}
-
 fn is_connection_error(e: &RedisError) -> bool {
     e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout()
 }
@@ -222,7 +213,7 @@ impl ConnectionLike for SentinelConnection {
         Box::pin(async move {
             self.check_fence()?;
             let (epoch, result) = self.parts.link.call(cmd).await;
-            if is_readonly(&result) {
+            if crate::errors::is_readonly(&result) {
                 // Demoted: nothing was written. Find the new master, once.
                 self.parts.link.replace(epoch);
                 return self.parts.link.call(cmd).await.1;
@@ -249,7 +240,9 @@ impl ConnectionLike for SentinelConnection {
                         || e.is_io_error()
                         || e.is_connection_dropped()
                 }
-                Ok(values) => values.iter().any(|v| is_readonly(&Ok(v.clone()))),
+                Ok(values) => values
+                    .iter()
+                    .any(|v| crate::errors::is_readonly(&Ok(v.clone()))),
             };
             if failed {
                 // A pipeline may be partly applied: never retried here.
