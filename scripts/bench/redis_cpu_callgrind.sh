@@ -9,6 +9,10 @@
 #   BEFORE=07111d9 scripts/bench/redis_cpu_callgrind.sh # and sliding_log.lua at that commit
 #   SERVER=/path/to/valkey-server scripts/bench/redis_cpu_callgrind.sh
 #
+# The `module` column is SLIDELOG.CHECK of the native module
+# (crates/slidelog-module, built here with cargo build --release) on the
+# server's clock (`*`), counted inside the server's module command dispatcher.
+#
 # Workloads (redis-benchmark -P 16, 2,000 calls each): adm = 100k random keys,
 # max 100 (nearly all new keys); live = 100 keys, max 100,000 (~20 records
 # each); rej = one full key, max 1; rej100 = one full key, max 100.
@@ -24,7 +28,9 @@ source scripts/bench/lib.sh
 cp crates/slidelog-redis/tests/original_sliding_window.lua "$WORK/original.lua"
 cp crates/slidelog-redis/src/single_limit.lua "$WORK/single.lua"
 cp crates/slidelog-redis/src/sliding_log.lua "$WORK/general.lua"
-SCRIPTS=(original single general)
+SCRIPTS=(original single general module)
+cargo build --release -q -p slidelog-module
+MODULE=$PWD/target/release/libslidelog_module.so
 if [ -n "${BEFORE:-}" ]; then
   git show "$BEFORE:crates/slidelog-redis/src/sliding_log.lua" >"$WORK/before.lua"
   SCRIPTS+=(before)
@@ -45,15 +51,25 @@ instructions() {
     *) args=(2 "$key" "{$key}#w" 1 -1 1 $max 60000 1 "m:__rand_int__") ;;
   esac
   port=$(free_port); out="$WORK/cg.out"
-  valgrind --tool=callgrind --callgrind-out-file="$out" --toggle-collect=evalShaCommand \
-    "$SERVER" --port "$port" --save '' --appendonly no >/dev/null 2>&1 &
+  local toggles=(--toggle-collect=evalShaCommand) load=() call stat=evalsha
+  if [ "$name" = module ]; then
+    toggles=(--toggle-collect=RedisModuleCommandDispatcher --toggle-collect=ValkeyModuleCommandDispatcher)
+    load=(--loadmodule "$MODULE"); stat=slidelog.check
+  fi
+  valgrind --tool=callgrind --callgrind-out-file="$out" "${toggles[@]}" \
+    "$SERVER" --port "$port" --save '' --appendonly no "${load[@]}" >/dev/null 2>&1 &
   pid=$!
   for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
-  sha=$(redis-cli -p "$port" SCRIPT LOAD "$(cat "$WORK/$name.lua")")
+  if [ "$name" = module ]; then
+    call=(SLIDELOG.CHECK "$key" RECORD '*' 0 1 $max 60000 1)
+  else
+    sha=$(redis-cli -p "$port" SCRIPT LOAD "$(cat "$WORK/$name.lua")")
+    call=(EVALSHA "$sha" "${args[@]}")
+  fi
   # A full key first (its calls are counted too: at most 100 of 2,100).
-  [ $keys = 1 ] && redis-benchmark -p "$port" -c 1 -n $max -r 1000000 -q EVALSHA "$sha" "${args[@]}" >/dev/null 2>&1
-  redis-benchmark -p "$port" -c 10 -n "$N" -r $keys -P 16 -q EVALSHA "$sha" "${args[@]}" >/dev/null 2>&1
-  calls=$(redis-cli -p "$port" INFO commandstats | tr -d '\r' | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\),.*/\1/p')
+  [ $keys = 1 ] && redis-benchmark -p "$port" -c 1 -n $max -r 1000000 -q "${call[@]}" >/dev/null 2>&1
+  redis-benchmark -p "$port" -c 10 -n "$N" -r $keys -P 16 -q "${call[@]}" >/dev/null 2>&1
+  calls=$(redis-cli -p "$port" INFO commandstats | tr -d '\r' | sed -n "s/^cmdstat_$stat:calls=\([0-9]*\),.*/\1/p")
   redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
   wait "$pid" 2>/dev/null || true
   ir=$(callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1; exit}')
@@ -61,12 +77,12 @@ instructions() {
   echo $((ir / calls))
 }
 
-printf '| workload |'; for s in "${SCRIPTS[@]}"; do printf ' %s |' "$s"; done; echo ' single / original |'
-printf '|---|'; for _ in "${SCRIPTS[@]}"; do printf -- '---|'; done; echo '---|'
+printf '| workload |'; for s in "${SCRIPTS[@]}"; do printf ' %s |' "$s"; done; echo ' single / original | module / original |'
+printf '|---|'; for _ in "${SCRIPTS[@]}"; do printf -- '---|'; done; echo '---|---|'
 for w in adm live rej rej100; do
   printf '| %s |' $w
   declare -A got=()
   for s in "${SCRIPTS[@]}"; do got[$s]=$(instructions "$s" $w); printf ' %s |' "${got[$s]}"; done
-  python3 -c "print(f' {${got[single]} / ${got[original]}:.2f} |')"
+  python3 -c "print(f' {${got[single]} / ${got[original]}:.2f} | {${got[module]} / ${got[original]}:.2f} |')"
   unset got
 done

@@ -25,20 +25,40 @@ fn bad(field: impl Into<String>, problem: impl Into<String>) -> CommandError {
     }
 }
 
+/// An argument's name: a field, and the limit's position (1-based) for the
+/// per-limit fields (`max_2`). Formatted only for an error: a check that
+/// parses allocates no names.
+#[derive(Debug, Clone, Copy)]
+pub struct Name(pub &'static str, pub usize);
+
+impl std::fmt::Display for Name {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.1 {
+            0 => f.write_str(self.0),
+            i => write!(f, "{}_{i}", self.0),
+        }
+    }
+}
+
 /// An unsigned decimal integer in `lo..=hi` (no sign, no spaces).
-pub fn number(bytes: &[u8], field: &str, lo: u64, hi: u64) -> Result<u64, CommandError> {
-    let range = || format!("must be an integer from {lo} to {hi}");
+pub fn number(bytes: &[u8], name: Name, lo: u64, hi: u64) -> Result<u64, CommandError> {
+    let out_of_range = || {
+        bad(
+            name.to_string(),
+            format!("must be an integer from {lo} to {hi}"),
+        )
+    };
     if bytes.is_empty() || bytes.len() > 20 || !bytes.iter().all(u8::is_ascii_digit) {
-        return Err(bad(field, range()));
+        return Err(out_of_range());
     }
     let value = bytes
         .iter()
         .try_fold(0u64, |v, &d| {
             v.checked_mul(10)?.checked_add(u64::from(d - b'0'))
         })
-        .ok_or_else(|| bad(field, range()))?;
+        .ok_or_else(out_of_range)?;
     if !(lo..=hi).contains(&value) {
-        return Err(bad(field, range()));
+        return Err(out_of_range());
     }
     Ok(value)
 }
@@ -74,10 +94,11 @@ pub fn check(args: &[&[u8]]) -> Result<Check, CommandError> {
     };
     let now_ms = match args[2] {
         b"*" => None,
-        given => Some(number(given, "now_ms", 0, MAX_NOW_MS)?),
+        given => Some(number(given, Name("now_ms", 0), 0, MAX_NOW_MS)?),
     };
-    let deadline_ms = Some(number(args[3], "deadline_ms", 0, MAX_NOW_MS)?).filter(|&d| d > 0);
-    let n = number(args[4], "n", 1, MAX_LIMITS as u64)? as usize;
+    let deadline_ms =
+        Some(number(args[3], Name("deadline_ms", 0), 0, MAX_NOW_MS)?).filter(|&d| d > 0);
+    let n = number(args[4], Name("n", 0), 1, MAX_LIMITS as u64)? as usize;
     if args.len() != 5 + 3 * n {
         return Err(arity(format!(
             "n = {n} limits take {} arguments after the key's four, got {}",
@@ -89,23 +110,24 @@ pub fn check(args: &[&[u8]]) -> Result<Check, CommandError> {
     let mut costs = Vec::with_capacity(n);
     for (i, triple) in args[5..].chunks_exact(3).enumerate() {
         let position = i + 1;
-        let max = number(
-            triple[0],
-            &format!("max_{position}"),
-            1,
-            slidelog_core::MAX_MAX,
-        )?;
+        let max = number(triple[0], Name("max", position), 1, slidelog_core::MAX_MAX)?;
         let window = number(
             triple[1],
-            &format!("window_ms_{position}"),
+            Name("window_ms", position),
             1,
             slidelog_core::MAX_WINDOW_MS,
         )?;
-        let cost = number(triple[2], &format!("cost_{position}"), 1, max)?;
+        let cost = number(triple[2], Name("cost", position), 1, max)?;
         limits.push(Limit::new(max, window)?);
         costs.push(cost);
     }
-    let request = Request::with_costs("k", limits, costs)?;
+    // One cost for every limit (the common case) is a plain request: one
+    // allocation fewer than `with_costs`, in the server's allocator.
+    let request = if costs.iter().all(|&c| c == costs[0]) {
+        Request::new("k", limits, costs[0])?
+    } else {
+        Request::with_costs("k", limits, costs)?
+    };
     Ok(Check {
         mode,
         now_ms,
@@ -121,34 +143,135 @@ pub struct Apply {
     pub now_ms: u64,
     /// Drop records expired for this window at `now_ms` (0: drop nothing).
     pub expire_window_ms: u64,
-    /// Set the key's absolute expiry, Unix ms (0: leave it).
-    pub expire_at_ms: u64,
+    /// Set the key's absolute expiry, Unix ms (`None`: leave it).
+    pub expire_at_ms: Option<u64>,
     /// Append one record at `now_ms` with these costs (empty: append nothing).
     pub costs: Vec<u64>,
 }
 
-/// `<key> <now_ms> <expire_window_ms|0> <expire_at_ms|0> [<cost> ...]`.
+/// `<key> <now_ms>:<expire_window_ms|0>:<expire_in_ms|_>:<costs|0>`: the
+/// key expires at `now_ms + expire_in_ms` (signed: the primary's clock may
+/// be behind a caller's time; `_` leaves the TTL), the costs as
+/// `c1,c2,...` or `0` for no record. The change is one argument:
+/// each argument the primary propagates is an object the server allocates,
+/// copies into its replication buffers and frees (callgrind, BENCHMARKS.md).
 pub fn apply(args: &[&[u8]]) -> Result<Apply, CommandError> {
-    if args.len() < 4 || args.len() > 4 + MAX_LIMITS {
-        return Err(CommandError::Arity {
-            command: "slidelog.apply",
-            expected: format!(
-                "SLIDELOG.APPLY <key> <now_ms> <expire_window_ms|0> <expire_at_ms|0> [<cost> ...] (at most {MAX_LIMITS} costs)"
-            ),
-        });
+    let arity = || {
+        CommandError::Arity {
+        command: "slidelog.apply",
+        expected: "SLIDELOG.APPLY <key> <now_ms>:<expire_window_ms|0>:<expire_in_ms|_>:<cost_1,cost_2,...|0>".into(),
+    }
+    };
+    if args.len() != 2 {
+        return Err(arity());
     }
     key(args[0])?;
-    let costs = args[4..]
-        .iter()
-        .enumerate()
-        .map(|(i, c)| number(c, &format!("cost_{}", i + 1), 1, slidelog_core::MAX_COST))
-        .collect::<Result<_, _>>()?;
+    let mut parts = args[1].split(|&b| b == b':');
+    let (Some(now), Some(window), Some(at), Some(list), None) = (
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+    ) else {
+        return Err(arity());
+    };
+    let costs = match list {
+        b"0" => Vec::new(),
+        list => {
+            let parts: Vec<&[u8]> = list.split(|&b| b == b',').collect();
+            if parts.len() > MAX_LIMITS {
+                return Err(bad("costs", format!("must list 1 to {MAX_LIMITS} costs")));
+            }
+            parts
+                .iter()
+                .enumerate()
+                .map(|(i, c)| number(c, Name("cost", i + 1), 1, slidelog_core::MAX_COST))
+                .collect::<Result<_, _>>()?
+        }
+    };
+    let now_ms = number(now, Name("now_ms", 0), 0, MAX_NOW_MS)?;
+    let expire_at_ms = match at {
+        b"_" => None,
+        at => {
+            let (negative, magnitude) = match at.split_first() {
+                Some((b'-', rest)) => (true, rest),
+                _ => (false, at),
+            };
+            let bound = i64::MAX as u64 / 2;
+            let d = number(magnitude, Name("expire_in_ms", 0), 0, bound)?;
+            let at = if negative {
+                now_ms.checked_sub(d)
+            } else {
+                Some(now_ms + d)
+            };
+            Some(
+                at.filter(|&t| t > 0)
+                    .ok_or_else(|| bad("expire_in_ms", "must leave an expiry after the epoch"))?,
+            )
+        }
+    };
     Ok(Apply {
-        now_ms: number(args[1], "now_ms", 0, MAX_NOW_MS)?,
-        expire_window_ms: number(args[2], "expire_window_ms", 0, slidelog_core::MAX_WINDOW_MS)?,
-        expire_at_ms: number(args[3], "expire_at_ms", 0, i64::MAX as u64)?,
+        now_ms,
+        expire_window_ms: number(
+            window,
+            Name("expire_window_ms", 0),
+            0,
+            slidelog_core::MAX_WINDOW_MS,
+        )?,
+        expire_at_ms,
         costs,
     })
+}
+
+/// The bytes of an APPLY change: on the stack for up to a few costs.
+pub type Change = smallvec::SmallVec<[u8; 96]>;
+
+fn digits(mut v: u64, out: &mut Change) {
+    let mut buf = [0u8; 20];
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[at..]);
+}
+
+/// The change argument of `SLIDELOG.APPLY`, into `out`: `costs` empty for
+/// no record.
+pub fn change(
+    now_ms: u64,
+    expire_window_ms: u64,
+    expire_at_ms: Option<u64>,
+    costs: &[u64],
+    out: &mut Change,
+) {
+    for v in [now_ms, expire_window_ms] {
+        digits(v, out);
+        out.push(b':');
+    }
+    match expire_at_ms {
+        None => out.push(b'_'),
+        Some(at) if at >= now_ms => digits(at - now_ms, out),
+        Some(at) => {
+            out.push(b'-');
+            digits(now_ms - at, out);
+        }
+    }
+    out.push(b':');
+    if costs.is_empty() {
+        out.push(b'0');
+    }
+    for (i, c) in costs.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        digits(*c, out);
+    }
 }
 
 /// The one argument of `SLIDELOG.RESET` / `SLIDELOG.INFO`: a key.
@@ -201,5 +324,35 @@ mod tests {
         assert!(err("k RECORD * 0 2 1 1 1").contains("wrong number of arguments"));
         assert!(err("k MAYBE * 0 1 1 1 1").contains("mode"));
         assert!(err(" RECORD * 0 1 1 1 1").contains("key"));
+    }
+
+    #[test]
+    fn apply_takes_its_change_as_one_argument() {
+        fn words(w: &str) -> Vec<&[u8]> {
+            w.split(' ').map(str::as_bytes).collect()
+        }
+        let a = apply(&words("k 10:1000:5000:1,40")).unwrap();
+        assert_eq!(
+            (a.now_ms, a.expire_window_ms, a.expire_at_ms),
+            (10, 1000, Some(5010))
+        );
+        assert_eq!(apply(&words("k 10:0:-4:0")).unwrap().expire_at_ms, Some(6));
+        assert_eq!(apply(&words("k 10:0:_:0")).unwrap().expire_at_ms, None);
+        assert!(apply(&words("k 10:0:-10:0")).is_err());
+        assert_eq!(a.costs, vec![1, 40]);
+        assert!(apply(&words("k 10:0:0:0")).unwrap().costs.is_empty());
+        assert!(apply(&words("k 10:0:0:1,,2")).is_err());
+        assert!(apply(&words("k 10:0:0")).is_err());
+        assert!(apply(&words("k 10:0:0:1:2")).is_err());
+        assert!(apply(&words("k 10:0:0:1 2")).is_err());
+        let mut out = Change::new();
+        change(7, 0, Some(99), &[1, 4_000, 10_000_000], &mut out);
+        assert_eq!(&out[..], b"7:0:92:1,4000,10000000");
+        out.clear();
+        change(7, 1, Some(2), &[], &mut out);
+        assert_eq!(&out[..], b"7:1:-5:0");
+        out.clear();
+        change(7, 1, None, &[], &mut out);
+        assert_eq!(&out[..], b"7:1:_:0");
     }
 }

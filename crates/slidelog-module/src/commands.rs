@@ -8,7 +8,7 @@
 //!   reset_after_ms, now_ms_used]`.
 //! - `SLIDELOG.RESET <key>`: 1 when a log (module or sorted set) was deleted, else 0.
 //! - `SLIDELOG.INFO <key>`: `records, units, oldest_ms, newest_ms, bytes, weighted`.
-//! - `SLIDELOG.APPLY <key> <now_ms> <expire_window_ms|0> <expire_at_ms|0> [<cost> ...]`:
+//! - `SLIDELOG.APPLY <key> <now_ms>:<expire_window_ms|0>:<expire_in_ms|_>:<cost_1,cost_2,...|0>`:
 //!   the change a decision made, with the time it used; what CHECK
 //!   propagates to replicas and the AOF (they never read a clock).
 
@@ -153,21 +153,11 @@ pub fn check(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
         } else {
             0
         };
-        let mut words = vec![
-            now.to_string(),
-            window.to_string(),
-            at.unwrap_or(0).to_string(),
-        ];
-        if appended {
-            words.extend(request.costs().iter().map(u64::to_string));
-        }
+        let mut change = args::Change::new();
+        let costs: &[u64] = if appended { request.costs() } else { &[] };
+        args::change(now, window, at, costs, &mut change);
         store(&mut key, log, kind == Kind::Log, at)?;
-        ctx.replicate_apply(
-            &words
-                .into_iter()
-                .map(String::into_bytes)
-                .collect::<Vec<_>>(),
-        );
+        ctx.replicate_apply(&change);
     } else if kind == Kind::Log {
         store(&mut key, log, true, None)?;
     }
@@ -198,7 +188,7 @@ pub fn apply(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
     if !call.costs.is_empty() {
         log.append(call.now_ms, &call.costs);
     }
-    let at = (call.expire_at_ms > 0).then_some(call.expire_at_ms);
+    let at = call.expire_at_ms;
     store(&mut key, log, kind == Kind::Log, at)?;
     ctx.replicate_verbatim();
     Ok(Reply::Integer(1))

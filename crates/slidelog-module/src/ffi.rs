@@ -88,8 +88,9 @@ fn bytes_of<'a>(s: *const raw::RedisModuleString) -> &'a [u8] {
 }
 
 impl Ctx {
-    /// The arguments after the command name.
-    pub fn args(&self) -> Vec<&[u8]> {
+    /// The arguments after the command name (on the stack for a check of
+    /// up to three limits).
+    pub fn args(&self) -> smallvec::SmallVec<[&[u8]; 14]> {
         (1..self.argc)
             // SAFETY: argv holds argc live strings for the call.
             .map(|i| bytes_of(unsafe { *self.argv.add(i) }))
@@ -137,25 +138,21 @@ impl Ctx {
         }
     }
 
-    /// Propagates `SLIDELOG.APPLY <key> <args...>` to replicas and the AOF,
-    /// in place of this call (which read a clock).
-    pub fn replicate_apply(&self, args: &[Vec<u8>]) {
-        let mut strings: Vec<_> = args.iter().map(|a| self.string(a)).collect();
-        // SAFETY: "sv" takes the key string then an array of strings and
-        // its length; the server takes its own references, so ours are
-        // freed after the call.
+    /// Propagates `SLIDELOG.APPLY <key> <change>` (`crate::args::change`)
+    /// to replicas and the AOF, in place of this call (which may have read
+    /// the clock).
+    pub fn replicate_apply(&self, change: &[u8]) {
+        // SAFETY: "sb" is the key string, then a buffer and its length; the
+        // server copies both. argv[1] is the call's key.
         unsafe {
             api!(RedisModule_Replicate)(
                 self.raw,
                 c"SLIDELOG.APPLY".as_ptr(),
-                c"sv".as_ptr(),
+                c"sb".as_ptr(),
                 *self.argv.add(1),
-                strings.as_mut_ptr(),
-                strings.len(),
+                change.as_ptr(),
+                change.len(),
             );
-            for s in strings {
-                api!(RedisModule_FreeString)(self.raw, s);
-            }
         }
     }
 
@@ -428,29 +425,21 @@ extern "C" fn aof_rewrite(
     ptr: *mut c_void,
 ) {
     let Some(log) = value(ptr) else { return };
-    for (ts, costs) in commands::records(log) {
-        let mut words: Vec<Vec<u8>> = vec![ts.to_string().into(), b"0".to_vec(), b"0".to_vec()];
-        words.extend(costs.iter().map(|c| c.to_string().into_bytes()));
-        // SAFETY: strings made with a NULL context are freed by us after
-        // the call; "sv" is the key then an array and its length.
+    let mut change = crate::args::Change::new();
+    for (ts, record) in commands::records(log) {
+        change.clear();
+        crate::args::change(ts, 0, None, &record, &mut change);
+        // SAFETY: "sb" is the key string, then a buffer and its length; the
+        // server copies both.
         unsafe {
-            let mut strings: Vec<_> = words
-                .iter()
-                .map(|w| {
-                    api!(RedisModule_CreateString)(std::ptr::null_mut(), w.as_ptr().cast(), w.len())
-                })
-                .collect();
             api!(RedisModule_EmitAOF)(
                 aof,
                 c"SLIDELOG.APPLY".as_ptr(),
-                c"sv".as_ptr(),
+                c"sb".as_ptr(),
                 key,
-                strings.as_mut_ptr(),
-                strings.len(),
+                change.as_ptr(),
+                change.len(),
             );
-            for s in strings {
-                api!(RedisModule_FreeString)(std::ptr::null_mut(), s);
-            }
         }
     }
 }
