@@ -2,7 +2,7 @@
 //! in one atomic step: there is no separate "check" followed by an "update",
 //! so no interleaving of callers can admit more than `max`.
 
-use crate::{Decision, Request, StoreError};
+use crate::{Decision, Detailed, Request, StoreError};
 
 /// The prefix of every store key unless configured otherwise: the original
 /// design's layout, `rate:sliding:<key>` (docs/design.md §4).
@@ -88,6 +88,20 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// the decision (docs/design.md §1).
     async fn decide(&self, request: &Request, mode: Mode, now: Now)
     -> Result<Decision, StoreError>;
+
+    /// [`decide`](Self::decide) with every limit's state, in one call.
+    /// The default reports the deciding limit only
+    /// ([`Detailed::deciding_only`]): a store whose reply carries one limit
+    /// leaves the others' counts empty rather than ask again.
+    async fn decide_each(
+        &self,
+        request: &Request,
+        mode: Mode,
+        now: Now,
+    ) -> Result<Detailed, StoreError> {
+        let decision = self.decide(request, mode, now).await?;
+        Ok(Detailed::deciding_only(request, decision))
+    }
 
     /// Deletes the key's log. Returns whether a log existed.
     async fn reset(&self, key: &str) -> Result<bool, StoreError>;

@@ -36,6 +36,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod outcome;
 mod shard;
 mod snapshot;
 
@@ -44,10 +45,12 @@ pub use snapshot::{
 };
 
 use crossbeam_utils::CachePadded;
+use outcome::Outcome;
 use parking_lot::Mutex;
 use shard::{KeyHasher, Shard, Swept};
 use slidelog_core::{
-    Clock, Decision, FullLimit, Log, Mode, MonotonicClock, Now, Request, Store, StoreError,
+    Clock, Decision, Detailed, FullLimit, Log, Mode, MonotonicClock, Now, Request, Store,
+    StoreError,
 };
 use std::hash::BuildHasher;
 use std::sync::Arc;
@@ -197,6 +200,27 @@ impl MemoryStore {
         mode: Mode,
         now_ms: u64,
     ) -> Result<Decision, StoreError> {
+        self.decide_as(request, mode, now_ms)
+    }
+
+    /// [`decide_at`](Self::decide_at) with every limit's state beside the
+    /// decision, under the same lock.
+    pub fn decide_each_at(
+        &self,
+        request: &Request,
+        mode: Mode,
+        now_ms: u64,
+    ) -> Result<Detailed, StoreError> {
+        self.decide_as(request, mode, now_ms)
+    }
+
+    /// The decision as `T` reports it: one code path for both answers.
+    fn decide_as<T: Outcome>(
+        &self,
+        request: &Request,
+        mode: Mode,
+        now_ms: u64,
+    ) -> Result<T, StoreError> {
         let hash = self.hasher.hash_one(request.key());
         let shard = &self.shards[self.shard_index(hash)];
         let mut guard = shard.lock();
@@ -207,11 +231,7 @@ impl MemoryStore {
             return Ok(decision);
         }
         if mode == Mode::Peek {
-            return Ok(slidelog_core::engine::evaluate(
-                &Log::new(),
-                now_ms,
-                request,
-            ));
+            return Ok(T::evaluate(&Log::new(), now_ms, request));
         }
         if self.try_reserve_key().is_err() {
             // Full: reclaim expired logs, this shard first (we hold it),
@@ -281,6 +301,15 @@ impl Store for MemoryStore {
         now: Now,
     ) -> Result<Decision, StoreError> {
         self.decide_at(request, mode, now.or_clock(&*self.clock))
+    }
+
+    async fn decide_each(
+        &self,
+        request: &Request,
+        mode: Mode,
+        now: Now,
+    ) -> Result<Detailed, StoreError> {
+        self.decide_each_at(request, mode, now.or_clock(&*self.clock))
     }
 
     async fn reset(&self, key: &str) -> Result<bool, StoreError> {

@@ -1,10 +1,11 @@
 //! One shard of the memory store: a hash table of logs found by a hash computed
 //! once per decision, and the sweeping of logs that have expired.
 
+use crate::outcome::Outcome;
 use crate::snapshot::format;
 use compact_str::CompactString;
 use hashbrown::HashTable;
-use slidelog_core::{Decision, Log, Mode, Request, engine};
+use slidelog_core::{Log, Mode, Request};
 use std::hash::BuildHasher;
 
 /// Sweep a shard after this many decisions at least (and never more often
@@ -104,44 +105,44 @@ impl Shard {
 
     /// Decides on a key that already has a log; `None` when it has none.
     /// Returns the decision and the change in bytes the key holds.
-    pub(crate) fn decide_existing(
+    pub(crate) fn decide_existing<T: Outcome>(
         &mut self,
         hash: u64,
         request: &Request,
         mode: Mode,
         now_ms: u64,
-    ) -> Option<(Decision, isize)> {
+    ) -> Option<(T, isize)> {
         let entry = self.table.find_mut(hash, |e| e.key == request.key())?;
         Some(match mode {
             Mode::Record => {
                 let before = entry.log.heap_bytes();
-                let decision = engine::decide_and_record(&mut entry.log, now_ms, request);
-                if !decision.allowed {
+                let decision = T::record(&mut entry.log, now_ms, request);
+                if !decision.allowed() {
                     entry.log.shrink_if_sparse();
                 }
                 entry.refresh_expiry(request.longest_window_ms());
                 let delta = entry.log.heap_bytes() as isize - before as isize;
                 (decision, delta)
             }
-            Mode::Peek => (engine::evaluate(&entry.log, now_ms, request), 0),
+            Mode::Peek => (T::evaluate(&entry.log, now_ms, request), 0),
         })
     }
 
     /// Creates the log of a new key and records the first decision on it.
     /// Returns the decision and the bytes the key holds.
-    pub(crate) fn insert_new(
+    pub(crate) fn insert_new<T: Outcome>(
         &mut self,
         hash: u64,
         request: &Request,
         now_ms: u64,
         hasher: &KeyHasher,
-    ) -> (Decision, usize) {
+    ) -> (T, usize) {
         let mut entry = Entry {
             key: CompactString::from(request.key()),
             log: Log::new(),
             expires_at: 0,
         };
-        let decision = engine::decide_and_record(&mut entry.log, now_ms, request);
+        let decision = T::record(&mut entry.log, now_ms, request);
         entry.refresh_expiry(request.longest_window_ms());
         let bytes = entry.footprint();
         self.insert(hash, entry, hasher);
