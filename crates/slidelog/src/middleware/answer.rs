@@ -4,7 +4,7 @@
 //! 503, or their gRPC statuses, through the rejection hook).
 
 use super::ask::Ask;
-use super::layer::RateLimitLayer;
+use super::config::Config;
 use super::response::{Rejection, RejectionBody, is_grpc};
 use crate::headers::{RATELIMIT, RATELIMIT_POLICY, ratelimit_value};
 use crate::{Decision, LimiterError};
@@ -27,17 +27,17 @@ where
 /// Returns the layer's own answer to `rejection` (a gRPC status for a gRPC
 /// request, else the hook's or the plain answer).
 pub(crate) fn refuse<K, C, B: RejectionBody>(
-    layer: &RateLimitLayer<K, C>,
+    config: &Config<K, C>,
     parts: &Parts,
     rejection: Rejection,
 ) -> Response<B> {
-    rejection.into_response(is_grpc(&parts.headers), layer.on_rejection.as_ref())
+    rejection.into_response(is_grpc(&parts.headers), config.on_rejection.as_ref())
 }
 
 /// Answers a decided request: the inner service's answer when admitted,
 /// the layer's refusal otherwise.
 pub(crate) async fn decided<S, K, C, B, ResBody>(
-    layer: &RateLimitLayer<K, C>,
+    config: &Config<K, C>,
     inner: S,
     parts: Parts,
     asked: Ask<B>,
@@ -50,24 +50,24 @@ where
     let limits = asked.limits.clone();
     let rejection = match decided {
         Ok(decision) if decision.allowed => {
-            return admitted(layer, inner, parts, asked, decision).await;
+            return admitted(config, inner, parts, asked, decision).await;
         }
         Ok(decision) => {
-            let mut response = refuse(layer, &parts, Rejection::limited(decision, limits));
+            let mut response = refuse(config, &parts, Rejection::limited(decision, limits));
             response.extensions_mut().insert(decision);
             return Ok(response);
         }
         Err(LimiterError::Store(e)) => Rejection::unavailable(&e),
         Err(LimiterError::Input(e)) => Rejection::input(&e, limits),
     };
-    Ok(refuse(layer, &parts, rejection))
+    Ok(refuse(config, &parts, rejection))
 }
 
 /// Returns the inner service's answer to an admitted request, with the decision in
 /// the request's and the response's extensions and the RateLimit fields
 /// (only `RateLimit-Policy` for a degraded decision: nothing was counted).
 async fn admitted<S, K, C, B, ResBody>(
-    layer: &RateLimitLayer<K, C>,
+    config: &Config<K, C>,
     mut inner: S,
     mut parts: Parts,
     asked: Ask<B>,
@@ -77,7 +77,7 @@ where
     S: Service<Request<B>, Response = Response<ResBody>>,
 {
     if decision.degraded
-        && let Some(hook) = &layer.on_degraded
+        && let Some(hook) = &config.on_degraded
     {
         hook(&parts, &decision);
     }

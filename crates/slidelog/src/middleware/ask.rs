@@ -3,9 +3,9 @@
 //! and whether that makes a valid request. Nothing here answers the
 //! client; [`super::answer`] does.
 
+use super::config::{Config, MissingKey};
 use super::cost::Charge;
 use super::extract::KeyExtractor;
-use super::layer::{MissingKey, RateLimitLayer};
 use super::response::Rejection;
 use http::HeaderValue;
 use http::request::Parts;
@@ -35,30 +35,30 @@ pub(crate) struct Ask<B> {
     pub(crate) body: B,
 }
 
-/// Returns what `layer` makes of the request `parts` + `body`.
-pub(crate) async fn ask<K, C, B>(layer: &RateLimitLayer<K, C>, parts: &Parts, body: B) -> Asked<B>
+/// Returns what a layer configured by `config` makes of the request `parts` + `body`.
+pub(crate) async fn ask<K, C, B>(config: &Config<K, C>, parts: &Parts, body: B) -> Asked<B>
 where
     K: KeyExtractor,
     C: Charge<B>,
 {
-    let rule = layer.routes.rule_for(parts);
+    let rule = config.routes.rule_for(parts);
     let Some(limits) = rule.limits.clone() else {
         return Asked::Pass(body);
     };
-    let Some(key) = layer.extractor.extract(parts) else {
-        return match layer.missing {
+    let Some(key) = config.extractor.extract(parts) else {
+        return match config.missing {
             MissingKey::PassThrough => Asked::Pass(body),
             MissingKey::Reject => Asked::Refuse(Rejection::bad_key("no key in the request")),
         };
     };
-    let (cost, body) = match layer.charge.charge(parts, body).await {
+    let (cost, body) = match config.charge.charge(parts, body).await {
         Ok(charged) => charged,
         Err(e) => return Asked::Refuse(Rejection::cost(&e)),
     };
     // A key that breaks the bounds (over 512 bytes with its namespace and
     // scope) is always refused, whatever `MissingKey` says: passing it
     // through would let a client escape its limit by sending a long key.
-    let key = format!("{}:{}:{key}", layer.namespace.as_str(), rule.scope);
+    let key = format!("{}:{}:{key}", config.namespace.as_str(), rule.scope);
     match cost.request(key, limits.to_vec()) {
         Ok(request) => Asked::Decide(Ask {
             request,

@@ -1,12 +1,13 @@
-//! The tower [`Layer`]: the configuration of rate limiting (limiter,
-//! extractor, route limits, cost, namespace, hooks), as tower's own
-//! `RateLimitLayer` holds only its rate. The behaviour lives in the service
-//! it makes ([`super::service`]).
+//! The tower [`Layer`]: builds the configuration of rate limiting
+//! ([`super::config`]: limiter, extractor, route limits, cost, namespace,
+//! hooks), as tower's own `RateLimitLayer` holds only its rate, and hands
+//! it to the service it makes. The behaviour lives in [`super::service`].
 
+use super::config::{Config, MissingKey};
 use super::cost::{BodyCost, Cost, HeadCost, UnitCost};
 use super::extract::KeyExtractor;
 use super::namespace::{MAX_NAME_BYTES, Namespace};
-use super::response::{Rejection, RejectionHook};
+use super::response::Rejection;
 use super::routes::RouteLimits;
 use super::service::RateLimitService;
 use crate::{Decision, Limiter};
@@ -15,25 +16,10 @@ use http::request::Parts;
 use std::sync::Arc;
 use tower::Layer;
 
-/// What to do with a request whose key cannot be extracted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum MissingKey {
-    /// Answer 400 (gRPC INVALID_ARGUMENT). The default: a client cannot
-    /// escape its limit by leaving out its key.
-    #[default]
-    Reject,
-    /// Call the inner service without deciding (e.g. anonymous requests that
-    /// another layer limits).
-    PassThrough,
-}
-
 /// A name given to [`RateLimitLayer::name`] that cannot be a namespace.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("layer name {0:?} must be 1 to 64 bytes without ':'")]
 pub struct NameError(pub String);
-
-/// Told of every degraded (fail-open) admission.
-pub(crate) type DegradedHook = Arc<dyn Fn(&Parts, &Decision) + Send + Sync>;
 
 /// A tower layer that rate limits `http::Request`s (axum, tonic, hyper).
 ///
@@ -74,37 +60,19 @@ pub(crate) type DegradedHook = Arc<dyn Fn(&Parts, &Decision) + Send + Sync>;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct RateLimitLayer<K, C = UnitCost> {
-    pub(crate) limiter: Limiter,
-    pub(crate) extractor: Arc<K>,
-    pub(crate) routes: Arc<RouteLimits>,
-    pub(crate) missing: MissingKey,
-    pub(crate) namespace: Arc<Namespace>,
-    pub(crate) charge: Arc<C>,
-    pub(crate) on_rejection: Option<RejectionHook>,
-    pub(crate) on_degraded: Option<DegradedHook>,
+    config: Config<K, C>,
 }
 
 impl<K, C> std::fmt::Debug for RateLimitLayer<K, C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RateLimitLayer")
-            .field("namespace", &self.namespace.as_str())
-            .field("routes", &self.routes)
-            .field("missing", &self.missing)
-            .finish_non_exhaustive()
+        f.debug_tuple("RateLimitLayer").field(&self.config).finish()
     }
 }
 
 impl<K, C> Clone for RateLimitLayer<K, C> {
     fn clone(&self) -> Self {
         Self {
-            limiter: self.limiter.clone(),
-            extractor: self.extractor.clone(),
-            routes: self.routes.clone(),
-            missing: self.missing,
-            namespace: self.namespace.clone(),
-            charge: self.charge.clone(),
-            on_rejection: self.on_rejection.clone(),
-            on_degraded: self.on_degraded.clone(),
+            config: self.config.clone(),
         }
     }
 }
@@ -115,7 +83,7 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
     /// every request), at a cost of 1 each.
     pub fn new(limiter: Limiter, extractor: K, routes: RouteLimits) -> Self {
         let namespace = Namespace::derived(limiter.names(), &extractor.kind());
-        Self {
+        let config = Config {
             limiter,
             extractor: Arc::new(extractor),
             routes: Arc::new(routes),
@@ -124,7 +92,8 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
             charge: Arc::new(UnitCost),
             on_rejection: None,
             on_degraded: None,
-        }
+        };
+        Self { config }
     }
 }
 
@@ -136,19 +105,19 @@ impl<K: KeyExtractor, C> RateLimitLayer<K, C> {
         if name.is_empty() || name.len() > MAX_NAME_BYTES || name.contains(':') {
             return Err(NameError(name.to_owned()));
         }
-        self.namespace = Namespace::named(name.to_owned());
+        self.config.namespace = Namespace::named(name.to_owned());
         Ok(self)
     }
 
     /// Returns the namespace this layer counts in (its name, or the derived one).
     pub fn namespace(&self) -> &str {
-        self.namespace.as_str()
+        self.config.namespace.as_str()
     }
 
     /// Sets what to do when the key cannot be extracted. Default
     /// [`MissingKey::Reject`].
     pub fn on_missing_key(mut self, missing: MissingKey) -> Self {
-        self.missing = missing;
+        self.config.missing = missing;
         self
     }
 
@@ -167,7 +136,7 @@ impl<K: KeyExtractor, C> RateLimitLayer<K, C> {
         mut self,
         hook: impl Fn(&Rejection) -> Response<String> + Send + Sync + 'static,
     ) -> Self {
-        self.on_rejection = Some(Arc::new(hook));
+        self.config.on_rejection = Some(Arc::new(hook));
         self
     }
 
@@ -176,7 +145,7 @@ impl<K: KeyExtractor, C> RateLimitLayer<K, C> {
     /// The limiter's [`MetricsHook`](crate::metrics::MetricsHook) sees the
     /// store error itself.
     pub fn on_degraded(mut self, hook: impl Fn(&Parts, &Decision) + Send + Sync + 'static) -> Self {
-        self.on_degraded = Some(Arc::new(hook));
+        self.config.on_degraded = Some(Arc::new(hook));
         self
     }
 
@@ -219,14 +188,7 @@ impl<K: KeyExtractor, C> RateLimitLayer<K, C> {
 
     fn charging<C2>(self, charge: C2) -> RateLimitLayer<K, C2> {
         RateLimitLayer {
-            limiter: self.limiter,
-            extractor: self.extractor,
-            routes: self.routes,
-            missing: self.missing,
-            namespace: self.namespace,
-            charge: Arc::new(charge),
-            on_rejection: self.on_rejection,
-            on_degraded: self.on_degraded,
+            config: self.config.charging(charge),
         }
     }
 }
@@ -235,6 +197,6 @@ impl<S, K, C> Layer<S> for RateLimitLayer<K, C> {
     type Service = RateLimitService<S, K, C>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        RateLimitService::new(inner, Arc::new(self.clone()))
+        RateLimitService::new(inner, Arc::new(self.config.clone()))
     }
 }

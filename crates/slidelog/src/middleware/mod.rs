@@ -47,6 +47,7 @@
 
 mod answer;
 mod ask;
+mod config;
 mod cost;
 mod extract;
 mod layer;
@@ -56,9 +57,10 @@ mod routes;
 mod service;
 
 pub use crate::headers::{RATELIMIT, RATELIMIT_POLICY};
+pub use config::MissingKey;
 pub use cost::{BodyCost, BufferedBody, Charge, Cost, CostError, HeadCost, UnitCost};
 pub use extract::{Constant, Header, KeyExtractor, PeerIp, Route};
-pub use layer::{MissingKey, NameError, RateLimitLayer};
+pub use layer::{NameError, RateLimitLayer};
 pub use namespace::MAX_NAME_BYTES;
 pub(crate) use namespace::Names;
 pub use response::{Rejection, RejectionBody, RejectionKind};

@@ -2,13 +2,13 @@
 //! through the request side ([`super::ask`]: route, key, cost, validation),
 //! one decision on the limiter, and the response side ([`super::answer`]:
 //! hooks, headers, refusals). The configuration is the layer's
-//! ([`RateLimitLayer`]).
+//! ([`super::config`], built by [`RateLimitLayer`](super::RateLimitLayer)).
 
 use super::answer;
 use super::ask::{self, Asked};
+use super::config::Config;
 use super::cost::{Charge, UnitCost};
 use super::extract::KeyExtractor;
-use super::layer::RateLimitLayer;
 use super::response::RejectionBody;
 use crate::Limiter;
 use http::{Request, Response};
@@ -22,15 +22,15 @@ use tower::Service;
 /// The service that [`RateLimitLayer`] wraps around an inner service.
 pub struct RateLimitService<S, K, C = UnitCost> {
     inner: S,
-    /// The configuration, shared by every service the layer made.
-    layer: Arc<RateLimitLayer<K, C>>,
+    /// The layer's configuration, shared by every service it made.
+    config: Arc<Config<K, C>>,
 }
 
 impl<S: std::fmt::Debug, K, C> std::fmt::Debug for RateLimitService<S, K, C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RateLimitService")
             .field("inner", &self.inner)
-            .field("layer", &self.layer)
+            .field("config", &self.config)
             .finish()
     }
 }
@@ -39,15 +39,15 @@ impl<S: Clone, K, C> Clone for RateLimitService<S, K, C> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
-            layer: self.layer.clone(),
+            config: self.config.clone(),
         }
     }
 }
 
 impl<S, K, C> RateLimitService<S, K, C> {
-    /// Returns the service deciding with `layer`'s configuration before `inner`.
-    pub(crate) fn new(inner: S, layer: Arc<RateLimitLayer<K, C>>) -> Self {
-        Self { inner, layer }
+    /// Returns the service deciding with `config` before `inner`.
+    pub(crate) fn new(inner: S, config: Arc<Config<K, C>>) -> Self {
+        Self { inner, config }
     }
 
     /// Returns the inner service.
@@ -67,7 +67,7 @@ impl<S, K, C> RateLimitService<S, K, C> {
 
     /// Returns the limiter decisions are made on.
     pub fn limiter(&self) -> &Limiter {
-        &self.layer.limiter
+        &self.config.limiter
     }
 }
 
@@ -99,14 +99,14 @@ where
         // that is refused drops the ready service, releasing what it reserved.
         let clone = self.inner.clone();
         let ready = std::mem::replace(&mut self.inner, clone);
-        let layer = self.layer.clone();
-        Box::pin(async move { handle(&layer, ready, request).await })
+        let config = self.config.clone();
+        Box::pin(async move { handle(&config, ready, request).await })
     }
 }
 
 /// Decides on one request: the request side, the decision, the response side.
 async fn handle<S, K, C, ReqBody, ResBody>(
-    layer: &RateLimitLayer<K, C>,
+    config: &Config<K, C>,
     inner: S,
     request: Request<ReqBody>,
 ) -> Result<Response<ResBody>, S::Error>
@@ -117,12 +117,12 @@ where
     C: Charge<ReqBody>,
 {
     let (parts, body) = request.into_parts();
-    match ask::ask(layer, &parts, body).await {
+    match ask::ask(config, &parts, body).await {
         Asked::Pass(body) => answer::pass(inner, parts, body).await,
-        Asked::Refuse(rejection) => Ok(answer::refuse(layer, &parts, rejection)),
+        Asked::Refuse(rejection) => Ok(answer::refuse(config, &parts, rejection)),
         Asked::Decide(asked) => {
-            let decided = layer.limiter.decide(&asked.request, Mode::Record).await;
-            answer::decided(layer, inner, parts, asked, decided).await
+            let decided = config.limiter.decide(&asked.request, Mode::Record).await;
+            answer::decided(config, inner, parts, asked, decided).await
         }
     }
 }
