@@ -70,13 +70,14 @@ pub mod url;
 
 pub use cost::Cost;
 pub use limiter::{
-    BuildError, FailurePolicy, Limiter, LimiterBuilder, LimiterError, UnknownPolicy,
+    BuildError, FailurePolicy, Limiter, LimiterBuilder, LimiterError, StoreHealth, UnknownPolicy,
 };
 #[cfg(feature = "tower")]
 pub use middleware::RateLimitLayer;
+pub use slidelog_core::limit;
 pub use slidelog_core::{
-    BoundError, Bounds, Decision, FullLimit, InputError, Limit, LimitParseError, Mode, Now,
-    Request, StoreError, TimeMode,
+    BoundError, Bounds, Counts, Decision, Detailed, FullLimit, InputError, Limit, LimitParseError,
+    LimitState, Mode, Now, Request, StoreError, TimeMode,
 };
 pub use url::OpenError;
 

@@ -92,6 +92,18 @@ pub trait MetricsHook: Send + Sync + std::fmt::Debug {
 
     /// Called when the store answered a readiness ping.
     fn store_up(&self) {}
+
+    /// Called when the store is found down (a call and its probe failed):
+    /// decisions answer by policy without it until it answers again
+    /// (docs/design.md §6).
+    fn store_down(&self, cause: &StoreError) {
+        let _ = cause;
+    }
+
+    /// Called when a probe found the store answering again after `down_for`.
+    fn store_recovered(&self, down_for: Duration) {
+        let _ = down_for;
+    }
 }
 
 /// The hook that records nothing (the default of a limiter).

@@ -6,7 +6,7 @@
 //! bounds, connect timeout, lazy connect, TLS roots). So no option is
 //! silently ignored: a store you made was configured when you made it.
 
-use super::{CallBound, FailurePolicy, Inner, Limiter, Report};
+use super::{CallBound, FailurePolicy, Health, Inner, Limiter, Report};
 use crate::metrics::MetricsHook;
 use crate::rejection_cache::{RejectionCache, Setting};
 use crate::url::{StoreOptions, open_store};
@@ -175,6 +175,7 @@ impl LimiterBuilder {
         let remote = store.in_process().is_none();
         // Exact (and worth it) only for a remote store on its own clock.
         let rejections = self.rejections.resolve(remote && self.time.is_store());
+        let health = Arc::new(Health::new(store.kind(), self.metrics.clone()));
         let report = Report::new(store.kind(), self.policy, self.metrics);
         Limiter {
             inner: Arc::new(Inner {
@@ -183,6 +184,7 @@ impl LimiterBuilder {
                 policy: self.policy,
                 bound: CallBound(remote.then_some(self.timeout)),
                 rejections,
+                health,
                 report,
                 #[cfg(feature = "tower")]
                 names: Default::default(),

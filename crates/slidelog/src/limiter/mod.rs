@@ -9,27 +9,34 @@
 //!    call's [`Now`], unless the caller gave one (docs/design.md §3);
 //! 3. the rejection cache ([`crate::rejection_cache`]): a rejection still
 //!    in force is answered without the store;
-//! 4. the bounded store call ([`bounded`]): no store hangs a caller;
-//! 5. the failure policy ([`FailurePolicy::answer`], docs/design.md §6);
-//! 6. the report ([`report`]): the metrics hook, and outages logged once per
+//! 4. the store's health ([`health`]): while the store is known down,
+//!    the decision is answered by policy without calling it, and one
+//!    background probe looks for it;
+//! 5. the bounded store call ([`bounded`]): no store hangs a caller;
+//! 6. the failure policy ([`FailurePolicy::answer`], docs/design.md §6);
+//! 7. the report ([`report`]): the metrics hook, and outages logged once per
 //!    episode ([`crate::episode`]), which readiness reads.
 //!
 //! The options live in [`LimiterBuilder`] ([`builder`]).
 
 mod bounded;
 mod builder;
+mod each;
 mod error;
+mod health;
 mod policy;
 mod report;
 
 pub use builder::LimiterBuilder;
 pub use error::{BuildError, LimiterError};
+pub use health::StoreHealth;
 pub use policy::{FailurePolicy, UnknownPolicy};
 
 use crate::Cost;
 use crate::metrics::Op;
 use crate::rejection_cache::RejectionCache;
 use bounded::CallBound;
+use health::Health;
 use report::Report;
 use slidelog_core::{Bounds, Decision, InputError, Limit, Mode, Now, Request, Store, TimeMode};
 use std::sync::Arc;
@@ -64,6 +71,8 @@ struct Inner {
     bound: CallBound,
     /// Rejections answered again without the store; on only where exact.
     rejections: Option<Arc<RejectionCache>>,
+    /// Whether the store is known down, and its one background probe.
+    health: Arc<Health>,
     report: Report,
     /// The layer namespaces derived on this limiter (never process-wide).
     #[cfg(feature = "tower")]
@@ -218,21 +227,40 @@ impl Limiter {
             Some(Err(ticket)) => Some(ticket),
             None => None,
         };
+        if let Some(outage) = self.inner.health.outage() {
+            return self.by_policy(request, op, outage, started);
+        }
         let call = self.inner.store.decide(request, mode, now);
         match self.inner.bound.run(call).await {
             Ok(decision) => {
                 if let (Some(cache), Some(ticket)) = (cache, ticket) {
                     cache.observe(request, &decision, ticket);
                 }
+                self.inner.health.answered();
                 self.inner.report.answered(true);
                 Ok(self.inner.report.decided(op, decision, started))
             }
             Err(e) => {
-                let answer = self.inner.policy.answer(request, e.clone());
-                self.inner.report.failed(op, &e, answer.is_ok(), started);
-                Ok(answer?)
+                let (health, inner) = (&self.inner.health, &self.inner);
+                health.failed(&e, &inner.store, inner.bound);
+                self.by_policy(request, op, e, started)
             }
         }
+    }
+
+    /// Answers `request` by the failure policy for `error`, and reports it.
+    fn by_policy(
+        &self,
+        request: &Request,
+        op: Op,
+        error: slidelog_core::StoreError,
+        started: Option<std::time::Instant>,
+    ) -> Result<Decision, LimiterError> {
+        let answer = self.inner.policy.answer(request, error.clone());
+        self.inner
+            .report
+            .failed(op, &error, answer.is_ok(), started);
+        Ok(answer?)
     }
 
     /// Deletes the key's log; returns whether one existed. No failure policy
@@ -273,7 +301,10 @@ impl Limiter {
         let started = self.inner.report.start();
         let result = self.inner.bound.run(self.inner.store.ping()).await;
         match &result {
-            Ok(()) => self.inner.report.ready(),
+            Ok(()) => {
+                self.inner.health.answered();
+                self.inner.report.ready()
+            }
             Err(e) => self.inner.report.failed(Op::Ping, e, false, started),
         }
         Ok(result?)
@@ -322,6 +353,12 @@ impl Limiter {
     /// Returns the clock decisions use.
     pub fn time_mode(&self) -> &TimeMode {
         &self.inner.time
+    }
+
+    /// Returns what is known of the store's health: [`StoreHealth::Down`]
+    /// while decisions answer by policy without it (docs/design.md §6).
+    pub fn store_health(&self) -> StoreHealth {
+        self.inner.health.snapshot()
     }
 
     /// Returns the local rejection cache, when on
