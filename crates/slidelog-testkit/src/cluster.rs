@@ -387,13 +387,7 @@ fn create_cluster(nodes: &[RedisServer], masters: usize) -> Result<(), String> {
         .map(|n| query(n.port(), redis::cmd("CLUSTER").arg("MYID")).expect("CLUSTER MYID"))
         .collect();
     // A replica can only follow a master it knows: wait for full mesh.
-    wait_until("every node to know every other", SETTLE, || {
-        nodes.iter().all(|n| {
-            cluster_nodes(n.port()).is_some_and(|view| {
-                view.len() == nodes.len() && ids.iter().all(|id| view.iter().any(|v| &v.id == id))
-            })
-        })
-    });
+    wait_full_mesh(nodes, &ids)?;
     for (k, node) in nodes.iter().enumerate().skip(masters) {
         let master = (k - masters) % masters;
         cmd(
@@ -402,6 +396,33 @@ fn create_cluster(nodes: &[RedisServer], masters: usize) -> Result<(), String> {
         )?;
     }
     Ok(())
+}
+
+/// Waits until every node knows exactly the nodes of `ids`. An error (the
+/// caller starts fresh nodes) when that does not happen within [`SETTLE`]:
+/// a node on ports that a parallel test's killed node held a moment ago can
+/// be met by that node's cluster and then knows more nodes than ours.
+fn wait_full_mesh(nodes: &[RedisServer], ids: &[String]) -> Result<(), String> {
+    let deadline = std::time::Instant::now() + SETTLE;
+    loop {
+        let sizes: Vec<Option<usize>> = nodes
+            .iter()
+            .map(|n| {
+                cluster_nodes(n.port())
+                    .filter(|view| ids.iter().all(|id| view.iter().any(|v| &v.id == id)))
+                    .map(|view| view.len())
+            })
+            .collect();
+        if sizes.iter().all(|n| *n == Some(nodes.len())) {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(format!(
+                "no full mesh after {SETTLE:?}: nodes known by each (None: not all of ours) {sizes:?}"
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// Starts one cluster-enabled node: its own cluster bus port (the default,
