@@ -4,7 +4,7 @@
 //! the command trampolines and the data type's callbacks.
 //!
 //! Rules kept here: only APIs that Redis 7.0 has are called (a newer one is
-//! a null pointer there; [`api!`] turns a missing one into a panic, which
+//! a null pointer there; the `api!` macro turns a missing one into a panic, which
 //! every command body catches, never a call through null); every command
 //! body runs under `catch_unwind` and a panic becomes an error reply
 //! (unwinding into C is undefined behaviour and would take the server down);
