@@ -87,10 +87,13 @@ pub fn check(args: &[&[u8]]) -> Result<Check, CommandError> {
         ));
     }
     key(args[0])?;
-    let mode = match args[1].to_ascii_uppercase().as_slice() {
-        b"RECORD" => Mode::Record,
-        b"PEEK" => Mode::Peek,
-        _ => return Err(bad("mode", "must be RECORD or PEEK")),
+    // Compared in place: an uppercased copy would be an allocation per call.
+    let mode = if args[1].eq_ignore_ascii_case(b"RECORD") {
+        Mode::Record
+    } else if args[1].eq_ignore_ascii_case(b"PEEK") {
+        Mode::Peek
+    } else {
+        return Err(bad("mode", "must be RECORD or PEEK"));
     };
     let now_ms = match args[2] {
         b"*" => None,
@@ -107,7 +110,8 @@ pub fn check(args: &[&[u8]]) -> Result<Check, CommandError> {
         )));
     }
     let mut limits = Vec::with_capacity(n);
-    let mut costs = Vec::with_capacity(n);
+    // On the stack: only a request with a cost per limit needs them as a Vec.
+    let mut costs: smallvec::SmallVec<[u64; MAX_LIMITS]> = smallvec::SmallVec::new();
     for (i, triple) in args[5..].chunks_exact(3).enumerate() {
         let position = i + 1;
         let max = number(triple[0], Name("max", position), 1, slidelog_core::MAX_MAX)?;
@@ -126,7 +130,7 @@ pub fn check(args: &[&[u8]]) -> Result<Check, CommandError> {
     let request = if costs.iter().all(|&c| c == costs[0]) {
         Request::new("k", limits, costs[0])?
     } else {
-        Request::with_costs("k", limits, costs)?
+        Request::with_costs("k", limits, costs.to_vec())?
     };
     Ok(Check {
         mode,
