@@ -9,58 +9,77 @@ use crate::names::*;
 use crate::report::Report;
 use metrics::{Unit, counter, describe_counter, describe_gauge, gauge};
 
+/// Every inspect gauge: its name, its unit (none for a count) and its help.
+const GAUGES: [(&str, Option<Unit>, &str); 14] = [
+    (
+        INSPECT_KEYS,
+        None,
+        "Sorted-set keys matched by the last inspect scan.",
+    ),
+    (
+        INSPECT_RECORDS,
+        None,
+        "Records (sum of ZCARD) found by the last inspect scan.",
+    ),
+    (
+        INSPECT_MEMORY_BYTES,
+        Some(Unit::Bytes),
+        "Sum of MEMORY USAGE of the matched keys.",
+    ),
+    (
+        INSPECT_MEMORY_PER_KEY_BYTES,
+        Some(Unit::Bytes),
+        "Mean MEMORY USAGE per key.",
+    ),
+    (
+        INSPECT_BYTES_PER_RECORD,
+        Some(Unit::Bytes),
+        "Memory per record.",
+    ),
+    (INSPECT_MAX_ZCARD, None, "Largest ZCARD of one key."),
+    (
+        INSPECT_MAX_MEMORY_BYTES,
+        Some(Unit::Bytes),
+        "Largest MEMORY USAGE of one key.",
+    ),
+    (
+        INSPECT_ZCARD_KEYS,
+        None,
+        "Keys with ZCARD <= le (cumulative, like histogram buckets).",
+    ),
+    (
+        INSPECT_OTHER_TYPE_KEYS,
+        None,
+        "Matched keys that are not sorted sets.",
+    ),
+    (INSPECT_PROBLEM_KEYS, None, "Keys with a problem, by kind."),
+    (
+        INSPECT_LIMIT_MAX,
+        None,
+        "The configured max the oversize check compares with.",
+    ),
+    (INSPECT_NODES, None, "Redis nodes scanned."),
+    (
+        INSPECT_SCAN_DURATION_SECONDS,
+        Some(Unit::Seconds),
+        "Duration of the last scan.",
+    ),
+    (
+        INSPECT_LAST_SCAN_TIMESTAMP_SECONDS,
+        Some(Unit::Seconds),
+        "Unix time of the last successful scan.",
+    ),
+];
+
 /// Registers the help text and units of the inspect metrics, and exports the
 /// scan error counter at 0.
 pub fn describe() {
-    describe_gauge!(
-        INSPECT_KEYS,
-        "Sorted-set keys matched by the last inspect scan."
-    );
-    describe_gauge!(
-        INSPECT_RECORDS,
-        "Records (sum of ZCARD) found by the last inspect scan."
-    );
-    describe_gauge!(
-        INSPECT_MEMORY_BYTES,
-        Unit::Bytes,
-        "Sum of MEMORY USAGE of the matched keys."
-    );
-    describe_gauge!(
-        INSPECT_MEMORY_PER_KEY_BYTES,
-        Unit::Bytes,
-        "Mean MEMORY USAGE per key."
-    );
-    describe_gauge!(INSPECT_BYTES_PER_RECORD, Unit::Bytes, "Memory per record.");
-    describe_gauge!(INSPECT_MAX_ZCARD, "Largest ZCARD of one key.");
-    describe_gauge!(
-        INSPECT_MAX_MEMORY_BYTES,
-        Unit::Bytes,
-        "Largest MEMORY USAGE of one key."
-    );
-    describe_gauge!(
-        INSPECT_ZCARD_KEYS,
-        "Keys with ZCARD <= le (cumulative, like histogram buckets)."
-    );
-    describe_gauge!(
-        INSPECT_OTHER_TYPE_KEYS,
-        "Matched keys that are not sorted sets."
-    );
-    describe_gauge!(INSPECT_PROBLEM_KEYS, "Keys with a problem, by kind.");
-    describe_gauge!(
-        INSPECT_LIMIT_MAX,
-        "The configured max the oversize check compares with."
-    );
-    describe_gauge!(INSPECT_NODES, "Redis nodes scanned.");
-    describe_gauge!(
-        INSPECT_SCAN_DURATION_SECONDS,
-        Unit::Seconds,
-        "Duration of the last scan."
-    );
-    describe_gauge!(
-        INSPECT_LAST_SCAN_TIMESTAMP_SECONDS,
-        Unit::Seconds,
-        "Unix time of the last successful scan."
-    );
+    for (name, unit, help) in GAUGES {
+        match unit {
+            Some(unit) => describe_gauge!(name, unit, help),
+            None => describe_gauge!(name, help),
+        }
+    }
     describe_counter!(INSPECT_SCAN_ERRORS_TOTAL, "Inspect scans that failed.");
     // Exported at 0 from the start: a counter that appears only with its
     // first failure leaves the dashboard's increase() with no series ("No
