@@ -13,11 +13,14 @@
 //! if count > 0:
 //!   offsets: base varint, then count x u32 offset from base (ascending)
 //!   whole:   count x u64 timestamp (ascending)
-//!   weighted: width varint (1..=16), then count x width cost varints (1..=MAX_COST)
+//!   weighted: width varint (1..=16), then count x width cost varints (0..=MAX_COST,
+//!             not all 0 in one record)
 //! ```
 //!
 //! As in the log itself a plain record costs 4 bytes, and a record's cost at a
-//! position past `width` is its cost at the last one. Decoding never panics
+//! position past `width` is its cost at the last one. A cost of 0 is read (a
+//! record settled to nothing in one limit counts nowhere in it, SPEC §8); a
+//! record that costs 0 everywhere is not. Decoding never panics
 //! and never allocates more than the input's length justifies: every record
 //! takes at least 4 bytes, so a hostile `count` is refused before anything
 //! is reserved.
@@ -138,9 +141,12 @@ pub fn decode(bytes: &[u8]) -> Result<(Log, usize), CodecError> {
         for cost in &mut costs[..width as usize] {
             let at = r.at;
             *cost = r.varint()?;
-            if *cost == 0 || *cost > MAX_COST {
-                return Err(r.invalid(at, "cost outside 1..=MAX_COST"));
+            if *cost > MAX_COST {
+                return Err(r.invalid(at, "cost above MAX_COST"));
             }
+        }
+        if costs[..width as usize].iter().all(|&c| c == 0) {
+            return Err(r.invalid(r.at, "a record that costs 0 in every limit"));
         }
         log.append(t, &costs[..width as usize]);
     }

@@ -171,8 +171,16 @@ fn unknown_versions_flags_and_bad_fields_are_named() {
         codec::decode(&bytes),
         Err(CodecError::Invalid { .. })
     ));
-    // A cost of 0.
+    // A record that costs 0 in every limit (0 in one limit of two is read).
     let bytes = [VERSION, 2, 1, 0, 0, 0, 0, 0, 1, 0];
+    assert!(matches!(
+        codec::decode(&bytes),
+        Err(CodecError::Invalid { .. })
+    ));
+    let (log, _) = codec::decode(&[VERSION, 2, 1, 0, 0, 0, 0, 0, 2, 0, 3]).unwrap();
+    assert_eq!((log.units_from(0, 0), log.units_from(0, 1)), (0, 3));
+    // A cost above MAX_COST.
+    let bytes = [VERSION, 2, 1, 0, 0, 0, 0, 0, 1, 0x81, 0xad, 0xe2, 0x04];
     assert!(matches!(
         codec::decode(&bytes),
         Err(CodecError::Invalid { .. })
