@@ -7,8 +7,10 @@
 //! RateLimit: "default";r=42;t=30
 //! ```
 //!
-//! - `RateLimit-Policy` lists every limit of the request. With one limit its
-//!   name is `"default"`; with several, each is named `"<max>per<window_ms>ms"`.
+//! - `RateLimit-Policy` lists every limit of the request. A named limit
+//!   (`Limit::named`, `"tokens=20000/minute"`) is listed by its name; an
+//!   unnamed one, alone, as `"default"`; unnamed among several, as
+//!   `"<max>per<window_ms>ms"`.
 //!   `q` is `max`; `w` is the window in whole seconds, rounded up (the draft
 //!   has no sub-second windows; at least 1).
 //! - `RateLimit` reports the deciding limit of docs/design.md §2: `r` is `remaining`;
@@ -19,6 +21,11 @@
 //!   older records expire.
 //! - A degraded (fail-open) answer carries the policy but no `RateLimit`
 //!   field: the store did not say what is left.
+//! - With every limit's state ([`insert_each`], from `Limiter::decide_each`),
+//!   `RateLimit` lists every limit the store reported, the deciding one
+//!   first (a client that reads one item reads what it read before); each
+//!   item's `t` is that limit's wait when it refuses the request, else the
+//!   time until its log is empty.
 //!
 //! Every function takes the request's limits first, then the decision.
 //! [`insert`] writes all the fields into an `http::HeaderMap`, for a
@@ -38,7 +45,7 @@
 
 use http::header::RETRY_AFTER;
 use http::{HeaderMap, HeaderName, HeaderValue};
-use slidelog_core::{Decision, Limit};
+use slidelog_core::{Decision, Detailed, Limit};
 
 /// `RateLimit-Policy` (lower case: HTTP/2 field names).
 pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
@@ -61,13 +68,24 @@ pub fn ceil_secs(ms: u64) -> u64 {
     ms.div_ceil(1000)
 }
 
-/// Returns the policy name of `limit` among the request's `limits`.
-fn policy_name(limits: &[Limit], max: u64, window_ms: u64) -> String {
-    if limits.len() == 1 {
-        "default".to_owned()
-    } else {
-        format!("{max}per{window_ms}ms")
+/// Returns the policy name of `limit` among the request's `limits`: its
+/// own name, else `default` when alone, else `<max>per<window_ms>ms`.
+fn policy_name(limits: &[Limit], limit: &Limit) -> String {
+    match limit.name() {
+        Some(name) => name.to_owned(),
+        None if limits.len() == 1 => "default".to_owned(),
+        None => format!("{}per{}ms", limit.max(), limit.window_ms()),
     }
+}
+
+/// Returns the policy name of the deciding limit (`max`, `window_ms`).
+fn deciding_name(limits: &[Limit], max: u64, window_ms: u64) -> String {
+    let deciding = limits
+        .iter()
+        .find(|l| l.max() == max && l.window_ms() == window_ms)
+        .copied()
+        .or_else(|| Limit::new(max, window_ms).ok());
+    deciding.map_or_else(|| "default".to_owned(), |l| policy_name(limits, &l))
 }
 
 /// Returns the `RateLimit-Policy` value for a request's limits.
@@ -85,7 +103,7 @@ pub fn policy_value(limits: &[Limit]) -> String {
         .map(|l| {
             format!(
                 "\"{}\";q={};w={}",
-                policy_name(limits, l.max(), l.window_ms()),
+                policy_name(limits, l),
                 l.max(),
                 ceil_secs(l.window_ms()).max(1)
             )
@@ -112,7 +130,7 @@ pub fn ratelimit_value(limits: &[Limit], decision: &Decision) -> String {
     };
     format!(
         "\"{}\";r={};t={}",
-        policy_name(limits, decision.limit, decision.window_ms),
+        deciding_name(limits, decision.limit, decision.window_ms),
         decision.remaining,
         ceil_secs(t_ms)
     )
@@ -146,6 +164,60 @@ pub fn ratelimit_fields(limits: &[Limit], decision: &Decision) -> RateLimitField
 /// The same fields as the tower layer and `slidelog serve` write.
 pub fn insert(headers: &mut HeaderMap, limits: &[Limit], decision: &Decision) {
     insert_fields(headers, &ratelimit_fields(limits, decision));
+}
+
+/// Returns the `RateLimit` value listing every limit `each` has counts
+/// for, the deciding one first.
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// use slidelog::{Limiter, Mode, Request, headers::ratelimit_value_each, limit::parse_list};
+/// let limits = parse_list("requests=60/minute, tokens=20000/minute")?;
+/// let request = Request::with_costs("k", limits, vec![1, 5_000])?;
+/// let each = Limiter::memory().decide_each(&request, Mode::Record).await?;
+/// assert_eq!(ratelimit_value_each(&each), r#""requests";r=59;t=60, "tokens";r=15000;t=60"#);
+/// # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
+/// ```
+pub fn ratelimit_value_each(each: &Detailed) -> String {
+    let limits: Vec<Limit> = each.limits.iter().map(|s| s.limit).collect();
+    let deciding = each.deciding().map(|s| s.limit);
+    let first = each.limits.iter().filter(|s| Some(s.limit) == deciding);
+    let rest = each.limits.iter().filter(|s| Some(s.limit) != deciding);
+    first
+        .chain(rest)
+        .filter_map(|s| {
+            let counts = s.counts?;
+            let t_ms = match counts.retry_after_ms {
+                0 => counts.reset_after_ms,
+                wait => wait,
+            };
+            let name = policy_name(&limits, &s.limit);
+            Some(format!(
+                "\"{name}\";r={};t={}",
+                counts.remaining,
+                ceil_secs(t_ms)
+            ))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Returns every header value for `each`: the policy of every limit, and
+/// `RateLimit` listing every limit the store reported.
+pub fn ratelimit_fields_each(each: &Detailed) -> RateLimitFields {
+    let limits: Vec<Limit> = each.limits.iter().map(|s| s.limit).collect();
+    let decision = &each.decision;
+    RateLimitFields {
+        policy: policy_value(&limits),
+        ratelimit: (!decision.degraded).then(|| ratelimit_value_each(each)),
+        retry_after: (!decision.allowed).then(|| ceil_secs(decision.retry_after_ms).to_string()),
+    }
+}
+
+/// Writes the fields of [`ratelimit_fields_each`] into `headers`, as
+/// [`insert`] does.
+pub fn insert_each(headers: &mut HeaderMap, each: &Detailed) {
+    insert_fields(headers, &ratelimit_fields_each(each));
 }
 
 /// Writes already formatted fields (see [`insert`]).
@@ -219,6 +291,36 @@ mod tests {
         let f = ratelimit_fields(&limits, &d);
         assert_eq!(f.policy, "\"default\";q=10;w=1");
         assert_eq!((f.ratelimit, f.retry_after), (None, None));
+    }
+
+    #[test]
+    fn named_limits_are_listed_by_name_and_every_reported_limit_in_ratelimit() {
+        let limits = slidelog_core::limit::parse_list("requests=2/s, 100/minute").unwrap();
+        assert_eq!(
+            policy_value(&limits),
+            "\"requests\";q=2;w=1, \"100per60000ms\";q=100;w=60"
+        );
+        let request = slidelog_core::Request::with_costs("k", limits, vec![1, 50]).unwrap();
+        let mut log = slidelog_core::Log::new();
+        let each = slidelog_core::engine::decide_and_record_each(&mut log, 0, &request);
+        let f = ratelimit_fields_each(&each);
+        // Remaining 1 request vs 50 units: requests decides and comes first.
+        assert_eq!(
+            f.ratelimit.as_deref(),
+            Some("\"requests\";r=1;t=1, \"100per60000ms\";r=50;t=60")
+        );
+        // Rejected by the unnamed limit: it comes first, with its wait.
+        let more = slidelog_core::Request::with_costs("k", request.limits().to_vec(), vec![1, 60]);
+        let each = slidelog_core::engine::evaluate_each(&log, 500, &more.unwrap());
+        let f = ratelimit_fields_each(&each);
+        assert_eq!(
+            f.ratelimit.as_deref(),
+            Some("\"100per60000ms\";r=50;t=60, \"requests\";r=1;t=1")
+        );
+        assert_eq!(f.retry_after.as_deref(), Some("60"));
+        // A store that reports the deciding limit only lists that one.
+        let only = Detailed::deciding_only(&request, each.decision);
+        assert_eq!(ratelimit_value_each(&only), "\"100per60000ms\";r=50;t=60");
     }
 
     #[test]
