@@ -1,7 +1,11 @@
 //! What a decision reports (docs/design.md §2).
 
 /// The outcome of one check or peek, as every interface reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+///
+/// Two decisions are equal when they report the same fields; the
+/// [`record`](Self::record) an admitted check appended is not compared (two
+/// stores deciding alike name their records differently).
+#[derive(Debug, Clone, Copy)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Decision {
     /// Admitted or not.
@@ -25,7 +29,39 @@ pub struct Decision {
         serde(default, skip_serializing_if = "std::ops::Not::not")
     )]
     pub degraded: bool,
+    /// The record an admitted check appended, which a receipt names
+    /// ([`crate::Receipt::issue`]); `None` for a peek, a rejection, a
+    /// degraded answer, or a store that does not name its records. Not
+    /// serialized: interfaces answer the receipt text instead.
+    #[cfg_attr(feature = "serde", serde(skip))]
+    pub record: Option<crate::RecordRef>,
 }
+
+impl PartialEq for Decision {
+    fn eq(&self, other: &Self) -> bool {
+        (
+            self.allowed,
+            self.limit,
+            self.window_ms,
+            self.count,
+            self.remaining,
+            self.retry_after_ms,
+            self.reset_after_ms,
+            self.degraded,
+        ) == (
+            other.allowed,
+            other.limit,
+            other.window_ms,
+            other.count,
+            other.remaining,
+            other.retry_after_ms,
+            other.reset_after_ms,
+            other.degraded,
+        )
+    }
+}
+
+impl Eq for Decision {}
 
 impl Decision {
     /// [`retry_after_ms`](Self::retry_after_ms) as a `Duration`: zero when
@@ -59,6 +95,7 @@ impl Decision {
             retry_after_ms: 0,
             reset_after_ms: 0,
             degraded: true,
+            record: None,
         }
     }
 }

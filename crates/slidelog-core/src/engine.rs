@@ -10,7 +10,7 @@
 //! agree with.
 
 pub use crate::log::Log;
-use crate::{Counts, Decision, Detailed, Limit, LimitState, Request};
+use crate::{Counts, Decision, Detailed, Limit, LimitState, RecordRef, Request};
 use smallvec::SmallVec;
 
 /// What one limit says about a request.
@@ -39,6 +39,11 @@ fn judge<'a>(log: &Log, now: u64, limit: &'a Limit, position: usize, cost: u64) 
         // The k-th oldest live unit must expire before the request fits:
         // k = live + cost - max, which is <= live because cost <= max.
         let k = live + cost - limit.max();
+        if k > live {
+            // A usage request's cost above max (Request::usage) never fits:
+            // one window, never a search past the log's end.
+            return limit.window_ms();
+        }
         log.kth_unit_ts(start, position, k) + limit.window_ms() - now
     });
     Verdict {
@@ -98,6 +103,7 @@ fn decision_of(log: &Log, now: u64, v: Verdict<'_>) -> Decision {
             // Rejected: nothing is appended, so the newest record is a live one.
             reset_after_ms: log.newest().map_or(0, |n| (n + window).saturating_sub(now)),
             degraded: false,
+            record: None,
         },
         None => {
             // Admitted: a record at `now` joins; the newest is whichever is later.
@@ -111,6 +117,7 @@ fn decision_of(log: &Log, now: u64, v: Verdict<'_>) -> Decision {
                 retry_after_ms: 0,
                 reset_after_ms: newest_after + window - now,
                 degraded: false,
+                record: None,
             }
         }
     }
@@ -159,9 +166,10 @@ fn state_of(log: &Log, now: u64, v: &Verdict<'_>, allowed: bool) -> LimitState {
 /// [`decide_and_record`] with every limit's state beside the decision.
 pub fn decide_and_record_each(log: &mut Log, now: u64, request: &Request) -> Detailed {
     log.expire(now, request.longest_window_ms());
-    let detailed = evaluate_each(log, now, request);
+    let mut detailed = evaluate_each(log, now, request);
     if detailed.decision.allowed {
         log.append(now, request.costs());
+        detailed.decision.record = Some(RecordRef { ts: now, id: None });
     }
     detailed
 }
@@ -171,9 +179,10 @@ pub fn decide_and_record_each(log: &mut Log, now: u64, request: &Request) -> Det
 /// appends nothing.
 pub fn decide_and_record(log: &mut Log, now: u64, request: &Request) -> Decision {
     log.expire(now, request.longest_window_ms());
-    let decision = evaluate(log, now, request);
+    let mut decision = evaluate(log, now, request);
     if decision.allowed {
         log.append(now, request.costs());
+        decision.record = Some(RecordRef { ts: now, id: None });
     }
     decision
 }

@@ -65,7 +65,7 @@ pub enum InputError {
     /// A limit name outside the charset or length bound
     /// ([`crate::limit::LimitName::new`]).
     #[error(
-        "limits[].name must be 1 to 32 bytes of ASCII letters, digits, '_', '-' and '.', starting with a letter, got {got:?}"
+        "name must be 1 to 32 bytes of ASCII letters, digits, '_', '-' and '.', starting with a letter, got {got:?}"
     )]
     Name {
         /// The name given (at most 33 characters of it).
@@ -82,6 +82,20 @@ pub enum InputError {
     UnknownName {
         /// The name given.
         name: String,
+    },
+    /// A receipt that cannot settle the request: malformed, of another key,
+    /// or of other limits.
+    #[error(transparent)]
+    Receipt(#[from] crate::ReceiptError),
+    /// A settle or charge cost above the absolute bound (10,000,000).
+    #[error(
+        "limits[{index}].cost must be between 0 and 10000000 for a settle or a charge, got {got}"
+    )]
+    UsageCost {
+        /// Position of the limit in the request.
+        index: usize,
+        /// The value given.
+        got: u64,
     },
     /// Per-limit costs whose number is not the number of limits.
     #[error("costs must hold one cost per limit ({limits}), got {got}")]
@@ -105,6 +119,8 @@ impl InputError {
             Self::LimitCost { .. } => "limits[].cost",
             Self::Name { .. } | Self::DuplicateName { .. } => "limits[].name",
             Self::UnknownName { .. } => "cost",
+            Self::Receipt(_) => "receipt",
+            Self::UsageCost { .. } => "cost",
             Self::Bound(bound) => bound.field(),
         }
     }
@@ -164,6 +180,15 @@ pub enum StoreError {
     /// it lasts until someone fixes the configuration.
     #[error("store misconfigured: {0}")]
     Misconfigured(String),
+    /// The store does not implement this operation (yet): a settle or a
+    /// charge on a store without them. Not transient.
+    #[error("the {store} store does not support {operation}")]
+    Unsupported {
+        /// The store's kind ([`crate::Store::kind`]).
+        store: &'static str,
+        /// The operation: "settle" or "charge".
+        operation: &'static str,
+    },
 }
 
 impl StoreError {

@@ -30,6 +30,7 @@ pub mod error;
 pub mod limit;
 pub mod log;
 pub mod name;
+pub mod receipt;
 pub mod redact;
 pub mod store;
 pub mod url;
@@ -42,4 +43,5 @@ pub use limit::{
     Limit, LimitParseError, MAX_COST, MAX_KEY_BYTES, MAX_LIMITS, MAX_MAX, MAX_WINDOW_MS, Request,
 };
 pub use log::Log;
-pub use store::{DEFAULT_KEY_PREFIX, MAX_NOW_MS, Mode, Now, Store, StoreStats};
+pub use receipt::{Receipt, ReceiptError, RecordRef};
+pub use store::{DEFAULT_KEY_PREFIX, MAX_NOW_MS, Mode, Now, Settled, Store, StoreStats};

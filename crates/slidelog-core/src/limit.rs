@@ -275,6 +275,40 @@ impl Request {
         Ok(request)
     }
 
+    /// The request of a settle or a charge (docs/design.md §4.4): the actual
+    /// costs of a record, one for every limit or one per limit (matched by
+    /// position). Unlike a check's, a cost may be 0 (the record counts
+    /// nowhere in that limit; all 0 is a refund) and may exceed the limit's
+    /// `max` (usage known after the fact is recorded as it was: the limit is
+    /// then over until enough slides out). Each cost is bounded by the
+    /// absolute [`MAX_COST`]; an operator's `--max-cost` is checked by
+    /// [`crate::Bounds::check`] as for a check. Such a request is meant for
+    /// settle and charge: a check on it admits nothing above a limit's max.
+    pub fn usage(
+        key: impl Into<String>,
+        limits: impl Into<Vec<Limit>>,
+        costs: impl Into<Vec<u64>>,
+    ) -> Result<Self, InputError> {
+        let limits: Vec<Limit> = limits.into();
+        let costs: Vec<u64> = costs.into();
+        if costs.len() != 1 && costs.len() != limits.len() {
+            return Err(InputError::CostCount {
+                got: costs.len(),
+                limits: limits.len(),
+            });
+        }
+        if let Some((index, &got)) = costs.iter().enumerate().find(|(_, c)| **c > MAX_COST) {
+            return Err(InputError::UsageCost { index, got });
+        }
+        let mut request = Self::new(key, limits, 1)?;
+        request.costs = if costs.iter().all(|&c| c == costs[0]) {
+            SmallVec::from_elem(costs[0], 1)
+        } else {
+            SmallVec::from_vec(costs)
+        };
+        Ok(request)
+    }
+
     /// A request of cost 1 under one limit.
     pub fn single(key: impl Into<String>, limit: Limit) -> Result<Self, InputError> {
         Self::new(key, vec![limit], 1)

@@ -2,7 +2,7 @@
 //! in one atomic step: there is no separate "check" followed by an "update",
 //! so no interleaving of callers can admit more than `max`.
 
-use crate::{Decision, Detailed, Request, StoreError};
+use crate::{Decision, Detailed, Receipt, Request, StoreError};
 
 /// The prefix of every store key unless configured otherwise: the original
 /// design's layout, `rate:sliding:<key>` (docs/design.md §4).
@@ -43,6 +43,19 @@ impl Now {
             Self::Server => clock.now_ms(),
         }
     }
+}
+
+/// The answer of a settle ([`Store::settle`], docs/design.md §4.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settled {
+    /// True when the record was found and now carries the settled costs
+    /// (or, settled to 0 everywhere, was removed); false when it was gone
+    /// (expired, or the key was reset), so nothing changed.
+    pub settled: bool,
+    /// The limits after the settle, as [`Store::settle`] describes them;
+    /// its [`record`](Decision::record) names the settled record (for a
+    /// receipt of its new costs), `None` when it was removed or not found.
+    pub decision: Decision,
 }
 
 /// What a store counted about its own calls since it was made, for the
@@ -101,6 +114,55 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     ) -> Result<Detailed, StoreError> {
         let decision = self.decide(request, mode, now).await?;
         Ok(Detailed::deciding_only(request, decision))
+    }
+
+    /// Changes the costs of the record `receipt` names to `request`'s costs
+    /// (up or down; 0 in a limit counts it nowhere in that limit; 0 in every
+    /// limit removes it), atomically, and answers the limits after the
+    /// change ([`Settled`]). `request` comes from [`Request::usage`] and
+    /// `receipt` has been verified against it ([`Receipt::for_request`]):
+    /// same key, same limits. Records with the receipt's timestamp and costs
+    /// are interchangeable: a store settles any one of them (the one with
+    /// the receipt's id, when the store names records). The record's
+    /// timestamp never changes. Not found (expired, reset): `settled` false
+    /// and nothing changes.
+    ///
+    /// The answer's limit fields describe the log as it stands after the
+    /// change: for each limit `count` = its live units, `remaining` =
+    /// `max - count` (0 when over), `retry_after_ms` = the least wait before
+    /// one more unit fits (0 when one does), `reset_after_ms` = the time
+    /// until no live record costs anything in it; `allowed` = one more unit
+    /// fits in every limit; the deciding limit is chosen as a check of cost
+    /// 1 chooses it (docs/design.md §2).
+    ///
+    /// The default refuses with [`StoreError::Unsupported`].
+    async fn settle(
+        &self,
+        request: &Request,
+        receipt: &Receipt,
+        now: Now,
+    ) -> Result<Settled, StoreError> {
+        let _ = (request, receipt, now);
+        Err(StoreError::Unsupported {
+            store: self.kind(),
+            operation: "settle",
+        })
+    }
+
+    /// Appends one record of `request`'s costs at `now` without deciding
+    /// (usage known after the fact, when nothing was reserved): the record
+    /// counts even when it takes a limit over its max. Costs of 0 in every
+    /// limit append nothing. `request` comes from [`Request::usage`].
+    /// Answers the limits after recording, as [`settle`](Self::settle) does
+    /// (its `record` names the appended record).
+    ///
+    /// The default refuses with [`StoreError::Unsupported`].
+    async fn charge(&self, request: &Request, now: Now) -> Result<Decision, StoreError> {
+        let _ = (request, now);
+        Err(StoreError::Unsupported {
+            store: self.kind(),
+            operation: "charge",
+        })
     }
 
     /// Deletes the key's log. Returns whether a log existed.

@@ -70,6 +70,7 @@ impl NaiveModel {
                 retry_after_ms: 0,
                 reset_after_ms: (newest + *window as i128 - now) as u64,
                 degraded: false,
+                record: None,
             }
         } else {
             // Violated limit with the largest wait; ties: shorter window.
@@ -93,6 +94,7 @@ impl NaiveModel {
                 retry_after_ms: wait as u64,
                 reset_after_ms: (newest + window as i128 - now).max(0) as u64,
                 degraded: false,
+                record: None,
             }
         };
         if allowed && record {

@@ -173,6 +173,7 @@ pub fn parse_reply(reply: &[i64]) -> RedisResult<Outcome> {
             retry_after_ms: u(retry),
             reset_after_ms: u(reset),
             degraded: false,
+            record: None,
         },
         now_ms: u(now),
     })

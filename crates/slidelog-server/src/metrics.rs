@@ -157,6 +157,7 @@ impl Metrics {
             StoreError::Full { .. } => "full",
             StoreError::Backend(_) => "backend",
             StoreError::Misconfigured(_) => "misconfigured",
+            StoreError::Unsupported { .. } => "unsupported",
         };
         let transient = if error.is_transient() {
             "true"
@@ -303,6 +304,7 @@ mod tests {
             retry_after_ms: 0,
             reset_after_ms: window_ms,
             degraded: false,
+            record: None,
         }
     }
 

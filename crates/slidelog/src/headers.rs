@@ -249,6 +249,7 @@ mod tests {
             retry_after_ms: retry,
             reset_after_ms: reset,
             degraded: false,
+            record: None,
         }
     }
 

@@ -313,6 +313,7 @@ mod tests {
             retry_after_ms: retry,
             reset_after_ms: 900,
             degraded: false,
+            record: None,
         }
     }
 

@@ -1,0 +1,351 @@
+//! Receipts: the opaque string an admitted check answers, naming its record
+//! so that a later settle can change that record's costs (docs/design.md §4.4).
+//!
+//! A receipt is base64url (no padding) of a small binary:
+//!
+//! | bytes   | what                                                          |
+//! |---------|---------------------------------------------------------------|
+//! | 1       | version (1)                                                   |
+//! | 1       | flags: bit 0 a record id follows; bits 1-4 the cost count - 1 |
+//! | varint  | the record's timestamp (Unix ms, at most [`MAX_NOW_MS`])      |
+//! | varint… | the record's costs (one for every limit, or one per limit)    |
+//! | 8       | fingerprint of the key (FNV-1a 64, little endian)             |
+//! | 4       | fingerprint of the limits' count and windows                  |
+//! | 16      | the store's record id (the Redis member's ULID), when flagged |
+//!
+//! The fingerprints are not a secret: they catch a receipt used with another
+//! key, or with limits other than those the record was counted under (whose
+//! costs are matched by position), before any store is asked. Two records of
+//! one key with the same timestamp and costs are interchangeable, so a store
+//! without record ids settles either. Decoding never panics: every length
+//! is bounded, every malformed input is a [`ReceiptError`].
+
+use crate::{Limit, MAX_COST, MAX_LIMITS, MAX_NOW_MS, Request};
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use smallvec::SmallVec;
+
+/// The receipt format this build writes and reads.
+pub const RECEIPT_VERSION: u8 = 1;
+/// The longest receipt text accepted (a receipt of 16 costs of 10,000,000
+/// and a record id is about 110 characters).
+pub const MAX_RECEIPT_CHARS: usize = 256;
+
+/// Where a store keeps a record it just appended: the name a receipt needs
+/// beside the request (which gives the key, the limits and the costs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RecordRef {
+    /// The record's timestamp (Unix ms): the `now` the decision used.
+    pub ts: u64,
+    /// A store-specific id of the record: the ULID of a Redis member; `None`
+    /// in a store that finds a record by its timestamp and costs.
+    pub id: Option<u128>,
+}
+
+/// A decoded receipt: which record of which key, with which costs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Receipt {
+    ts: u64,
+    costs: SmallVec<[u64; 2]>,
+    key_fingerprint: u64,
+    limits_fingerprint: u32,
+    id: Option<u128>,
+}
+
+/// Why a receipt text cannot settle a request. The HTTP field is `receipt`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReceiptError {
+    /// Longer than [`MAX_RECEIPT_CHARS`], or empty.
+    #[error("receipt must be 1 to {MAX_RECEIPT_CHARS} characters, got {got}")]
+    Length {
+        /// Its length in bytes.
+        got: usize,
+    },
+    /// Not a receipt this service wrote: not base64url, truncated, trailing
+    /// bytes, or a value out of bounds.
+    #[error("receipt is malformed ({0}); pass the receipt a check answered, unchanged")]
+    Malformed(&'static str),
+    /// A version this build does not read.
+    #[error("receipt has version {got}; this build reads version {RECEIPT_VERSION}")]
+    Version {
+        /// The version byte.
+        got: u8,
+    },
+    /// The receipt names a record of another key.
+    #[error("receipt was issued for another key; settle it with the key its check used")]
+    OtherKey,
+    /// The request's limits are not those the record was counted under
+    /// (their number or windows differ).
+    #[error(
+        "receipt was issued under other limits (their number or windows differ); settle with the check's limits"
+    )]
+    OtherLimits,
+}
+
+/// FNV-1a, 64 bits: stable across builds and platforms (the receipt is read
+/// by other processes), and enough to tell keys apart by accident.
+fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
+    bytes.into_iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The fingerprint of a key.
+pub fn key_fingerprint(key: &str) -> u64 {
+    fnv1a(key.bytes())
+}
+
+/// The fingerprint of limits as a record depends on them: their number and
+/// windows, by position (not their `max` or names, which an operator may
+/// change without changing what a record means).
+pub fn limits_fingerprint(limits: &[Limit]) -> u32 {
+    let bytes = limits.iter().flat_map(|l| l.window_ms().to_le_bytes());
+    let h = fnv1a(std::iter::once(limits.len() as u8).chain(bytes));
+    (h ^ (h >> 32)) as u32
+}
+
+impl Receipt {
+    /// The receipt of the record `record` appended for `request`.
+    pub fn new(request: &Request, record: RecordRef) -> Self {
+        Self {
+            ts: record.ts,
+            costs: SmallVec::from_slice(request.costs()),
+            key_fingerprint: key_fingerprint(request.key()),
+            limits_fingerprint: limits_fingerprint(request.limits()),
+            id: record.id,
+        }
+    }
+
+    /// The receipt text of `request`'s record, when `record` names one.
+    pub fn issue(request: &Request, record: Option<RecordRef>) -> Option<String> {
+        record.map(|r| Self::new(request, r).encode())
+    }
+
+    /// The record's timestamp (Unix ms).
+    pub fn ts(&self) -> u64 {
+        self.ts
+    }
+
+    /// The record's costs as it lists them: one for every limit, or one per limit.
+    pub fn costs(&self) -> &[u64] {
+        &self.costs
+    }
+
+    /// The record's cost against the limit at `position`.
+    pub fn cost_for(&self, position: usize) -> u64 {
+        self.costs[position.min(self.costs.len() - 1)]
+    }
+
+    /// The store's record id, when the store gave one.
+    pub fn id(&self) -> Option<u128> {
+        self.id
+    }
+
+    /// Checks that this receipt may settle `request`: same key, same limits
+    /// (number and windows).
+    pub fn verify(&self, request: &Request) -> Result<(), ReceiptError> {
+        if self.key_fingerprint != key_fingerprint(request.key()) {
+            return Err(ReceiptError::OtherKey);
+        }
+        let per_limit = self.costs.len() > 1 && self.costs.len() != request.limits().len();
+        if per_limit || self.limits_fingerprint != limits_fingerprint(request.limits()) {
+            return Err(ReceiptError::OtherLimits);
+        }
+        Ok(())
+    }
+
+    /// Decodes `text` and [`verify`](Self::verify)s it against `request`.
+    pub fn for_request(text: &str, request: &Request) -> Result<Self, ReceiptError> {
+        let receipt = Self::decode(text)?;
+        receipt.verify(request)?;
+        Ok(receipt)
+    }
+
+    /// The receipt's text: base64url, no padding.
+    pub fn encode(&self) -> String {
+        let mut out: SmallVec<[u8; 64]> = SmallVec::new();
+        let count = (self.costs.len() - 1) as u8;
+        out.push(RECEIPT_VERSION);
+        out.push(u8::from(self.id.is_some()) | (count << 1));
+        put_varint(&mut out, self.ts);
+        for &cost in &self.costs {
+            put_varint(&mut out, cost);
+        }
+        out.extend_from_slice(&self.key_fingerprint.to_le_bytes());
+        out.extend_from_slice(&self.limits_fingerprint.to_le_bytes());
+        if let Some(id) = self.id {
+            out.extend_from_slice(&id.to_le_bytes());
+        }
+        URL_SAFE_NO_PAD.encode(&out)
+    }
+
+    /// Decodes a receipt text; never panics.
+    pub fn decode(text: &str) -> Result<Self, ReceiptError> {
+        if text.is_empty() || text.len() > MAX_RECEIPT_CHARS {
+            return Err(ReceiptError::Length { got: text.len() });
+        }
+        let bytes = URL_SAFE_NO_PAD
+            .decode(text)
+            .map_err(|_| ReceiptError::Malformed("not base64url"))?;
+        let mut r = Reader(&bytes);
+        let version = r.byte()?;
+        if version != RECEIPT_VERSION {
+            return Err(ReceiptError::Version { got: version });
+        }
+        let flags = r.byte()?;
+        if flags >> 5 != 0 {
+            return Err(ReceiptError::Malformed("unknown flags"));
+        }
+        let count = usize::from((flags >> 1) & 0x0f) + 1;
+        let ts = r.varint()?;
+        if ts > MAX_NOW_MS {
+            return Err(ReceiptError::Malformed("timestamp out of range"));
+        }
+        let mut costs = SmallVec::with_capacity(count.min(MAX_LIMITS));
+        for _ in 0..count {
+            let cost = r.varint()?;
+            if cost > MAX_COST {
+                return Err(ReceiptError::Malformed("cost out of range"));
+            }
+            costs.push(cost);
+        }
+        if costs.iter().all(|&c| c == 0) {
+            return Err(ReceiptError::Malformed("a record of no cost"));
+        }
+        let key_fingerprint = u64::from_le_bytes(r.array()?);
+        let limits_fingerprint = u32::from_le_bytes(r.array()?);
+        let id = (flags & 1 == 1)
+            .then(|| r.array().map(u128::from_le_bytes))
+            .transpose()?;
+        if !r.0.is_empty() {
+            return Err(ReceiptError::Malformed("trailing bytes"));
+        }
+        Ok(Self {
+            ts,
+            costs,
+            key_fingerprint,
+            limits_fingerprint,
+            id,
+        })
+    }
+}
+
+/// LEB128: 7 bits a byte, low first.
+fn put_varint(out: &mut SmallVec<[u8; 64]>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+/// A cursor over a receipt's bytes.
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn byte(&mut self) -> Result<u8, ReceiptError> {
+        let (&first, rest) = self
+            .0
+            .split_first()
+            .ok_or(ReceiptError::Malformed("truncated"))?;
+        self.0 = rest;
+        Ok(first)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], ReceiptError> {
+        if self.0.len() < N {
+            return Err(ReceiptError::Malformed("truncated"));
+        }
+        let (head, rest) = self.0.split_at(N);
+        self.0 = rest;
+        Ok(head.try_into().unwrap_or([0; N]))
+    }
+
+    /// A LEB128 value of at most 8 bytes (56 bits: every bounded value fits).
+    fn varint(&mut self) -> Result<u64, ReceiptError> {
+        let mut value = 0u64;
+        for shift in (0..56).step_by(7) {
+            let b = self.byte()?;
+            value |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(ReceiptError::Malformed("number too long"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(key: &str, costs: &[u64]) -> Request {
+        let limits = vec![
+            Limit::new(10, 60_000).unwrap(),
+            Limit::new(1_000, 60_000).unwrap(),
+        ];
+        Request::with_costs(key, limits, costs.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn a_receipt_round_trips_and_verifies_only_for_its_key_and_limits() {
+        let r = request("user-1", &[1, 400]);
+        for id in [None, Some(u128::MAX - 7)] {
+            let text = Receipt::issue(
+                &r,
+                Some(RecordRef {
+                    ts: 1_700_000_000_123,
+                    id,
+                }),
+            )
+            .unwrap();
+            assert!(text.len() < 64, "{text}");
+            let back = Receipt::for_request(&text, &r).unwrap();
+            assert_eq!(
+                (back.ts(), back.costs(), back.id()),
+                (1_700_000_000_123, &[1, 400][..], id)
+            );
+            assert_eq!(
+                Receipt::for_request(&text, &request("user-2", &[1, 1])),
+                Err(ReceiptError::OtherKey)
+            );
+            let other = Request::new("user-1", vec![Limit::new(10, 1_000).unwrap()], 1).unwrap();
+            assert_eq!(
+                Receipt::for_request(&text, &other),
+                Err(ReceiptError::OtherLimits)
+            );
+        }
+    }
+
+    #[test]
+    fn garbage_is_a_typed_error_never_a_panic() {
+        assert_eq!(Receipt::decode(""), Err(ReceiptError::Length { got: 0 }));
+        assert!(matches!(
+            Receipt::decode(&"A".repeat(300)),
+            Err(ReceiptError::Length { .. })
+        ));
+        assert!(matches!(
+            Receipt::decode("!!!"),
+            Err(ReceiptError::Malformed(_))
+        ));
+        assert_eq!(Receipt::decode("Ag"), Err(ReceiptError::Version { got: 2 }));
+        let text = Receipt::new(&request("k", &[1, 2]), RecordRef { ts: 5, id: None }).encode();
+        let bytes = URL_SAFE_NO_PAD.decode(&text).unwrap();
+        for cut in 0..bytes.len() {
+            assert!(Receipt::decode(&URL_SAFE_NO_PAD.encode(&bytes[..cut])).is_err());
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert_eq!(
+            Receipt::decode(&URL_SAFE_NO_PAD.encode(&longer)),
+            Err(ReceiptError::Malformed("trailing bytes"))
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..120)) {
+            let _ = Receipt::decode(&URL_SAFE_NO_PAD.encode(&bytes));
+        }
+    }
+}
