@@ -134,7 +134,11 @@ async fn several_limits_are_all_advertised_and_the_deciding_one_reported() {
     }
     let r = post_json(&http, server.url("/v1/check"), &body(2)).await;
     assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!(r.headers()["ratelimit"], r#""2per1000ms";r=0;t=1"#);
+    // Every limit, the deciding one first (a client reading one item reads it).
+    assert_eq!(
+        r.headers()["ratelimit"],
+        r#""2per1000ms";r=0;t=1, "3per10000ms";r=1;t=10"#
+    );
     // At 1.5 s the per-second limit admits; the 10 s limit then decides.
     let r = post_json(&http, server.url("/v1/check"), &body(1_500)).await;
     assert_eq!(r.status(), StatusCode::OK);
@@ -143,6 +147,67 @@ async fn several_limits_are_all_advertised_and_the_deciding_one_reported() {
         (d["limit"].as_u64(), d["window_ms"].as_u64()),
         (Some(3), Some(10_000))
     );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn named_limits_are_reported_each_by_name() {
+    let server = start_memory(trusting()).await;
+    let http = client();
+    let body = |now: u64, tokens: u64| {
+        json!({"key": "named", "now_ms": now, "limits": [
+            {"name": "requests", "max": 3, "window_ms": 60_000, "cost": 1},
+            {"name": "tokens", "max": 1_000, "window_ms": 60_000, "cost": tokens}]})
+    };
+    let r = post_json(&http, server.url("/v1/check"), &body(0, 400)).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        r.headers()["ratelimit-policy"],
+        r#""requests";q=3;w=60, "tokens";q=1000;w=60"#
+    );
+    assert_eq!(
+        r.headers()["ratelimit"],
+        r#""requests";r=2;t=60, "tokens";r=600;t=60"#
+    );
+    let d: Value = r.json().await.unwrap();
+    // The top level is the deciding limit, as before; `limits` has every one.
+    assert_eq!(
+        (d["limit"].as_u64(), d["remaining"].as_u64()),
+        (Some(3), Some(2))
+    );
+    assert_eq!(
+        d["limits"][1],
+        json!({"name": "tokens", "limit": 1000, "window_ms": 60000, "count": 400,
+               "remaining": 600, "retry_after_ms": 0, "reset_after_ms": 60000})
+    );
+    // Refused by tokens: its wait, while requests still has room.
+    let r = post_json(&http, server.url("/v1/check"), &body(1_000, 700)).await;
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    let d: Value = r.json().await.unwrap();
+    assert_eq!(d["limits"][0]["remaining"], 2);
+    assert_eq!(d["limits"][0]["retry_after_ms"], 0);
+    assert_eq!(d["limits"][1]["retry_after_ms"], 59_000);
+    // Bad and repeated names are 400s naming the field and the bound.
+    for (limits, says) in [
+        (
+            json!([{"name": "two words", "max": 1, "window_ms": 1}]),
+            "limits[0].name must be 1 to 32 bytes",
+        ),
+        (
+            json!([{"name": "a", "max": 1, "window_ms": 1}, {"name": "a", "max": 2, "window_ms": 1}]),
+            "limits[].name must be unique",
+        ),
+    ] {
+        let r = post_json(
+            &http,
+            server.url("/v1/check"),
+            &json!({"key": "k", "limits": limits}),
+        )
+        .await;
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+        let e: Value = r.json().await.unwrap();
+        assert!(e["error"].as_str().unwrap().contains(says), "{e}");
+    }
     server.stop().await;
 }
 

@@ -70,7 +70,7 @@ pub fn ceil_secs(ms: u64) -> u64 {
 
 /// Returns the policy name of `limit` among the request's `limits`: its
 /// own name, else `default` when alone, else `<max>per<window_ms>ms`.
-fn policy_name(limits: &[Limit], limit: &Limit) -> String {
+pub fn policy_name(limits: &[Limit], limit: &Limit) -> String {
     match limit.name() {
         Some(name) => name.to_owned(),
         None if limits.len() == 1 => "default".to_owned(),

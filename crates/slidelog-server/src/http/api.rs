@@ -1,9 +1,9 @@
 //! The handlers of the HTTP API (docs/design.md §5): check, peek, reset, health,
 //! readiness and metrics.
 
+use super::answer::Answer;
 use super::body::{DecisionBody, JsonBody, MAX_NOW_MS};
 use super::error::ApiError;
-use super::headers;
 use crate::app::App;
 use axum::Json;
 use axum::extract::{Path, State};
@@ -63,18 +63,18 @@ async fn decide_inner(
         Some(ms) => Now::At(ms),
     };
     let request = body.to_request()?;
-    let decision = app
+    let each = app
         .limiter()
-        .decide_at(&request, mode, now)
+        .decide_each_at(&request, mode, now)
         .await
         .map_err(|e| decision_error(app, e))?;
-    let status = if decision.allowed {
+    let status = if each.decision.allowed {
         StatusCode::OK
     } else {
         StatusCode::TOO_MANY_REQUESTS
     };
-    let mut response = (status, Json(decision)).into_response();
-    headers::insert(response.headers_mut(), request.limits(), &decision);
+    let mut response = (status, Json(Answer::new(&each))).into_response();
+    slidelog::headers::insert_each(response.headers_mut(), &each);
     Ok(response)
 }
 

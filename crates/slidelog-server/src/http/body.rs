@@ -44,9 +44,15 @@ pub struct DecisionBody {
 }
 
 /// One entry of `limits`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitBody {
+    /// The limit's name (`requests`, `tokens`): 1 to 32 bytes of ASCII
+    /// letters, digits, `_`, `-`, `.`, starting with a letter, unique within
+    /// the request. The answer's `limits` and the RateLimit header fields
+    /// report the limit by it.
+    #[serde(default)]
+    pub name: Option<String>,
     /// Units per window.
     pub max: u64,
     /// Window in ms.
@@ -88,8 +94,12 @@ impl DecisionBody {
                 .iter()
                 .enumerate()
                 .map(|(i, l)| {
-                    Limit::new(l.max, l.window_ms)
-                        .map_err(|e| ApiError::bad_request(e.field(), format!("limits[{i}].{e}")))
+                    let limit = Limit::new(l.max, l.window_ms);
+                    match &l.name {
+                        Some(name) => limit.and_then(|limit| limit.named(name)),
+                        None => limit,
+                    }
+                    .map_err(|e| ApiError::bad_request(e.field(), format!("limits[{i}].{e}")))
                 })
                 .collect(),
             (None, Some(max), Some(window_ms)) => {

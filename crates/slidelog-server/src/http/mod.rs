@@ -9,6 +9,7 @@
 //! | `GET /readyz` | the store answers (503 while it does not) |
 //! | `GET /metrics` | Prometheus text format |
 
+pub mod answer;
 pub mod api;
 pub mod body;
 pub mod error;
