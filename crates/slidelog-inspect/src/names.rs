@@ -75,6 +75,9 @@ pub const MEMORY_KEYS: &str = "slidelog_memory_keys";
 pub const MEMORY_KEY_CAP: &str = "slidelog_memory_key_cap";
 /// 1 while the store answers (service).
 pub const STORE_UP: &str = "slidelog_store_up";
+/// Seconds the store has been known down, 0 while it answers (service;
+/// decisions answer by policy without it meanwhile: docs/design.md §6).
+pub const STORE_DOWN_SECONDS: &str = "slidelog_store_down_seconds";
 /// Redis checks recorded after their caller had timed out (service).
 pub const STORE_LATE_RECORDS_TOTAL: &str = "slidelog_store_late_records_total";
 /// Redis checks whose caller timed out and whose reply never came (service).
@@ -111,6 +114,7 @@ pub const SERVICE: &[&str] = &[
     MEMORY_KEYS,
     MEMORY_KEY_CAP,
     STORE_UP,
+    STORE_DOWN_SECONDS,
     STORE_LATE_RECORDS_TOTAL,
     STORE_UNKNOWN_OUTCOMES_TOTAL,
     REJECTION_CACHE_LOCAL_ANSWERS_TOTAL,

@@ -103,16 +103,20 @@ fn lazy_manager(
     Ok(manager)
 }
 
-/// How the connection manager retries: quickly and not for long, so that a
-/// Redis that comes back is used again within about a second; each attempt
-/// is bounded by the connect timeout.
+/// How the connection manager reconnects: one attempt per call that finds
+/// the connection gone, bounded by the connect timeout. No retries inside a
+/// call: a refused connection then fails the call at once with the refusal
+/// (a transient [`StoreError::Unavailable`](slidelog_core::StoreError)),
+/// rather than waiting through retries until the per-call timeout and
+/// looking silent. Finding the store again is the job of the limiter's one
+/// background probe (`slidelog::Limiter`'s outage mode, docs/design.md §6).
 fn manager_config(options: &RedisOptions) -> ConnectionManagerConfig {
     ConnectionManagerConfig::new()
         .set_connection_timeout(Some(options.connect_timeout))
         // The store bounds each call itself; this only unblocks a response
         // that never comes on a connection nobody is waiting on any more.
         .set_response_timeout(Some(options.timeout.max(Duration::from_secs(1))))
-        .set_number_of_retries(3)
+        .set_number_of_retries(0)
         .set_min_delay(Duration::from_millis(20))
         .set_max_delay(Duration::from_millis(500))
         .set_exponent_base(2.0)

@@ -37,8 +37,9 @@ use slidelog_inspect::names::{
     DECISIONS_TOTAL as DECISIONS, DEGRADED_DECISIONS_TOTAL as DEGRADED, MEMORY_KEY_CAP,
     MEMORY_KEYS, REJECTION_CACHE_ENTRIES as CACHE_ENTRIES,
     REJECTION_CACHE_LOCAL_ANSWERS_TOTAL as CACHE_LOCAL, RULE_DECISIONS_TOTAL as RULE_DECISIONS,
-    STORE_ERRORS_TOTAL as STORE_ERRORS, STORE_LATE_RECORDS_TOTAL as LATE_RECORDS,
-    STORE_UNKNOWN_OUTCOMES_TOTAL as UNKNOWN_OUTCOMES, STORE_UP,
+    STORE_DOWN_SECONDS as STORE_DOWN, STORE_ERRORS_TOTAL as STORE_ERRORS,
+    STORE_LATE_RECORDS_TOTAL as LATE_RECORDS, STORE_UNKNOWN_OUTCOMES_TOTAL as UNKNOWN_OUTCOMES,
+    STORE_UP,
 };
 
 /// One server's metrics: its own recorder, and the handle that renders it.
@@ -51,6 +52,8 @@ pub struct Metrics {
     rejections: std::sync::OnceLock<Arc<slidelog::rejection_cache::RejectionCache>>,
     /// The limiter's store: its own counters (`Store::stats`) are exported.
     store: std::sync::OnceLock<Arc<dyn slidelog_core::Store>>,
+    /// Since when the store is known down (the limiter's outage mode).
+    down_since: parking_lot::Mutex<Option<std::time::Instant>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -75,6 +78,7 @@ impl Metrics {
             memory,
             rejections: std::sync::OnceLock::new(),
             store: std::sync::OnceLock::new(),
+            down_since: parking_lot::Mutex::new(None),
         };
         metrics.describe();
         metrics
@@ -122,6 +126,12 @@ impl Metrics {
                 STORE_UP,
                 "1 when the last store call or readiness probe succeeded, else 0."
             );
+            describe_gauge!(
+                STORE_DOWN,
+                Unit::Seconds,
+                "Seconds the store has been known down (decisions answer by policy without it), 0 while it answers."
+            );
+            gauge!(STORE_DOWN).set(0.0);
             // Series that alerts watch exist from the start, at 0, so that a
             // rate() over them works before the first incident.
             for op in [Op::Check, Op::Peek] {
@@ -243,7 +253,9 @@ impl Metrics {
         // Checks of the store recorded after their caller timed out, and
         // those whose outcome never came back (the store's own counters).
         let stats = self.store.get().map(|s| s.stats()).unwrap_or_default();
+        let down = (*self.down_since.lock()).map_or(0.0, |since| since.elapsed().as_secs_f64());
         metrics::with_local_recorder(self.recorder.as_ref(), || {
+            gauge!(STORE_DOWN).set(down);
             counter!(LATE_RECORDS).absolute(stats.late_records);
             counter!(UNKNOWN_OUTCOMES).absolute(stats.unknown_outcomes);
         });
@@ -286,6 +298,18 @@ impl MetricsHook for Metrics {
     }
 
     fn store_up(&self) {
+        Metrics::store_up(self, true);
+    }
+
+    fn store_down(&self, _cause: &StoreError) {
+        self.down_since
+            .lock()
+            .get_or_insert_with(std::time::Instant::now);
+        Metrics::store_up(self, false);
+    }
+
+    fn store_recovered(&self, _down_for: Duration) {
+        *self.down_since.lock() = None;
         Metrics::store_up(self, true);
     }
 }

@@ -147,10 +147,11 @@ impl Health {
         self.is_down.store(false, Ordering::Release);
         if let Some(d) = was {
             let down_for = d.since.elapsed();
-            tracing::warn!(
+            // The outage episode logs the recovery (crate::episode): once.
+            tracing::debug!(
                 store = self.store,
                 down_ms = down_for.as_millis() as u64,
-                "store answers again (a probe PING): decisions go to it again"
+                "store up: a probe PING was answered; decisions go to it again"
             );
             if let Some(metrics) = &self.metrics {
                 metrics.store_recovered(down_for);
@@ -160,7 +161,9 @@ impl Health {
 }
 
 /// Says what happened: a refused or dropped connection, or a store that
-/// fell silent. Told apart by the error's type, never its text.
+/// fell silent. Told apart by the error's type, never its text. Error
+/// level: from now on no decision reaches the store (the outage episode's
+/// warning said only that calls fail).
 fn log_down(store: &'static str, cause: &StoreError) {
     match cause {
         StoreError::Timeout(bound) => tracing::error!(
@@ -181,7 +184,15 @@ fn log_down(store: &'static str, cause: &StoreError) {
 async fn probe(health: Weak<Health>, store: Arc<dyn Store>, bound: CallBound) {
     let mut wait = FIRST_RETRY;
     loop {
-        let result = bound.run(store.ping()).await;
+        let result = match bound.run(store.ping()).await {
+            // A connection may report its last failure once and reconnect
+            // only then (redis-rs's ConnectionManager does): ask again at
+            // once, so a store that is back is found on this round.
+            Err(e) if matches!(e, StoreError::Unavailable(_)) => {
+                bound.run(store.ping()).await.map_err(|_| e)
+            }
+            other => other,
+        };
         let Some(health) = health.upgrade() else {
             return;
         };
