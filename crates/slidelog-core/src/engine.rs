@@ -10,6 +10,9 @@
 //! agree with.
 
 pub use crate::log::Log;
+pub use usage::{charge, settle, standing};
+
+mod usage;
 use crate::{Counts, Decision, Detailed, Limit, LimitState, RecordRef, Request};
 use smallvec::SmallVec;
 
@@ -17,6 +20,8 @@ use smallvec::SmallVec;
 #[derive(Debug, Clone, Copy)]
 struct Verdict<'a> {
     limit: &'a Limit,
+    /// The limit's position in the request (its cost position).
+    position: usize,
     /// Live units before the decision.
     live: u64,
     /// The request's cost against this limit.
@@ -48,6 +53,7 @@ fn judge<'a>(log: &Log, now: u64, limit: &'a Limit, position: usize, cost: u64) 
     });
     Verdict {
         limit,
+        position,
         live,
         cost,
         wait,
@@ -100,14 +106,18 @@ fn decision_of(log: &Log, now: u64, v: Verdict<'_>) -> Decision {
             // key's max was lowered: remaining is then 0, never a panic.
             remaining: v.limit.max().saturating_sub(v.live),
             retry_after_ms: wait,
-            // Rejected: nothing is appended, so the newest record is a live one.
-            reset_after_ms: log.newest().map_or(0, |n| (n + window).saturating_sub(now)),
+            // Rejected: nothing is appended, so the newest record that
+            // counts in this limit is a live one.
+            reset_after_ms: log
+                .newest_unit(0, v.position)
+                .map_or(0, |n| (n + window).saturating_sub(now)),
             degraded: false,
             record: None,
         },
         None => {
-            // Admitted: a record at `now` joins; the newest is whichever is later.
-            let newest_after = log.newest().map_or(now, |n| n.max(now));
+            // Admitted: a record at `now` joins; the newest is whichever is
+            // later (a record of cost 0 in this limit counts nowhere in it).
+            let newest_after = log.newest_unit(0, v.position).map_or(now, |n| n.max(now));
             Decision {
                 allowed: true,
                 limit: v.limit.max(),
@@ -145,11 +155,12 @@ pub fn evaluate_each(log: &Log, now: u64, request: &Request) -> Detailed {
 /// [`decision_of`], for this limit.
 fn state_of(log: &Log, now: u64, v: &Verdict<'_>, allowed: bool) -> LimitState {
     let window = v.limit.window_ms();
+    let newest = log.newest_unit(0, v.position);
     let (count, reset_after_ms) = if allowed {
-        let newest_after = log.newest().map_or(now, |n| n.max(now));
+        let newest_after = newest.map_or(now, |n| n.max(now));
         (v.live + v.cost, newest_after + window - now)
     } else {
-        let reset = log.newest().map_or(0, |n| (n + window).saturating_sub(now));
+        let reset = newest.map_or(0, |n| (n + window).saturating_sub(now));
         (v.live, reset)
     };
     LimitState {

@@ -437,6 +437,87 @@ impl Log {
         self.insert_stamp(at, now);
     }
 
+    /// The index of a record at `ts` whose cost at each position
+    /// `0..positions` is `cost_at(position)`, if one is held (records with
+    /// the same timestamp and costs are interchangeable: the first is given).
+    pub fn find(&self, ts: u64, positions: usize, cost_at: impl Fn(usize) -> u64) -> Option<usize> {
+        let end = self.count_through(ts);
+        let start = ts.checked_sub(1).map_or(0, |t| self.count_through(t));
+        (start..end).find(|&j| (0..positions).all(|p| self.cost(j, p) == cost_at(p)))
+    }
+
+    /// The timestamp of the newest record `start..` whose cost at `position`
+    /// is not 0 (a record of cost 0 in a limit counts nowhere in it).
+    #[inline]
+    pub fn newest_unit(&self, start: usize, position: usize) -> Option<u64> {
+        let last = self.len().checked_sub(1).filter(|&last| last >= start)?;
+        if self.cost(last, position) > 0 {
+            return Some(self.stamp(last));
+        }
+        let units = self.units_from(start, position);
+        (units > 0).then(|| self.kth_unit_ts(start, position, units))
+    }
+
+    /// Sets the costs of record `j` (one per position, or one for all; 0
+    /// allowed): its timestamp and place do not change.
+    pub fn set_costs(&mut self, j: usize, costs: &[u64]) {
+        debug_assert!(j < self.len() && !costs.is_empty());
+        let records = self.len();
+        let sums = self.weighted_sums();
+        let width = if costs.iter().all(|&c| c == costs[0]) {
+            1
+        } else {
+            costs.len()
+        };
+        sums.widen(records, width);
+        let w = sums.width;
+        for p in 0..w {
+            let old = sums.through(j, p) - sums.before(j, p);
+            let new = costs[p.min(costs.len() - 1)];
+            for k in j..records {
+                let at = k * w + p;
+                sums.cum[at] = sums.cum[at] - old + new;
+            }
+        }
+    }
+
+    /// Removes record `j`; later records keep their order.
+    pub fn remove(&mut self, j: usize) {
+        debug_assert!(j < self.len());
+        let records = self.len();
+        if records == 1 {
+            self.drop_front(1);
+            self.sums = None;
+            return;
+        }
+        if let Some(s) = self.sums.as_deref_mut() {
+            let w = s.width;
+            for p in 0..w {
+                let cost = s.through(j, p) - s.before(j, p);
+                for k in j + 1..records {
+                    s.cum[k * w + p] -= cost;
+                }
+            }
+            s.cum.drain(j * w..(j + 1) * w);
+        }
+        let w = self.width();
+        let at = self.head as usize + j * w;
+        self.slots.drain(at..at + w);
+    }
+
+    /// The running sums, made for a plain log (every record so far costs 1:
+    /// the running sum is its rank).
+    fn weighted_sums(&mut self) -> &mut Sums {
+        let records = self.len();
+        self.sums.get_or_insert_with(|| {
+            Box::new(Sums {
+                width: 1,
+                cum: (1..=records as u64).collect(),
+                base: SmallVec::from_elem(0, 1),
+            })
+        })
+    }
+
     /// Heap bytes this log holds (capacity, not length), for memory budgets.
     #[inline]
     pub fn heap_bytes(&self) -> usize {
@@ -641,6 +722,10 @@ mod tests {
         Append(i64, Vec<u64>),
         /// Expire for this window at `now + delta`.
         Expire(i64, u64),
+        /// Set the costs of the record at this index (modulo the length).
+        SetCosts(usize, Vec<u64>),
+        /// Remove the record at this index (modulo the length).
+        Remove(usize),
     }
 
     /// Deltas that cross the offset range both ways, and windows up to 366 days.
@@ -657,10 +742,16 @@ mod tests {
             1 => proptest::collection::vec(1u64..5, 2),
         ];
         let window = prop_oneof![1u64..2_000, 1u64..31_622_400_000];
+        let settled = prop_oneof![
+            (0u64..5).prop_map(|c| vec![c]),
+            proptest::collection::vec(0u64..5, 2),
+        ];
         proptest::collection::vec(
             prop_oneof![
                 4 => (delta.clone(), costs).prop_map(|(d, c)| Op::Append(d, c)),
                 1 => (delta, window).prop_map(|(d, w)| Op::Expire(d, w)),
+                1 => (0usize..200, settled).prop_map(|(j, c)| Op::SetCosts(j, c)),
+                1 => (0usize..200).prop_map(Op::Remove),
             ],
             1..120,
         )
@@ -689,6 +780,17 @@ mod tests {
                         model.drain(..keep);
                         proptest::prop_assert_eq!(dropped, keep);
                     }
+                    Op::SetCosts(j, costs) if !model.is_empty() => {
+                        let j = j % model.len();
+                        log.set_costs(j, &costs);
+                        model[j].1 = costs;
+                    }
+                    Op::Remove(j) if !model.is_empty() => {
+                        let j = j % model.len();
+                        log.remove(j);
+                        model.remove(j);
+                    }
+                    Op::SetCosts(..) | Op::Remove(_) => {}
                 }
                 let want: Vec<u64> = model.iter().map(|(t, _)| *t).collect();
                 proptest::prop_assert_eq!(stamps(&log), want);
@@ -700,6 +802,8 @@ mod tests {
                         let cost = |c: &Vec<u64>| c[p.min(c.len() - 1)];
                         let units: u64 = model[start..].iter().map(|(_, c)| cost(c)).sum();
                         proptest::prop_assert_eq!(log.units_from(start, p), units);
+                        let newest = model[start..].iter().rev().find(|(_, c)| cost(c) > 0).map(|(t, _)| *t);
+                        proptest::prop_assert_eq!(log.newest_unit(start, p), newest);
                         if units > 0 {
                             for k in [1, units.div_ceil(2), units] {
                                 let mut seen = 0;

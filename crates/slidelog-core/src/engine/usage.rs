@@ -1,0 +1,204 @@
+//! Usage-based limits on a [`Log`] (docs/design.md §4.4): settle a record to
+//! its actual costs, charge usage known after the fact, and the limits as
+//! they stand, which both answer. The reference every store agrees with.
+
+use super::{Verdict, deciding, judge};
+use crate::{Decision, Limit, Log, Receipt, RecordRef, Request, Settled};
+
+/// The limits as they stand at `now`: for each, `count` = its live units,
+/// `remaining` = `max - count` (0 when over), `retry_after_ms` = the least
+/// wait before one more unit fits (0 when one does), `reset_after_ms` = the
+/// time until no live record counts in it. `allowed` says one more unit fits
+/// in every limit; the deciding limit is the one a check of cost 1 reports.
+/// `record` is `None`.
+pub fn standing(log: &Log, now: u64, limits: &[Limit]) -> Decision {
+    let v = limits
+        .iter()
+        .enumerate()
+        .map(|(position, limit)| judge(log, now, limit, position, 1))
+        .fold(None, deciding)
+        .expect("a request has at least one limit");
+    decision_of(log, now, &v)
+}
+
+/// The [`standing`] fields of the deciding verdict `v` (of cost 1).
+fn decision_of(log: &Log, now: u64, v: &Verdict<'_>) -> Decision {
+    let window = v.limit.window_ms();
+    let start = log.first_live(now, window);
+    Decision {
+        allowed: v.wait.is_none(),
+        limit: v.limit.max(),
+        window_ms: window,
+        count: v.live,
+        remaining: v.limit.max().saturating_sub(v.live),
+        retry_after_ms: v.wait.unwrap_or(0),
+        reset_after_ms: log
+            .newest_unit(start, v.position)
+            .map_or(0, |n| (n + window).saturating_sub(now)),
+        degraded: false,
+        record: None,
+    }
+}
+
+/// Settles the record `receipt` names to `request`'s costs (a
+/// [`Request::usage`]; `receipt` verified against it): drops expired
+/// records, finds a live record with the receipt's timestamp and costs, and
+/// sets its costs (all 0: removes it). Not found: nothing changes and
+/// `settled` is false. Answers the limits after the change ([`standing`]).
+pub fn settle(log: &mut Log, now: u64, request: &Request, receipt: &Receipt) -> Settled {
+    log.expire(now, request.longest_window_ms());
+    let positions = request.limits().len();
+    let found = log.find(receipt.ts(), positions, |p| receipt.cost_for(p));
+    let record = found.and_then(|j| {
+        if request.costs().iter().all(|&c| c == 0) {
+            log.remove(j);
+            return None;
+        }
+        log.set_costs(j, request.costs());
+        Some(RecordRef {
+            ts: receipt.ts(),
+            id: receipt.id(),
+        })
+    });
+    let mut decision = standing(log, now, request.limits());
+    decision.record = record;
+    Settled {
+        settled: found.is_some(),
+        decision,
+    }
+}
+
+/// Charges `request`'s costs (a [`Request::usage`]) without deciding: drops
+/// expired records and appends one record at `now` even when it takes a
+/// limit over its max (costs of 0 everywhere append nothing). Answers the
+/// limits after recording ([`standing`]), naming the record appended.
+pub fn charge(log: &mut Log, now: u64, request: &Request) -> Decision {
+    log.expire(now, request.longest_window_ms());
+    let record = request.costs().iter().any(|&c| c > 0).then(|| {
+        log.append(now, request.costs());
+        RecordRef { ts: now, id: None }
+    });
+    let mut decision = standing(log, now, request.limits());
+    decision.record = record;
+    decision
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{decide_and_record, evaluate};
+
+    fn limits() -> Vec<Limit> {
+        vec![
+            Limit::new(3, 1_000).unwrap().named("requests").unwrap(),
+            Limit::new(100, 1_000).unwrap().named("tokens").unwrap(),
+        ]
+    }
+
+    fn check(tokens: u64) -> Request {
+        Request::with_costs("k", limits(), vec![1, tokens]).unwrap()
+    }
+
+    fn usage(costs: &[u64]) -> Request {
+        Request::usage("k", limits(), costs.to_vec()).unwrap()
+    }
+
+    fn receipt(request: &Request, d: &Decision) -> Receipt {
+        Receipt::new(request, d.record.unwrap())
+    }
+
+    #[test]
+    fn settling_down_frees_units_and_up_takes_a_limit_over_its_max() {
+        let mut log = Log::new();
+        let r = check(80);
+        let d = decide_and_record(&mut log, 0, &r);
+        let rc = receipt(&r, &d);
+        // 80 reserved: 30 more do not fit.
+        assert!(!evaluate(&log, 10, &check(30)).allowed);
+        let s = settle(&mut log, 10, &usage(&[1, 20]), &rc);
+        assert!(s.settled);
+        assert_eq!(
+            (s.decision.limit, s.decision.count, s.decision.remaining),
+            (3, 1, 2)
+        );
+        assert!(evaluate(&log, 10, &check(30)).allowed);
+        // The same receipt no longer names a record (its costs changed).
+        assert!(!settle(&mut log, 20, &usage(&[1, 5]), &rc).settled);
+        // Settling up past the max: the token limit is over; a check waits
+        // until the record slides out.
+        let rc = Receipt::new(&usage(&[1, 20]), s.decision.record.unwrap());
+        let s = settle(&mut log, 20, &usage(&[1, 250]), &rc);
+        assert!(s.settled && !s.decision.allowed);
+        assert_eq!(
+            (
+                s.decision.limit,
+                s.decision.count,
+                s.decision.remaining,
+                s.decision.retry_after_ms
+            ),
+            (100, 250, 0, 980)
+        );
+        let d = evaluate(&log, 500, &check(1));
+        assert_eq!((d.allowed, d.retry_after_ms), (false, 500));
+        assert!(evaluate(&log, 1_000, &check(100)).allowed);
+    }
+
+    #[test]
+    fn a_refund_removes_the_record_and_zero_counts_nowhere() {
+        let mut log = Log::new();
+        let r = check(10);
+        let first = decide_and_record(&mut log, 100, &r);
+        let second = decide_and_record(&mut log, 200, &r);
+        // 0 tokens: the record counts as a request only; reset of the token
+        // limit is the first record's.
+        let s = settle(&mut log, 300, &usage(&[1, 0]), &receipt(&r, &second));
+        assert!(s.settled);
+        assert_eq!(
+            (log.units_from(0, 1), log.newest_unit(0, 1)),
+            (10, Some(100))
+        );
+        assert_eq!(
+            (log.units_from(0, 0), log.newest_unit(0, 0)),
+            (2, Some(200))
+        );
+        let rejected = evaluate(&log, 300, &check(91));
+        assert_eq!(
+            (rejected.count, rejected.reset_after_ms),
+            (10, 100 + 1_000 - 300)
+        );
+        // All 0: removed; the log is empty after the other refund too.
+        let s = settle(&mut log, 300, &usage(&[0]), &receipt(&r, &first));
+        assert!(s.settled && s.decision.record.is_none());
+        assert_eq!(log.len(), 1);
+        let rc = Receipt::new(&usage(&[1, 0]), RecordRef { ts: 200, id: None });
+        let s = settle(&mut log, 300, &usage(&[0, 0]), &rc);
+        assert!(s.settled);
+        assert_eq!(
+            (log.len(), s.decision.count, s.decision.reset_after_ms),
+            (0, 0, 0)
+        );
+    }
+
+    #[test]
+    fn an_expired_record_is_not_settled_and_nothing_changes() {
+        let mut log = Log::new();
+        let r = check(10);
+        let d = decide_and_record(&mut log, 0, &r);
+        let s = settle(&mut log, 1_000, &usage(&[1, 50]), &receipt(&r, &d));
+        assert!(!s.settled);
+        assert_eq!((s.decision.count, log.len()), (0, 0));
+    }
+
+    #[test]
+    fn a_charge_records_above_the_max_and_zero_records_nothing() {
+        let mut log = Log::new();
+        let d = charge(&mut log, 0, &usage(&[1, 150]));
+        assert_eq!(
+            (d.allowed, d.limit, d.count, d.retry_after_ms),
+            (false, 100, 150, 1_000)
+        );
+        assert_eq!(d.record, Some(RecordRef { ts: 0, id: None }));
+        let d = charge(&mut log, 10, &usage(&[0]));
+        assert_eq!((log.len(), d.record), (1, None));
+    }
+}
