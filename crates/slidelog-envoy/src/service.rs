@@ -4,6 +4,7 @@
 //!
 //! Per descriptor, as the reference service answers:
 //! - no rule (unknown domain, nothing matches): `OK`, no `current_limit`;
+//!   counted in `slidelog_envoy_unmatched_total` and logged at debug;
 //! - `unlimited`: `OK`, `limit_remaining` = `u32::MAX`;
 //! - `requests_per_unit: 0`: `OVER_LIMIT` (`OK` in `shadow_mode`) with
 //!   `requests_per_unit` 0 and a whole window until reset; the store is not
@@ -21,13 +22,15 @@
 //! another matched rule `replaces` is not applied (reported `OK`).
 //! Descriptors are decided independently and concurrently.
 
+mod counts;
 mod grpc;
 mod plan;
 mod status;
 
+pub use counts::{DECISIONS, UNCONFIGURED, UNMATCHED};
 pub use grpc::{GrpcService, serve_grpc};
 
-use crate::config::{Rule, Unit};
+use crate::config::Unit;
 use crate::proto::{RateLimitRequest, RateLimitResponse, rate_limit_response::Code};
 use crate::reload::ConfigHandle;
 use plan::Plan;
@@ -109,19 +112,22 @@ impl RateLimiter {
             max_cost: limiter.bounds().max_cost,
             ..Bounds::ABSOLUTE
         });
-        Self {
+        let service = Self {
             limiter,
             configured,
             config,
             options,
             recorder: None,
-        }
+        };
+        service.describe_counters();
+        service
     }
 
     /// Records the `slidelog_envoy_*` counters in `recorder` (a server's own
     /// registry) instead of the process-global one.
     pub fn with_recorder(mut self, recorder: Arc<dyn metrics::Recorder + Send + Sync>) -> Self {
         self.recorder = Some(recorder);
+        self.describe_counters();
         self
     }
 
@@ -192,12 +198,15 @@ impl RateLimiter {
             let status = match (plan, answer) {
                 (Plan::NotLimited, _) => status::not_limited(),
                 (Plan::Unlimited, _) => status::unlimited(),
-                (Plan::Blocked(rule), _) => status::blocked_status(rule),
+                (Plan::Blocked(rule), _) => {
+                    self.count_blocked(domain, rule);
+                    status::blocked_status(rule)
+                }
                 (Plan::Decide { rule, .. }, Some(result)) => {
                     // Under fail-open the limiter answered a degraded
                     // decision; an error here is fail-closed.
                     let decision = result?;
-                    self.record_metrics(domain, rule, &decision);
+                    self.count_decision(domain, rule, &decision);
                     if tightest.is_none_or(|(t, _)| decision.remaining < t.remaining) {
                         tightest = Some((decision, rule.unit()));
                     }
@@ -217,28 +226,5 @@ impl RateLimiter {
             response.response_headers_to_add = status::rate_limit_headers(&d);
         }
         Ok(response)
-    }
-
-    /// Counts one descriptor's decision by domain, rule and result.
-    fn record_metrics(&self, domain: &str, rule: &Rule, d: &Decision) {
-        let result = match (d.allowed, d.degraded, rule.shadow_mode()) {
-            (true, true, _) => "degraded",
-            (true, false, _) => "ok",
-            (false, _, true) => "shadow_over_limit",
-            (false, _, false) => "over_limit",
-        };
-        let count = || {
-            metrics::counter!(
-                "slidelog_envoy_decisions_total",
-                "domain" => domain.to_owned(),
-                "rule" => rule.path().to_owned(),
-                "result" => result,
-            )
-            .increment(1);
-        };
-        match &self.recorder {
-            Some(recorder) => metrics::with_local_recorder(recorder.as_ref(), count),
-            None => count(),
-        }
     }
 }

@@ -45,6 +45,15 @@ impl RateLimiter {
             .flat_map(|r| r.replaces().iter().map(String::as_str))
             .collect();
         let request_cost = u64::from(req.hits_addend.max(1));
+        let configured = config.has_domain(&req.domain);
+        for (d, _) in req
+            .descriptors
+            .iter()
+            .zip(&matched)
+            .filter(|(_, r)| r.is_none())
+        {
+            self.count_unmatched(&req.domain, configured, d);
+        }
         req.descriptors
             .iter()
             .zip(&matched)

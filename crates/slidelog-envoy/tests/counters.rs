@@ -1,0 +1,76 @@
+//! The Envoy API's counters: every answer is counted in
+//! `slidelog_envoy_decisions_total` (a `requests_per_unit: 0` rule's too,
+//! which the store never sees), a descriptor that matches no rule in
+//! `slidelog_envoy_unmatched_total` by domain, and both have a `# HELP`.
+
+mod common;
+
+use common::{descriptor, request};
+use metrics_exporter_prometheus::PrometheusBuilder;
+use slidelog_envoy::{ConfigHandle, RateLimitConfig, RateLimiter, ServiceOptions};
+use std::sync::Arc;
+
+const CONFIG: &str = r#"
+domain: api
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: banned
+    rate_limit: {unit: minute, requests_per_unit: 0}
+"#;
+
+#[tokio::test]
+async fn every_answer_and_every_unmatched_descriptor_is_counted() {
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let config = RateLimitConfig::from_yaml_str("test.yaml", CONFIG).unwrap();
+    let service = RateLimiter::new(
+        slidelog::Limiter::memory(),
+        ConfigHandle::fixed(config),
+        ServiceOptions::default(),
+    )
+    .with_recorder(Arc::new(recorder));
+    let ask = |domain: &'static str, entries: &'static [(&'static str, &'static str)]| {
+        let service = &service;
+        async move {
+            service
+                .should_rate_limit(&request(domain, vec![descriptor(entries)]))
+                .await
+                .unwrap()
+        }
+    };
+    ask("api", &[("user", "a")]).await;
+    for _ in 0..2 {
+        ask("api", &[("banned", "x")]).await;
+    }
+    // A typo in the key, and one in the domain: OK, not limited, counted.
+    ask("api", &[("usr", "a")]).await;
+    ask("apj", &[("user", "a")]).await;
+    let text = handle.render();
+    let line = |needle: &str| {
+        text.lines()
+            .find(|l| !l.starts_with('#') && l.contains(needle))
+            .unwrap_or_else(|| panic!("no line with {needle} in\n{text}"))
+            .to_owned()
+    };
+    assert!(line(r#"result="ok""#).ends_with(" 1"), "{text}");
+    let banned = line(r#"result="over_limit""#);
+    assert!(
+        banned.contains("banned") && banned.ends_with(" 2"),
+        "{text}"
+    );
+    assert!(
+        line(r#"slidelog_envoy_unmatched_total{domain="api"}"#).ends_with(" 1"),
+        "{text}"
+    );
+    assert!(
+        line(r#"slidelog_envoy_unmatched_total{domain="(unconfigured)"}"#).ends_with(" 1"),
+        "{text}"
+    );
+    for name in [
+        "slidelog_envoy_decisions_total",
+        "slidelog_envoy_unmatched_total",
+    ] {
+        assert!(text.contains(&format!("# HELP {name} ")), "{name}: {text}");
+    }
+}
