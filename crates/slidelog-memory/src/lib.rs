@@ -39,6 +39,7 @@
 mod outcome;
 mod shard;
 mod snapshot;
+mod usage;
 
 pub use snapshot::{
     EntryError, FORMAT_VERSION, LoadReport, SaveReport, SnapshotError, SnapshotFileError,
@@ -310,6 +311,19 @@ impl Store for MemoryStore {
         now: Now,
     ) -> Result<Detailed, StoreError> {
         self.decide_each_at(request, mode, now.or_clock(&*self.clock))
+    }
+
+    async fn settle(
+        &self,
+        request: &Request,
+        receipt: &slidelog_core::Receipt,
+        now: Now,
+    ) -> Result<slidelog_core::Settled, StoreError> {
+        Ok(self.settle_at(request, receipt, now.or_clock(&*self.clock)))
+    }
+
+    async fn charge(&self, request: &Request, now: Now) -> Result<Decision, StoreError> {
+        self.charge_at(request, now.or_clock(&*self.clock))
     }
 
     async fn reset(&self, key: &str) -> Result<bool, StoreError> {

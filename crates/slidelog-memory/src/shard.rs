@@ -128,6 +128,22 @@ impl Shard {
         })
     }
 
+    /// Runs `f` on an existing key's log (a settle) and refreshes its
+    /// expiry; `None` when the key has no log. Returns `f`'s answer and the
+    /// change in bytes the key holds.
+    pub(crate) fn update_existing<R>(
+        &mut self,
+        hash: u64,
+        request: &Request,
+        f: impl FnOnce(&mut Log) -> R,
+    ) -> Option<(R, isize)> {
+        let entry = self.table.find_mut(hash, |e| e.key == request.key())?;
+        let before = entry.log.heap_bytes();
+        let answer = f(&mut entry.log);
+        entry.refresh_expiry(request.longest_window_ms());
+        Some((answer, entry.log.heap_bytes() as isize - before as isize))
+    }
+
     /// Creates the log of a new key and records the first decision on it.
     /// Returns the decision and the bytes the key holds.
     pub(crate) fn insert_new<T: Outcome>(

@@ -1,0 +1,64 @@
+//! Settle and charge on the memory store (docs/design.md §4.4): each under
+//! its key's shard lock, so it is one atomic step with every decision on
+//! the key, exactly as a check is.
+
+use crate::MemoryStore;
+use crate::outcome::Outcome;
+use slidelog_core::{Decision, Log, Mode, Receipt, Request, Settled, StoreError, engine};
+use std::hash::BuildHasher;
+
+/// A charge, run by the store's one decision path (new keys, bounds and
+/// byte accounting included): it always records.
+pub(crate) struct Charged(Decision);
+
+impl Outcome for Charged {
+    fn record(log: &mut Log, now: u64, request: &Request) -> Self {
+        Self(engine::charge(log, now, request))
+    }
+
+    fn evaluate(log: &Log, now: u64, request: &Request) -> Self {
+        Self(engine::standing(log, now, request.limits()))
+    }
+
+    fn allowed(&self) -> bool {
+        // Never shrink a log a charge just grew.
+        true
+    }
+}
+
+impl MemoryStore {
+    /// Settles the record `receipt` names to `request`'s costs at an
+    /// explicit time, synchronously ([`slidelog_core::Store::settle`]). A
+    /// key without a log answers `settled: false`, and no key is created.
+    pub fn settle_at(&self, request: &Request, receipt: &Receipt, now_ms: u64) -> Settled {
+        let hash = self.hasher.hash_one(request.key());
+        let mut shard = self.shards[self.shard_index(hash)].lock();
+        let settled = shard.update_existing(hash, request, |log| {
+            engine::settle(log, now_ms, request, receipt)
+        });
+        drop(shard);
+        match settled {
+            Some((settled, delta)) => {
+                self.account(delta);
+                settled
+            }
+            None => Settled {
+                settled: false,
+                decision: engine::standing(&Log::new(), now_ms, request.limits()),
+            },
+        }
+    }
+
+    /// Charges `request`'s costs at an explicit time, synchronously
+    /// ([`slidelog_core::Store::charge`]). A new key is bounded as a check's
+    /// is ([`StoreError::Full`]); costs of 0 everywhere create no key.
+    pub fn charge_at(&self, request: &Request, now_ms: u64) -> Result<Decision, StoreError> {
+        let mode = if request.costs().iter().all(|&c| c == 0) {
+            Mode::Peek
+        } else {
+            Mode::Record
+        };
+        self.decide_as::<Charged>(request, mode, now_ms)
+            .map(|c| c.0)
+    }
+}
