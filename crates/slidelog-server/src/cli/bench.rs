@@ -125,9 +125,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let store = open(&args).await?;
     let report = load(&args, store, limit).await?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        super::out::line(&serde_json::to_string_pretty(&report)?)?;
     } else {
-        print_report(&report);
+        print_report(&report)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -217,7 +217,10 @@ impl Worker {
             let request = &self.requests[key as usize];
             let sent = self.start.elapsed();
             let now = self.time.now();
-            let result = self.store.decide(request, slidelog::Mode::Record, now).await;
+            let result = self
+                .store
+                .decide(request, slidelog::Mode::Record, now)
+                .await;
             let answered = self.start.elapsed();
             log.latencies_us.push((answered - sent).as_micros() as u64);
             match result {
@@ -305,31 +308,39 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-fn print_report(r: &Report) {
+fn print_report(r: &Report) -> std::io::Result<()> {
     let ms = |us: u64| us as f64 / 1000.0;
-    println!(
+    let mut text = String::new();
+    use std::fmt::Write as _;
+    let _ = writeln!(
+        text,
         "store {} ({}): {} requests over {} keys, {} concurrent, limit {} per {} ms, cost {}",
         r.store, r.kind, r.requests, r.keys, r.concurrency, r.max, r.window_ms, r.cost
     );
-    println!(
+    let _ = writeln!(
+        text,
         "throughput: {:.0} decisions/s ({:.3} s)",
         r.throughput_per_s, r.elapsed_s
     );
-    println!(
+    let _ = writeln!(
+        text,
         "latency: p50 {:.3} ms, p90 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
         ms(r.latency_us.p50),
         ms(r.latency_us.p90),
         ms(r.latency_us.p99),
         ms(r.latency_us.max)
     );
-    println!(
+    let _ = writeln!(
+        text,
         "admitted {}, rejected {}, errors {}",
         r.admitted, r.rejected, r.errors
     );
-    println!(
+    let _ = writeln!(
+        text,
         "over the limit: {} (units beyond max certainly within one window, summed over keys; 0 for an exact store)",
         r.over_limit
     );
+    super::out::print(&text)
 }
 
 #[cfg(test)]

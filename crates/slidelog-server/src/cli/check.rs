@@ -2,8 +2,8 @@
 //! (or `--limit 3000/minute --limit 1000000/minute --cost 1 --cost 4000`):
 //! one decision, for scripts and for a look by hand.
 
-use super::{StoreArgs, parse_duration};
-use slidelog::{Limit, Limiter, Mode, Request};
+use super::{StoreArgs, out, parse_duration};
+use slidelog::{Detailed, Limit, Limiter, Mode, Request};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -31,20 +31,23 @@ pub struct CheckArgs {
     /// Window length, e.g. 60s, 1m, 500ms (1 ms to 366 days); with --max.
     #[arg(long, value_parser = parse_duration, requires = "max")]
     pub window: Option<Duration>,
-    /// A limit as <max>/<window> (100/minute, 10/1s, 1000000/60s); repeat it
-    /// for several limits on the key, all of which must admit (after --max
-    /// and --window when both are given).
-    #[arg(long = "limit", value_name = "MAX/WINDOW")]
+    /// A limit as [NAME=]<max>/<window> (100/minute, 10/1s,
+    /// tokens=1000000/60s); repeat it for several limits on the key, all of
+    /// which must admit (after --max and --window when both are given).
+    /// Every limit is printed, by its name when it has one.
+    #[arg(long = "limit", value_name = "[NAME=]MAX/WINDOW")]
     pub limits: Vec<Limit>,
     /// Units this request consumes (1 to max). Once: against every limit;
     /// once per limit, in order: each limit counts its own unit (1 request
     /// and 4000 tokens: --cost 1 --cost 4000).
     #[arg(long = "cost", default_values_t = [1u64])]
     pub costs: Vec<u64>,
-    /// Decide without recording (a peek).
+    /// Show the decision a check would make, recording nothing: the counts
+    /// printed are what they would be if this request were admitted.
     #[arg(long)]
     pub peek: bool,
-    /// Print the decision as JSON (docs/design.md §2 fields).
+    /// Print the decision as JSON: the fields of docs/design.md §2, and with
+    /// several limits or a named one a `limits` array (as the HTTP API).
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
@@ -89,28 +92,74 @@ pub async fn run(args: CheckArgs, store_given: bool) -> anyhow::Result<ExitCode>
         .open(&args.store.store, args.store.options())
         .await?;
     let mode = if args.peek { Mode::Peek } else { Mode::Record };
-    let decision = limiter.decide(&request, mode).await?;
-    if args.json {
-        println!("{}", serde_json::to_string(&decision)?);
-    } else if decision.allowed {
-        println!(
-            "allowed: {}/{} used in {} window, {} remaining, empty in {}",
-            decision.count,
-            decision.limit,
-            human_ms(decision.window_ms),
-            decision.remaining,
-            human_ms(decision.reset_after_ms),
-        );
+    let each = limiter.decide_each(&request, mode).await?;
+    let allowed = each.decision.allowed;
+    let text = if args.json {
+        serde_json::to_string(&crate::http::answer::Answer::new(&each))?
     } else {
-        println!(
-            "rejected: {}/{} used in {} window, retry after {}",
-            decision.count,
-            decision.limit,
-            human_ms(decision.window_ms),
-            human_ms(decision.retry_after_ms),
-        );
+        describe(&each, args.peek)
+    };
+    out::line(&text)?;
+    Ok(ExitCode::from(if allowed { 0 } else { 1 }))
+}
+
+/// The decision in words. One limit: one line, as `allowed: 1/5 used in 1m
+/// window, …`. Several: that line for the deciding limit, then one line per
+/// limit, named. A peek says the counts are what a check would leave.
+fn describe(each: &Detailed, peek: bool) -> String {
+    let d = &each.decision;
+    let verdict = match (peek, d.allowed) {
+        (false, true) => "allowed",
+        (false, false) => "rejected",
+        (true, true) => "would be allowed (peek, nothing recorded)",
+        (true, false) => "would be rejected (peek, nothing recorded)",
+    };
+    let mut text = format!(
+        "{verdict}: {}",
+        state(
+            d.count,
+            d.limit,
+            d.window_ms,
+            d.remaining,
+            d.retry_after_ms,
+            d.reset_after_ms
+        )
+    );
+    let limits: Vec<_> = each.limits.iter().map(|s| s.limit).collect();
+    let listed = limits.len() > 1 || limits.iter().any(|l| l.name().is_some());
+    for s in each.limits.iter().filter(|_| listed) {
+        let name = slidelog::headers::policy_name(&limits, &s.limit);
+        let line = match s.counts {
+            Some(c) => state(
+                c.count,
+                s.limit.max(),
+                s.limit.window_ms(),
+                c.remaining,
+                c.retry_after_ms,
+                c.reset_after_ms,
+            ),
+            None => format!(
+                "{} per {} window (the store reported the deciding limit only)",
+                s.limit.max(),
+                human_ms(s.limit.window_ms())
+            ),
+        };
+        text.push_str(&format!("\n  {name}: {line}"));
     }
-    Ok(ExitCode::from(if decision.allowed { 0 } else { 1 }))
+    text
+}
+
+/// One limit's counts: used, remaining and when it empties, or its wait.
+fn state(count: u64, max: u64, window_ms: u64, remaining: u64, retry: u64, reset: u64) -> String {
+    let used = format!("{count}/{max} used in {} window", human_ms(window_ms));
+    if retry > 0 {
+        format!("{used}, retry after {}", human_ms(retry))
+    } else {
+        format!(
+            "{used}, {remaining} remaining, empty in {}",
+            human_ms(reset)
+        )
+    }
 }
 
 fn human_ms(ms: u64) -> humantime::FormattedDuration {

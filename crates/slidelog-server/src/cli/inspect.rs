@@ -72,9 +72,9 @@ pub async fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
     let options = options(&args)?;
     let report = scan_showing_progress(&args, &options).await?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        super::out::line(&serde_json::to_string_pretty(&report)?)?;
     } else {
-        print!("{}", slidelog_inspect::render::human(&report));
+        super::out::print(&slidelog_inspect::render::human(&report))?;
     }
     Ok(ExitCode::from(if report.has_problems() { 1 } else { 0 }))
 }

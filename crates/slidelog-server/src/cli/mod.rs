@@ -5,6 +5,7 @@
 mod bench;
 mod check;
 mod inspect;
+mod out;
 mod serve;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -30,11 +31,21 @@ pub enum Command {
     /// Run the service: HTTP JSON API and the Envoy rate limit gRPC API.
     Serve(serve::ServeArgs),
     /// Make one decision; exit 0 admitted, 1 rejected, 2 error. Needs --store.
-    #[command(long_about = check::LONG_ABOUT)]
+    #[command(
+        long_about = check::LONG_ABOUT,
+        // The default (memory://) is one check refuses without an explicit
+        // --store: its help must not advertise it.
+        mut_arg("store", |a| a.hide_default_value(true).help(
+            "The shared store (required): redis://[user:pass@]host:port[/db], rediss://…, \
+             redis+cluster://h:p,h:p, redis+sentinel://h:p,h:p/master; memory:// only to try \
+             the flags (its log starts empty on every run)."
+        ))
+    )]
     Check(check::CheckArgs),
     /// Look inside the Redis key space and flag the known problems.
     Inspect(inspect::InspectArgs),
-    /// Put load on a store and count admissions beyond the limit.
+    /// Put load on a store (writing rate:sliding:bench:* keys, which expire with their window)
+    /// and count admissions beyond the limit.
     Bench(bench::BenchArgs),
 }
 
@@ -144,11 +155,18 @@ pub fn main() -> ExitCode {
 /// their source in their own message (a Redis error quotes the I/O error
 /// that it also returns as its source), so a cause whose text the message
 /// so far already contains adds nothing.
+///
+/// A cause that leads again to the root cause the message has already
+/// named adds nothing either: "cannot open store X: Connection refused"
+/// followed by its source "cannot connect to Y: Connection refused" would
+/// say the cause twice.
 pub fn said_once(e: &anyhow::Error) -> String {
+    let root = e.root_cause().to_string();
     let mut out = String::new();
     for cause in e.chain() {
         let text = cause.to_string();
-        if text.is_empty() || out.contains(&text) {
+        let root_again = out.contains(&root) && text.contains(&root);
+        if text.is_empty() || out.contains(&text) || root_again {
             continue;
         }
         if !out.is_empty() {
@@ -157,4 +175,50 @@ pub fn said_once(e: &anyhow::Error) -> String {
         out.push_str(&text);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::said_once;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("{text}")]
+    struct Layer {
+        text: String,
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    }
+
+    fn layer(text: &str, source: Option<Layer>) -> Layer {
+        Layer {
+            text: text.into(),
+            source: source.map(|s| Box::new(s) as _),
+        }
+    }
+
+    #[test]
+    fn each_cause_is_said_once() {
+        let refused = "Connection refused (os error 111)";
+        let root = layer(refused, None);
+        let connect = layer(
+            &format!("cannot connect to 127.0.0.1:1: {refused}"),
+            Some(root),
+        );
+        let open = layer(
+            &format!("cannot open store redis://127.0.0.1:1: {refused}"),
+            Some(connect),
+        );
+        assert_eq!(
+            said_once(&anyhow::Error::new(open)),
+            format!("cannot open store redis://127.0.0.1:1: {refused}")
+        );
+        // A layer that does not quote its source still gets it appended.
+        let root = layer(refused, None);
+        let connect = layer("cannot connect to 127.0.0.1:1", Some(root));
+        let open = layer("cannot open store", Some(connect));
+        assert_eq!(
+            said_once(&anyhow::Error::new(open)),
+            format!("cannot open store: cannot connect to 127.0.0.1:1: {refused}")
+        );
+    }
 }
