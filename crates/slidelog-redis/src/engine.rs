@@ -230,10 +230,9 @@ where
                 self.learn(SCRIPT, vec![format!("unknown ({e})")], generation);
                 Ok(Engine::Script)
             }
-            (Err(_), _) => {
-                self.learn(SCRIPT, vec!["unknown (no answer)".into()], generation);
-                Ok(Engine::Script)
-            }
+            // `auto` not answered in time: the scripts until a decision's
+            // background probe gets the answer (never pinned to them).
+            (Err(_), _) => Ok(Engine::Script),
         }
     }
 
