@@ -77,7 +77,8 @@ pub use middleware::RateLimitLayer;
 pub use slidelog_core::limit;
 pub use slidelog_core::{
     BoundError, Bounds, Counts, Decision, Detailed, FullLimit, InputError, Limit, LimitParseError,
-    LimitState, Mode, Now, Request, StoreError, TimeMode,
+    LimitState, Mode, Now, Receipt, ReceiptError, RecordRef, Request, Settled, StoreError,
+    TimeMode,
 };
 pub use url::OpenError;
 

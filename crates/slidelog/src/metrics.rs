@@ -19,16 +19,22 @@ pub enum Op {
     Reset,
     /// Readiness probe.
     Ping,
+    /// Settle a record to its actual costs (docs/design.md §4.4).
+    Settle,
+    /// Record usage without deciding (docs/design.md §4.4).
+    Charge,
 }
 
 impl Op {
-    /// Returns the label value: `check`, `peek`, `reset` or `ping`.
+    /// Returns the label value: `check`, `peek`, `reset`, `ping`, `settle` or `charge`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Check => "check",
             Self::Peek => "peek",
             Self::Reset => "reset",
             Self::Ping => "ping",
+            Self::Settle => "settle",
+            Self::Charge => "charge",
         }
     }
 

@@ -26,6 +26,7 @@ mod error;
 mod health;
 mod policy;
 mod report;
+mod usage;
 
 pub use builder::LimiterBuilder;
 pub use error::{BuildError, LimiterError};
