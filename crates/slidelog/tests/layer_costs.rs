@@ -53,10 +53,14 @@ async fn a_head_cost_is_charged_and_a_cost_above_the_max_is_413_with_the_reason(
     assert_eq!(r.headers()["ratelimit-policy"], "\"default\";q=10;w=60");
     let text = r.text().await.unwrap();
     assert!(text.contains("cost must be between 1 and 10"), "{text}");
-    // 0 is the client's empty request: 400, never a panic.
+    // A cost of 0 charges nothing (issue 23: it was a 400 for the client):
+    // the request is served, uncounted, even while the limit is full.
     let r = post_units(&base, "0").await;
-    assert_eq!(r.status(), 400);
-    assert!(r.text().await.unwrap().contains("cost of 0"));
+    assert_eq!(r.status(), 200);
+    assert!(
+        !r.headers().contains_key("ratelimit"),
+        "no decision was made"
+    );
     // Three still fit.
     assert_eq!(post_units(&base, "3").await.status(), 200);
 }
@@ -69,6 +73,10 @@ async fn per_limit_costs_charge_each_limit_its_own_units() {
         .cost(|parts| [1, units(parts)]);
     let base = serve(Router::new().route("/", post(echo).layer(layer))).await;
     assert_eq!(post_units(&base, "60").await.status(), 200);
+    // 0 tokens: charged 1 request only, decided on the request limit.
+    let r = post_units(&base, "0").await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["ratelimit"], "\"3per60000ms\";r=1;t=60");
     // 60 + 50 tokens is over 100: refused by the token limit.
     let r = post_units(&base, "50").await;
     assert_eq!(r.status(), 429);

@@ -59,7 +59,11 @@ where
     // scope) is always refused, whatever `MissingKey` says: passing it
     // through would let a client escape its limit by sending a long key.
     let key = format!("{}:{}:{key}", config.namespace.as_str(), rule.scope);
-    match cost.request(key, limits.to_vec()) {
+    // A cost of 0 charges nothing in its limit; 0 in every limit, nothing.
+    let Some(request) = super::cost::charged(cost, key, &limits) else {
+        return Asked::Pass(body);
+    };
+    match request {
         Ok(request) => Asked::Decide(Ask {
             request,
             limits,

@@ -11,6 +11,7 @@
 use bytes::Bytes;
 use http::request::Parts;
 use http_body_util::BodyExt;
+use slidelog_core::{InputError, Limit, Request};
 use std::future::Future;
 
 pub use crate::cost::Cost;
@@ -148,10 +149,55 @@ where
     }
 }
 
+/// Returns the request that `cost` makes of `key` under `limits`, or `None`
+/// when it charges nothing: a cost of 0 charges nothing in its limit (as a
+/// settle of 0 does), so 0 in every limit is no request at all, and 0 in
+/// some limits is a request whose record counts nowhere in them (a weighted
+/// record with a cost of 0 there: the key keeps one set of limits,
+/// docs/design.md §1). Every other cost is validated as a check's.
+pub(crate) fn charged(
+    cost: Cost,
+    key: String,
+    limits: &[Limit],
+) -> Option<Result<Request, InputError>> {
+    match cost {
+        Cost::All(0) => None,
+        Cost::PerLimit(costs) if costs.len() == limits.len() && costs.contains(&0) => {
+            if costs.iter().all(|&c| c == 0) {
+                return None;
+            }
+            // Validated as a check with 1 in place of each 0, then built
+            // with the zeros (which only a usage request may hold).
+            let checked: Vec<u64> = costs.iter().map(|&c| c.max(1)).collect();
+            let valid = Request::with_costs(key.clone(), limits.to_vec(), checked);
+            Some(valid.and_then(|_| Request::usage(key, limits.to_vec(), costs)))
+        }
+        other => Some(other.request(key, limits.to_vec())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use http_body_util::Full;
+
+    #[test]
+    fn a_zero_cost_charges_nothing_in_its_limit() {
+        let limits = [
+            Limit::new(60, 60_000).unwrap(),
+            Limit::new(20_000, 60_000).unwrap(),
+        ];
+        let charge = |cost: Cost| charged(cost, "k".into(), &limits);
+        assert_eq!(charge(Cost::All(0)), None);
+        assert_eq!(charge(Cost::PerLimit(vec![0, 0])), None);
+        let tokens_free = charge(Cost::PerLimit(vec![1, 0])).unwrap().unwrap();
+        assert_eq!((tokens_free.cost_for(0), tokens_free.cost_for(1)), (1, 0));
+        assert_eq!(charge(Cost::All(3)).unwrap().unwrap().costs(), &[3]);
+        // Zeros do not let a cost above its limit's max through.
+        assert!(charge(Cost::PerLimit(vec![61, 0])).unwrap().is_err());
+        // The wrong number of costs is refused by the request.
+        assert!(charge(Cost::PerLimit(vec![0])).unwrap().is_err());
+    }
 
     fn parts(len: Option<usize>) -> Parts {
         let mut b = http::Request::post("/");

@@ -38,9 +38,11 @@ pub struct NameError(pub String);
 ///
 /// Each layer counts in its own logs: the log of client `k` is
 /// `{namespace}:{route}:k`, where the namespace is the layer's
-/// [`name`](Self::name) or one derived from its extractor (`auto-ip`,
-/// `auto-header-x-api-key`, and `auto-ip-2` for a second layer keyed by IP
-/// on the same store), and the route is the matching [`RouteLimits`] rule
+/// [`name`](Self::name) or one derived from its extractor and its routes'
+/// limits (`auto-ip-1a2b3c4d`, `auto-header-x-api-key-…`, and `…-2` for a
+/// second layer with the same ones on the same limiter: two layers with
+/// other limits never share logs, in one process or two; a layer without a
+/// name on a store shared over the network warns when built), and the route is the matching [`RouteLimits`] rule
 /// (`default` for the default). So two layers on one limiter never share a
 /// log by accident, even when their keys collide.
 ///
@@ -53,7 +55,8 @@ pub struct NameError(pub String);
 /// let search = RateLimitLayer::new(limiter.clone(), Header::named("x-api-key")?, "100/minute".parse()?)
 ///     .name("search")?;
 /// let upload = RateLimitLayer::new(limiter, PeerIp::new(), "10/minute".parse()?);
-/// assert_eq!((search.namespace(), upload.namespace()), ("search", "auto-ip"));
+/// assert_eq!(search.namespace(), "search");
+/// assert!(upload.namespace().starts_with("auto-ip-"));
 /// let app: Router = Router::new()
 ///     .route("/search", get(|| async { "results" }).layer(search))
 ///     .route("/upload", get(|| async { "stored" }).layer(upload));
@@ -82,7 +85,17 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
     /// (a [`RouteLimits`] table, or `"100/minute".parse()?` for one limit on
     /// every request), at a cost of 1 each.
     pub fn new(limiter: Limiter, extractor: K, routes: RouteLimits) -> Self {
-        let namespace = Namespace::derived(limiter.names(), &extractor.kind());
+        let namespace =
+            Namespace::derived(limiter.names(), &extractor.kind(), &routes.fingerprint());
+        if limiter.store().in_process().is_none() {
+            // Another service with the same extractor and limits on this
+            // store would derive the same name (super::namespace).
+            tracing::warn!(
+                namespace = namespace.as_str(),
+                store = limiter.store().kind(),
+                "rate limit layer without a name on a shared store: its counts are shared with any layer deriving the same name (same key kind, routes and limits); give it one with .name(...)"
+            );
+        }
         let config = Config {
             limiter,
             extractor: Arc::new(extractor),
@@ -149,10 +162,35 @@ impl<K: KeyExtractor, C> RateLimitLayer<K, C> {
         self
     }
 
+    /// Returns this layer charging with `charge` instead.
+    fn charging<C2>(self, charge: C2) -> RateLimitLayer<K, C2> {
+        RateLimitLayer {
+            config: self.config.charging(charge),
+        }
+    }
+}
+
+/// The cost sources: only on a layer that charges 1 (has none yet).
+impl<K: KeyExtractor> RateLimitLayer<K, UnitCost> {
     /// Each request costs what `cost` says of its head: one cost for every
     /// limit (`u64`), or one per limit (`[u64; N]`, `Vec<u64>`, matched by
     /// position). A cost above a limit's `max` (or the limiter's bounds) is
-    /// answered 413 with the reason, a cost of 0 is answered 400.
+    /// answered 413 with the reason. A cost of 0 charges nothing in that
+    /// limit (as a settle of 0 does): a request costing 0 in every limit is
+    /// handed to the inner service without a decision, one costing 0 in some
+    /// limits is decided on the others only.
+    ///
+    /// A layer has one cost source: `cost` and [`body_cost`](Self::body_cost)
+    /// exist only on a layer that has none yet, so a second one does not
+    /// compile (rather than replacing the first without a word):
+    ///
+    /// ```compile_fail
+    /// use slidelog::{Limiter, RateLimitLayer, middleware::Header};
+    /// let layer = RateLimitLayer::new(Limiter::memory(), Header::named("x-api-key")?, "1000/minute".parse()?)
+    ///     .cost(|_parts| 2u64)
+    ///     .body_cost(4096, |_parts, body: &[u8]| body.len() as u64);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     ///
     /// ```
     /// use slidelog::{Limiter, RateLimitLayer, middleware::Header};
@@ -184,12 +222,6 @@ impl<K: KeyExtractor, C> RateLimitLayer<K, C> {
         R: Into<Cost>,
     {
         self.charging(BodyCost { max_bytes, f: cost })
-    }
-
-    fn charging<C2>(self, charge: C2) -> RateLimitLayer<K, C2> {
-        RateLimitLayer {
-            config: self.config.charging(charge),
-        }
     }
 }
 

@@ -4,16 +4,24 @@
 //!
 //! A namespace is a name the user gives (`.name("search")`, used as is:
 //! two layers given the same name share their logs on purpose) or one
-//! derived from the extractor (`auto-ip`, `auto-header-x-api-key`). Derived
-//! names are told apart per limiter ([`Names`], held by the limiter and
-//! shared by its clones, never by the process): while a layer holds
-//! `auto-ip` on a limiter, the next layer on it that would derive it gets
-//! `auto-ip-2`, and so on, in the order the layers are built on that
-//! limiter. The same program builds its layers in the same order in every
-//! process, so every instance derives the same names; name layers
-//! explicitly when that order may differ between versions that run side by
-//! side (a rolling deploy that adds a layer), or when two limiters share
-//! one store.
+//! derived from the extractor and the route table: `auto-ip-1a2b3c4d`,
+//! `auto-header-x-api-key-…`, where the 8 hex digits are a fingerprint of
+//! every route's path, method and limits ([`RouteLimits`](super::RouteLimits)).
+//! So two layers (in one process, two limiters or two processes on one
+//! store) with other limits never share logs by accident: `/a` at 10 a
+//! second and `/b` at 5 a minute, both keyed by IP, count apart (issue 23).
+//! Derived names are also told apart per limiter ([`Names`], held by the
+//! limiter and shared by its clones, never by the process): while a layer
+//! holds a name on a limiter, the next layer on it that would derive it gets
+//! the name with `-2`, and so on, in the order the layers are built on that
+//! limiter. The same program builds its layers in the same order with the
+//! same limits in every process, so its instances derive the same names and
+//! share their counts, as they should. Two *different* services with the
+//! same extractor and the same limits on one store would still share: a
+//! layer on a store shared over the network without a name logs a warning
+//! when it is built; name layers explicitly there, and when the build order
+//! may differ between versions that run side by side (a rolling deploy that
+//! adds a layer).
 
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -64,10 +72,10 @@ impl Namespace {
         Arc::new(Self { name, held: None })
     }
 
-    /// Returns the first free derived name for `base` among `names` (the
-    /// limiter's).
-    pub(crate) fn derived(names: &Arc<Names>, base: &str) -> Arc<Self> {
-        let base = format!("auto-{}", sanitize(base));
+    /// Returns the first free derived name for the extractor `base` and the
+    /// route table's `fingerprint` among `names` (the limiter's).
+    pub(crate) fn derived(names: &Arc<Names>, base: &str, fingerprint: &str) -> Arc<Self> {
+        let base = format!("auto-{}-{fingerprint}", sanitize(base));
         let ordinal = names.hold(&base);
         let name = if ordinal == 1 {
             base.clone()
@@ -117,19 +125,24 @@ mod tests {
     #[test]
     fn derived_names_differ_while_held_and_are_reused_once_released() {
         let limiter = Arc::new(Names::default());
-        let a = Namespace::derived(&limiter, "ip");
-        let b = Namespace::derived(&limiter, "ip");
-        assert_eq!((a.as_str(), b.as_str()), ("auto-ip", "auto-ip-2"));
+        let a = Namespace::derived(&limiter, "ip", "0a");
+        let b = Namespace::derived(&limiter, "ip", "0a");
+        assert_eq!((a.as_str(), b.as_str()), ("auto-ip-0a", "auto-ip-0a-2"));
         drop(a);
-        let c = Namespace::derived(&limiter, "ip");
-        assert_eq!(c.as_str(), "auto-ip");
+        let c = Namespace::derived(&limiter, "ip", "0a");
+        assert_eq!(c.as_str(), "auto-ip-0a");
+        // Other limits: another name, whatever the order.
+        assert_eq!(
+            Namespace::derived(&limiter, "ip", "0b").as_str(),
+            "auto-ip-0b"
+        );
         // Another limiter: names are per limiter.
         let second = Arc::new(Names::default());
-        let other = Namespace::derived(&second, "ip");
-        assert_eq!(other.as_str(), "auto-ip");
+        let other = Namespace::derived(&second, "ip", "0a");
+        assert_eq!(other.as_str(), "auto-ip-0a");
         assert_eq!(
-            Namespace::derived(&limiter, "header:X-Api-Key").as_str(),
-            "auto-header-x-api-key"
+            Namespace::derived(&limiter, "header:X-Api-Key", "0a").as_str(),
+            "auto-header-x-api-key-0a"
         );
     }
 }

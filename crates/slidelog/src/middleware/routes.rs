@@ -137,6 +137,26 @@ impl RouteLimits {
         self
     }
 
+    /// Returns a fingerprint of the table: 8 hex digits of a stable hash
+    /// (FNV-1a, the same in every process and version) of every rule's
+    /// method, path and limits, in order. A derived namespace carries it
+    /// ([`super::namespace`]), so layers with other limits never share logs.
+    pub(crate) fn fingerprint(&self) -> String {
+        let mut text = String::new();
+        let rules = self.routes.iter().map(|r| &r.rule).chain([&self.default]);
+        for rule in rules {
+            text.push_str(&rule.scope);
+            for limit in rule.limits.as_deref().unwrap_or_default() {
+                text.push_str(&format!(" {}/{}", limit.max(), limit.window_ms()));
+            }
+            text.push('\n');
+        }
+        let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        format!("{:08x}", hash as u32 ^ (hash >> 32) as u32)
+    }
+
     /// Returns the rule for a request.
     pub(crate) fn rule_for(&self, parts: &Parts) -> &Rule {
         let path = parts.uri.path();
