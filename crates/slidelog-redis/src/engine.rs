@@ -73,6 +73,31 @@ impl Engine {
             Self::Module => module::run(conn, redis_key, request, mode, now_ms, deadline_ms).await,
         }
     }
+
+    /// Runs one settle or charge through this engine (docs/design.md §4.5),
+    /// the one dispatch point for them. The module engine has no such
+    /// command yet.
+    pub async fn run_usage<C: ConnectionLike>(
+        self,
+        conn: &mut C,
+        redis_key: &[u8],
+        request: &Request,
+        usage: &crate::usage::Usage,
+        now_ms: Option<u64>,
+        deadline_ms: Option<u64>,
+    ) -> RedisResult<crate::usage::UsageOutcome> {
+        match self {
+            Self::Script => {
+                crate::usage::run(conn, redis_key, request, usage, now_ms, deadline_ms).await
+            }
+            // The store refuses before dispatching (StoreError::Unsupported).
+            Self::Module => Err(RedisError::from((
+                redis::ErrorKind::UnexpectedReturnType,
+                "the module engine has no settle or charge yet",
+                usage.name().to_owned(),
+            ))),
+        }
+    }
 }
 
 /// Asks the store's node(s) whether they have the module: the nodes that

@@ -49,14 +49,15 @@ pub mod errors;
 pub mod heal;
 pub mod keys;
 pub mod members;
+pub mod module;
 mod multi_url;
 mod options;
 mod pipelined;
-pub mod module;
 pub mod script;
 pub mod sentinel;
 pub mod skew;
 mod store;
+pub mod usage;
 mod watched;
 
 pub use cluster::{ClusterConnection, ClusterStore};

@@ -16,13 +16,34 @@ use ulid::Ulid;
 
 /// The member that records `request` when it is admitted.
 pub fn member(request: &Request) -> String {
-    let id = Ulid::generate().to_string();
-    let costs = request.costs();
-    if costs.iter().all(|&c| c == 1) {
-        return id;
+    member_with_id(request).0
+}
+
+/// The member that records `request`, and its ULID as a number (the record
+/// id a receipt carries, docs/design.md §4.5).
+pub fn member_with_id(request: &Request) -> (String, u128) {
+    let id = Ulid::generate();
+    (named(id.to_string(), request.costs()), id.0)
+}
+
+/// The member of the record `id` carrying `costs`: the bare id when every
+/// cost is 1, else `<id>#<cost list>`.
+pub fn named(mut id: String, costs: &[u64]) -> String {
+    let list = cost_list(costs);
+    if !list.is_empty() {
+        id.push('#');
+        id.push_str(&list);
     }
-    let mut out = id;
-    out.push('#');
+    id
+}
+
+/// The text after a member's `#` for `costs`: empty when every cost is 1
+/// (a plain member), else the costs joined by `,`.
+pub fn cost_list(costs: &[u64]) -> String {
+    let mut out = String::new();
+    if costs.iter().all(|&c| c == 1) {
+        return out;
+    }
     for (i, c) in costs.iter().enumerate() {
         if i > 0 {
             out.push(',');
@@ -30,6 +51,11 @@ pub fn member(request: &Request) -> String {
         let _ = write!(out, "{c}");
     }
     out
+}
+
+/// The text form of a record id (a receipt's number back to its ULID).
+pub fn id_text(id: u128) -> String {
+    Ulid(id).to_string()
 }
 
 /// The costs a member carries (`[1]` for a bare id), as the script reads them.

@@ -6,7 +6,7 @@
 //! `redis::Script` sends `EVALSHA` and, on `NOSCRIPT` (after `SCRIPT FLUSH`, a
 //! restart or a failover), loads the script and retries once.
 
-use crate::members::member;
+use crate::members::member_with_id;
 use redis::aio::ConnectionLike;
 use redis::{ErrorKind, RedisError, RedisResult, Script};
 use slidelog_core::{Decision, Mode, Request};
@@ -31,6 +31,8 @@ pub fn source_for_sha(sha: &[u8]) -> Option<&'static str> {
         Some(SOURCE)
     } else if sha == SINGLE.get_hash().as_bytes() {
         Some(SINGLE_SOURCE)
+    } else if sha == crate::usage::USAGE.get_hash().as_bytes() {
+        Some(crate::usage::USAGE_SOURCE)
     } else {
         None
     }
@@ -69,9 +71,18 @@ pub async fn run<C: ConnectionLike>(
     now_ms: Option<u64>,
     deadline_ms: Option<u64>,
 ) -> RedisResult<Outcome> {
+    // The member is made here, so an admitted check's receipt names it
+    // (its ULID and the time the script used) without changing the reply.
+    let (member, id) = if mode == Mode::Record {
+        member_with_id(request)
+    } else {
+        (String::new(), 0)
+    };
     if mode == Mode::Record && request.limits().len() == 1 && request.cost_for(0) == 1 {
-        if let Some(outcome) = run_single(conn, redis_key, request, now_ms, deadline_ms).await? {
-            return Ok(outcome);
+        if let Some(outcome) =
+            run_single(conn, redis_key, request, &member, now_ms, deadline_ms).await?
+        {
+            return Ok(with_record(outcome, id));
         }
     }
     let mut invocation = SCRIPT.key(redis_key);
@@ -88,11 +99,28 @@ pub async fn run<C: ConnectionLike>(
     }
     if mode == Mode::Record {
         invocation
-            .arg(member(request))
+            .arg(&member)
             .arg(deadline_ms.map_or(-1, |ms| ms as i64));
     }
     let reply: Vec<i64> = invocation.invoke_async(conn).await?;
-    parse_reply(&reply)
+    let outcome = parse_reply(&reply)?;
+    Ok(if mode == Mode::Record {
+        with_record(outcome, id)
+    } else {
+        outcome
+    })
+}
+
+/// `outcome` naming the record an admitted check appended: the member
+/// `id` at the time the script used (docs/design.md §4.5).
+fn with_record(mut outcome: Outcome, id: u128) -> Outcome {
+    if outcome.decision.allowed {
+        outcome.decision.record = Some(slidelog_core::RecordRef {
+            ts: outcome.now_ms,
+            id: Some(id),
+        });
+    }
+    outcome
 }
 
 /// A check of one limit at cost 1 through `single_limit.lua`; `None` when
@@ -102,6 +130,7 @@ async fn run_single<C: ConnectionLike>(
     conn: &mut C,
     redis_key: &[u8],
     request: &Request,
+    member: &str,
     now_ms: Option<u64>,
     deadline_ms: Option<u64>,
 ) -> RedisResult<Option<Outcome>> {
@@ -110,7 +139,7 @@ async fn run_single<C: ConnectionLike>(
     invocation
         .arg(limit.max())
         .arg(limit.window_ms())
-        .arg(member(request))
+        .arg(member)
         .arg(deadline_ms.map_or(-1, |ms| ms as i64));
     if let Some(ms) = now_ms {
         invocation.arg(ms);

@@ -211,18 +211,22 @@ for i = 1, n do
   lives[i] = records[i] + (extras[i] or 0)
 end
 
--- The timestamp of the k-th oldest live unit at a position: a rank when
--- every record costs 1, else a walk from the oldest live record, in
--- batches, until k units are summed (at most k records: each holds >= 1).
+-- The timestamp of the k-th oldest live unit at a position: a rank on a
+-- plain log (every record costs 1), else a walk from the oldest live record,
+-- in batches, until k units are summed. (A weighted log whose extra units
+-- sum to 0 may still mix costs: a record settled to 0 in a limit is -1
+-- there, docs/design.md §4.5, so only the marker allows the rank.)
 local function kth_unit(i, k)
   local first = total - records[i]
-  if (extras[i] or 0) == 0 then
+  if not weighted then
     local rank = first + k - 1
     return tonumber(redis.call('ZRANGE', log, rank, rank, 'WITHSCORES')[2])
   end
   local sum, from, batch = 0, first, 64
   while true do
     local got = redis.call('ZRANGE', log, from, from + batch - 1, 'WITHSCORES')
+    -- Never past the end (the sums say k units are live; a guard, not a path).
+    if #got == 0 then return now end
     for j = 1, #got, 2 do
       sum = sum + cost_of(got[j], i)
       if sum >= k then return tonumber(got[j + 1]) end
@@ -261,6 +265,18 @@ end
 -- below; step 4 removes it only when it removes every record.
 if total == 0 then newest = nil end
 
+-- The newest live record that counts at a position (reset_after_ms): the
+-- newest record, unless a settle left it at cost 0 there (docs/design.md
+-- §4.5); then the newest live one of cost > 0, or nil.
+local function newest_unit(i)
+  if newest == nil or not weighted or cost_of(newest_member, i) > 0 then return newest end
+  local got = redis.call('ZRANGEBYSCORE', log, string.format('(%d', now - windows[i]), '+inf', 'WITHSCORES')
+  for j = #got - 1, 1, -2 do
+    if cost_of(got[j], i) > 0 then return tonumber(got[j + 1]) end
+  end
+  return nil
+end
+
 -- Step 8: write back the weights whose frontier moved, and (with the TTL
 -- of step 10) keep the hash exactly as long as the log.
 local function save_weights(ttl)
@@ -285,8 +301,9 @@ if not allowed then
   -- Step 9a: rejected. Nothing is appended; a check still refreshes the TTL
   -- (step 10) so that a key it decided on never lacks one.
   local d = worst
-  local reset = newest + windows[d] - now
-  if reset < 0 then reset = 0 end
+  local counted = newest_unit(d)
+  local reset = 0
+  if counted ~= nil then reset = math.max(0, counted + windows[d] - now) end
   if record then
     local ttl = math.max(longest, newest + longest - now)
     redis.call('PEXPIRE', log, ttl)
@@ -342,4 +359,7 @@ if record then
   save_weights(ttl)
 end
 
-return {1, maxes[d], windows[d], lives[d] + costs[d], tight_rem, 0, newest_after + windows[d] - now, now}
+-- The reset of the deciding limit: its newest counting record, or now.
+local counted = newest_unit(d)
+if counted == nil or counted < now then counted = now end
+return {1, maxes[d], windows[d], lives[d] + costs[d], tight_rem, 0, counted + windows[d] - now, now}

@@ -8,10 +8,12 @@ use crate::errors::bounded;
 use crate::options::RedisOptions;
 use crate::script::{MAX_NOW_MS, Outcome};
 use crate::skew::{ClockWatch, Skew};
-use crate::watched::{Call, CallError, Counters};
+use crate::usage::{Usage, UsageOutcome};
+use crate::watched::{Call, CallError, Counters, UsageCall};
 use redis::aio::{ConnectionLike, ConnectionManager};
 use slidelog_core::{
-    Clock, Decision, Mode, Now, Request, Store, StoreError, StoreStats, SystemClock,
+    Clock, Decision, Mode, Now, Receipt, Request, Settled, Store, StoreError, StoreStats,
+    SystemClock,
 };
 use std::future::Future;
 use std::sync::Arc;
@@ -179,8 +181,7 @@ where
         };
         let sent_ms = SystemClock.now_ms();
         let result =
-            crate::watched::run(self.conn.clone(), call, self.timeout, self.counters.clone())
-                .await;
+            crate::watched::run(self.conn.clone(), call, self.timeout, self.counters.clone()).await;
         match &result {
             // The reply carries the Redis TIME the script used: compare.
             Ok(outcome) if now_ms.is_none() => {
@@ -196,6 +197,59 @@ where
             _ => {}
         }
         result.map_err(|e| self.store_error(e))
+    }
+
+    /// One settle or charge (docs/design.md §4.5), with the time, deadline
+    /// and timeout semantics of [`Self::decide_timed`]'s check.
+    pub async fn usage_timed(
+        &self,
+        request: &Request,
+        usage: Usage,
+        now: Now,
+    ) -> Result<UsageOutcome, StoreError> {
+        let now_ms = match now {
+            Now::At(ms) => Some(ms),
+            Now::Server => None,
+        };
+        if let Some(ms) = now_ms.filter(|&ms| ms > MAX_NOW_MS) {
+            return Err(StoreError::Backend(format!(
+                "now_ms {ms} is beyond {MAX_NOW_MS} (2^53 - 1), the largest time Redis scores hold exactly"
+            )));
+        }
+        let deadline_ms = (now == Now::Server)
+            .then(|| {
+                let budget = self.timeout.checked_sub(self.skew_margin)?;
+                Some(SystemClock.now_ms() + budget.as_millis() as u64)
+            })
+            .flatten();
+        let operation = usage.name();
+        let engine = self.engine.select(&self.conn)?;
+        if engine == crate::Engine::Module {
+            return Err(self.unsupported(operation));
+        }
+        let call = UsageCall {
+            engine,
+            key: self.redis_key(request.key()),
+            request: request.clone(),
+            usage,
+            now_ms,
+            deadline_ms,
+        };
+        let result =
+            crate::watched::run_usage(self.conn.clone(), call, self.timeout, self.counters.clone())
+                .await;
+        result.map_err(|e| match e {
+            CallError::Redis(e) if crate::usage::is_module_key(&e) => self.unsupported(operation),
+            e => self.store_error(e),
+        })
+    }
+
+    /// A settle or charge the module engine (or a key it holds) cannot take yet.
+    fn unsupported(&self, operation: &'static str) -> StoreError {
+        StoreError::Unsupported {
+            store: self.kind,
+            operation,
+        }
     }
 
     /// The one mapping of a watched call's failure to the store's error.
@@ -230,6 +284,25 @@ where
         now: Now,
     ) -> Result<Decision, StoreError> {
         Ok(self.decide_timed(request, mode, now).await?.decision)
+    }
+
+    async fn settle(
+        &self,
+        request: &Request,
+        receipt: &Receipt,
+        now: Now,
+    ) -> Result<Settled, StoreError> {
+        let usage = Usage::Settle(receipt.clone());
+        let answer = self.usage_timed(request, usage, now).await?;
+        Ok(Settled {
+            settled: answer.done,
+            decision: answer.outcome.decision,
+        })
+    }
+
+    async fn charge(&self, request: &Request, now: Now) -> Result<Decision, StoreError> {
+        let answer = self.usage_timed(request, Usage::Charge, now).await?;
+        Ok(answer.outcome.decision)
     }
 
     async fn reset(&self, key: &str) -> Result<bool, StoreError> {

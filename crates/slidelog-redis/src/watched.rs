@@ -5,9 +5,11 @@
 //! to one store ([`Counters`]): stores never mix their counts.
 
 use crate::script::{self, Outcome};
+use crate::usage::{Usage, UsageOutcome};
 use redis::RedisError;
 use redis::aio::ConnectionLike;
 use slidelog_core::{Mode, Request, StoreStats};
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -72,9 +74,8 @@ pub(crate) async fn run<C>(
 where
     C: ConnectionLike + Send + 'static,
 {
-    let (tx, rx) = tokio::sync::oneshot::channel();
     let mode = call.mode;
-    tokio::spawn(async move {
+    let work = async move {
         let run = call.engine.run(
             &mut conn,
             &call.key,
@@ -83,16 +84,74 @@ where
             call.now_ms,
             call.deadline_ms,
         );
-        match tokio::time::timeout(timeout + LATE_WINDOW, run).await {
+        run.await
+    };
+    let recorded = move |o: &Outcome| mode == Mode::Record && o.decision.allowed;
+    watch(work, recorded, mode == Mode::Record, timeout, counters).await
+}
+
+/// One settle or charge to run (docs/design.md §4.5), watched as a check is.
+pub(crate) struct UsageCall {
+    /// The engine that runs it ([`crate::engine::Engine::run_usage`]).
+    pub engine: crate::engine::Engine,
+    pub key: Vec<u8>,
+    pub request: Request,
+    pub usage: Usage,
+    pub now_ms: Option<u64>,
+    pub deadline_ms: Option<u64>,
+}
+
+/// [`run`] for a settle or a charge: a late one that changed the log is a
+/// late record, one never answered an unknown outcome.
+pub(crate) async fn run_usage<C>(
+    mut conn: C,
+    call: UsageCall,
+    timeout: Duration,
+    counters: Arc<Counters>,
+) -> Result<UsageOutcome, CallError>
+where
+    C: ConnectionLike + Send + 'static,
+{
+    let work = async move {
+        let run = call.engine.run_usage(
+            &mut conn,
+            &call.key,
+            &call.request,
+            &call.usage,
+            call.now_ms,
+            call.deadline_ms,
+        );
+        run.await
+    };
+    watch(work, |o: &UsageOutcome| o.done, true, timeout, counters).await
+}
+
+/// Runs `work` on its own task, waiting at most `timeout`; the task waits
+/// [`LATE_WINDOW`] more: a late answer for which `recorded` holds is a late
+/// record, no answer at all (when `records`) an unknown outcome.
+async fn watch<T, W, R>(
+    work: W,
+    recorded: R,
+    records: bool,
+    timeout: Duration,
+    counters: Arc<Counters>,
+) -> Result<T, CallError>
+where
+    T: Send + 'static,
+    W: Future<Output = redis::RedisResult<T>> + Send + 'static,
+    R: Fn(&T) -> bool + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        match tokio::time::timeout(timeout + LATE_WINDOW, work).await {
             Ok(result) => {
                 if let Err(Ok(outcome)) = tx.send(result)
-                    && mode == Mode::Record
-                    && outcome.decision.allowed
+                    && recorded(&outcome)
                 {
                     counters.late_records.fetch_add(1, Ordering::Relaxed);
                 }
             }
-            Err(_) if mode == Mode::Record => {
+            Err(_) if records => {
                 counters.unknown_outcomes.fetch_add(1, Ordering::Relaxed);
             }
             Err(_) => {}

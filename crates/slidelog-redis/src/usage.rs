@@ -1,0 +1,128 @@
+//! Settle and charge on the scripts' layout (docs/design.md §4.5): one run
+//! of `usage.lua` per operation, atomically, on the log and its weights key
+//! (one Cluster slot). The receipt names the record by its member's ULID,
+//! made client-side when the check ran ([`crate::members`]), so the check
+//! scripts' replies are unchanged.
+
+use crate::members::{cost_list, id_text, member_with_id};
+use crate::script::{Outcome, parse_reply};
+use redis::aio::ConnectionLike;
+use redis::{ErrorKind, RedisError, RedisResult, Script};
+use slidelog_core::{Receipt, RecordRef, Request};
+use std::sync::LazyLock;
+
+/// The Lua source of a settle or a charge.
+pub const USAGE_SOURCE: &str = include_str!("usage.lua");
+
+/// The usage script, hashed once per process.
+pub static USAGE: LazyLock<Script> = LazyLock::new(|| Script::new(USAGE_SOURCE));
+
+/// The error code of a settle or charge on a key the module holds.
+pub const MODULE_KEY_CODE: &str = "MODULEKEY";
+
+/// True when `err` is the script refusing a key the module holds.
+pub fn is_module_key(err: &RedisError) -> bool {
+    err.code() == Some(MODULE_KEY_CODE)
+}
+
+/// What to do with the request's costs.
+#[derive(Debug, Clone)]
+pub enum Usage {
+    /// Change the record the receipt names to the request's costs.
+    Settle(Receipt),
+    /// Append a record of the request's costs without deciding.
+    Charge,
+}
+
+impl Usage {
+    /// "settle" or "charge".
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Settle(_) => "settle",
+            Self::Charge => "charge",
+        }
+    }
+}
+
+/// What one settle or charge answers: whether it changed the log (the
+/// record was found, or one was appended) and the limits after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UsageOutcome {
+    /// Settle: the record was found and settled. Charge: a record was appended.
+    pub done: bool,
+    /// The limits after the change; its `record` names the settled or
+    /// appended record.
+    pub outcome: Outcome,
+}
+
+/// Runs one settle or charge of `request` (a [`Request::usage`]) on
+/// `redis_key` (prefix applied). `now_ms` is `None` for Redis `TIME`;
+/// `deadline_ms` as a check's (the script refuses past it, changing nothing).
+pub async fn run<C: ConnectionLike>(
+    conn: &mut C,
+    redis_key: &[u8],
+    request: &Request,
+    usage: &Usage,
+    now_ms: Option<u64>,
+    deadline_ms: Option<u64>,
+) -> RedisResult<UsageOutcome> {
+    let mut invocation = USAGE.key(redis_key);
+    invocation
+        .key(crate::keys::weights_key(redis_key))
+        .arg(usage.name())
+        .arg(now_ms.map_or(-1, |ms| ms as i64))
+        .arg(deadline_ms.map_or(-1, |ms| ms as i64))
+        .arg(request.limits().len());
+    for (i, limit) in request.limits().iter().enumerate() {
+        invocation
+            .arg(limit.max())
+            .arg(limit.window_ms())
+            .arg(request.cost_for(i));
+    }
+    let id = match usage {
+        Usage::Charge => {
+            let (member, id) = member_with_id(request);
+            invocation.arg(member);
+            id
+        }
+        Usage::Settle(receipt) => {
+            // A receipt without an id (another store's) names no member here.
+            let id = receipt.id().unwrap_or(0);
+            invocation
+                .arg(id_text(id))
+                .arg(receipt.ts())
+                .arg(cost_list(receipt.costs()))
+                .arg(cost_list(request.costs()));
+            id
+        }
+    };
+    let reply: Vec<i64> = invocation.invoke_async(conn).await?;
+    let removed = request.costs().iter().all(|&c| c == 0);
+    parse_usage_reply(&reply, usage, id, removed)
+}
+
+/// `{done, allowed, max, window_ms, count, remaining, retry, reset, now}`.
+/// `removed`: the costs are 0 everywhere (a settle then removes the record).
+fn parse_usage_reply(
+    reply: &[i64],
+    usage: &Usage,
+    id: u128,
+    removed: bool,
+) -> RedisResult<UsageOutcome> {
+    let Some((&done, rest)) = reply.split_first().filter(|(d, _)| **d == 0 || **d == 1) else {
+        return Err(RedisError::from((
+            ErrorKind::UnexpectedReturnType,
+            "usage.lua answered an unexpected reply",
+            format!("{reply:?}"),
+        )));
+    };
+    let mut outcome = parse_reply(rest)?;
+    let done = done == 1;
+    let kept = match usage {
+        Usage::Charge => done.then_some(outcome.now_ms),
+        // A record settled to 0 everywhere is gone: nothing to name.
+        Usage::Settle(receipt) => (done && !removed).then_some(receipt.ts()),
+    };
+    outcome.decision.record = kept.map(|ts| RecordRef { ts, id: Some(id) });
+    Ok(UsageOutcome { done, outcome })
+}
