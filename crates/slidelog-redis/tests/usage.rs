@@ -199,3 +199,233 @@ async fn settle_and_charge_match_the_engine_on_random_traces() {
     }
     eprintln!("{counts:?}");
 }
+
+fn tokens_limits() -> Vec<Limit> {
+    vec![
+        Limit::new(1_000, 60_000).unwrap(),
+        Limit::new(2_000, 60_000).unwrap(),
+    ]
+}
+
+/// Every record of `key`: (member, score).
+fn log_of(server: &RedisServer, redis_key: &str) -> Vec<(String, u64)> {
+    let url = format!("redis://127.0.0.1:{}", server.port());
+    let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+    common::records(&mut c, redis_key)
+}
+
+#[tokio::test]
+async fn forged_receipts_and_receipts_of_another_key_change_nothing() {
+    let server = RedisServer::start();
+    let redis = common::store(&server, "usage-abuse").await;
+    let now = 1_767_225_600_000u64;
+    let check = Request::with_costs("a", tokens_limits(), vec![1, 50]).unwrap();
+    let d = redis
+        .decide(&check, Mode::Record, Now::At(now))
+        .await
+        .unwrap();
+    let real = Receipt::new(&check, d.record.unwrap());
+    let down = |key: &str| Request::usage(key, tokens_limits(), vec![1, 10]).unwrap();
+    // Another key: refused before any store by its fingerprint; forced
+    // through the store anyway, it names no member there.
+    assert_eq!(
+        Receipt::for_request(&real.encode(), &down("b")),
+        Err(slidelog_core::ReceiptError::OtherKey)
+    );
+    let s = redis
+        .settle(&down("b"), &real, Now::At(now + 1))
+        .await
+        .unwrap();
+    assert!(!s.settled);
+    assert_eq!(s.decision.count, 0);
+    assert!(log_of(&server, &format!("{}b", redis.prefix())).is_empty());
+    // Forged: random ids and times, the real time with another id, the
+    // real id with another time or other costs.
+    let id = real.id().unwrap();
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut forged: Vec<Receipt> = (0..10_000)
+        .map(|_| {
+            let record = RecordRef {
+                ts: now - rng.random_range(0..1_000),
+                id: Some(rng.random()),
+            };
+            Receipt::new(&check, record)
+        })
+        .collect();
+    forged.push(Receipt::new(
+        &check,
+        RecordRef {
+            ts: now,
+            id: Some(id ^ 1),
+        },
+    ));
+    forged.push(Receipt::new(
+        &check,
+        RecordRef {
+            ts: now + 1,
+            id: Some(id),
+        },
+    ));
+    forged.push(Receipt::new(
+        &down("a"),
+        RecordRef {
+            ts: now,
+            id: Some(id),
+        },
+    ));
+    forged.push(Receipt::new(&check, RecordRef { ts: now, id: None }));
+    for receipt in &forged {
+        let s = redis
+            .settle(&down("a"), receipt, Now::At(now + 2))
+            .await
+            .unwrap();
+        assert!(!s.settled, "{receipt:?}");
+        assert_eq!(s.decision.count, 1);
+    }
+    let before = log_of(&server, &format!("{}a", redis.prefix()));
+    assert_eq!(before.len(), 1);
+    // The real receipt still settles, once.
+    let s = redis
+        .settle(&down("a"), &real, Now::At(now + 3))
+        .await
+        .unwrap();
+    assert!(s.settled);
+    assert!(
+        !redis
+            .settle(&down("a"), &real, Now::At(now + 3))
+            .await
+            .unwrap()
+            .settled
+    );
+    let after = log_of(&server, &format!("{}a", redis.prefix()));
+    assert_eq!(after.len(), 1);
+    assert_eq!(after[0].1, now, "the record keeps its timestamp");
+    assert!(after[0].0.ends_with("#1,10"), "{after:?}");
+}
+
+#[tokio::test]
+async fn settles_and_charges_keep_the_ttl_and_the_marker() {
+    let server = RedisServer::start();
+    let redis = common::store(&server, "usage-layout").await;
+    let url = format!("redis://127.0.0.1:{}", server.port());
+    let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+    let limit = vec![Limit::new(10, 60_000).unwrap()];
+    let key = format!("{}plain", redis.prefix());
+    let plain = Request::new("plain", limit.clone(), 1).unwrap();
+    let mut receipts = Vec::new();
+    for _ in 0..3 {
+        let d = redis.check(&plain).await.unwrap();
+        receipts.push(Receipt::new(&plain, d.record.unwrap()));
+    }
+    // Settling the oldest to 4 turns the log weighted: the newest record
+    // carries the marker, so the single-limit check hands it over and
+    // counts 4 + 1 + 1 (+ 1 it admits).
+    let four = Request::usage("plain", limit.clone(), vec![4]).unwrap();
+    let s = redis
+        .settle(&four, &receipts[0], Now::Server)
+        .await
+        .unwrap();
+    assert!(s.settled);
+    assert_eq!(s.decision.count, 6);
+    let newest: Vec<String> = redis::cmd("ZRANGE")
+        .arg(&key)
+        .arg(-1)
+        .arg(-1)
+        .query(&mut c)
+        .unwrap();
+    assert!(newest[0].contains('#'), "{newest:?}");
+    let d = redis.check(&plain).await.unwrap();
+    assert_eq!((d.allowed, d.count), (true, 7));
+    // A refund removes the record; a charge over the max records anyway.
+    let zero = Request::usage("plain", limit.clone(), vec![0]).unwrap();
+    let s = redis
+        .settle(&zero, &receipts[1], Now::Server)
+        .await
+        .unwrap();
+    assert!(s.settled && s.decision.record.is_none());
+    assert_eq!(s.decision.count, 6);
+    let big = Request::usage("plain", limit.clone(), vec![20]).unwrap();
+    let d = redis.charge(&big, Now::Server).await.unwrap();
+    assert_eq!((d.allowed, d.count, d.remaining), (false, 26, 0));
+    for k in [
+        key.clone(),
+        String::from_utf8(slidelog_redis::keys::weights_key(key.as_bytes())).unwrap(),
+    ] {
+        let pttl: i64 = redis::cmd("PTTL").arg(&k).query(&mut c).unwrap();
+        assert!(pttl > 59_000 && pttl <= 60_000, "{k}: {pttl}");
+    }
+    assert!(!redis.check(&plain).await.unwrap().allowed);
+}
+
+/// Several independent stores (their own connections) x 16 tasks reserve
+/// an estimate and settle it down to the actual tokens, or refund it, on
+/// one key: the live settled tokens never exceed the max (every record is in
+/// one window, so the final log holds them all), and every settle is exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_reservations_settled_down_never_exceed_the_limit() {
+    let server = RedisServer::start();
+    let limits = vec![
+        Limit::new(100_000, 600_000).unwrap(),
+        Limit::new(3_000, 600_000).unwrap(),
+    ];
+    let mut tasks = Vec::new();
+    let options = common::options("usage-race");
+    let prefix = options.key_prefix.clone();
+    for s in 0..3u64 {
+        let store = std::sync::Arc::new(common::store_with(&server, options.clone()).await);
+        for t in 0..16u64 {
+            let store = store.clone();
+            let limits = limits.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut rng = StdRng::seed_from_u64(s * 100 + t);
+                let (mut settled, mut rejected) = (0u64, 0);
+                while rejected < 20 {
+                    let estimate = rng.random_range(20..=80);
+                    let r = Request::with_costs("hot", limits.clone(), vec![1, estimate]).unwrap();
+                    let d = store.check(&r).await.unwrap();
+                    let Some(record) = d.record else {
+                        rejected += 1;
+                        continue;
+                    };
+                    let actual = if rng.random_ratio(1, 5) {
+                        0
+                    } else {
+                        rng.random_range(1..=estimate)
+                    };
+                    let costs = if actual == 0 {
+                        vec![0]
+                    } else {
+                        vec![1, actual]
+                    };
+                    let u = Request::usage("hot", limits.clone(), costs).unwrap();
+                    let s = store
+                        .settle(&u, &Receipt::new(&r, record), Now::Server)
+                        .await
+                        .unwrap();
+                    assert!(s.settled);
+                    settled += actual;
+                }
+                settled
+            }));
+        }
+    }
+    let mut total = 0;
+    for task in tasks {
+        total += task.await.unwrap();
+    }
+    let records = log_of(&server, &format!("{prefix}hot"));
+    let in_log: u64 = records
+        .iter()
+        .map(|(m, _)| {
+            slidelog_redis::members::costs_of(m)
+                .last()
+                .copied()
+                .unwrap_or(1)
+        })
+        .sum();
+    assert_eq!(in_log, total, "every settle is exact");
+    assert!(total <= 3_000, "{total}");
+    // Settling down made room: far more than 3,000 / 80 reservations fit.
+    assert!(records.len() > 60, "{}", records.len());
+    eprintln!("{} records, {total} tokens", records.len());
+}
