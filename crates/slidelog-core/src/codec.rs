@@ -126,11 +126,19 @@ pub fn decode(bytes: &[u8]) -> Result<(Log, usize), CodecError> {
         })?;
     let count = stamps_len / per;
     let stamps = read_stamps(&mut r, whole, count)?;
-    let mut log = Log::new();
     if !weighted {
+        let mut log = Log::new();
         stamps.into_iter().for_each(|t| log.append(t, &[1]));
         return Ok((log, r.at));
     }
+    let log = read_weighted(&mut r, stamps)?;
+    Ok((log, r.at))
+}
+
+/// Reads the cost width and every record's costs of a weighted log whose
+/// timestamps are `stamps`.
+fn read_weighted(r: &mut Reader<'_>, stamps: Vec<u64>) -> Result<Log, CodecError> {
+    let mut log = Log::new();
     let width_at = r.at;
     let width = r.varint()?;
     if width == 0 || width > MAX_LIMITS as u64 {
@@ -150,7 +158,7 @@ pub fn decode(bytes: &[u8]) -> Result<(Log, usize), CodecError> {
         }
         log.append(t, &costs[..width as usize]);
     }
-    Ok((log, r.at))
+    Ok(log)
 }
 
 /// Reads and checks `count` timestamps (ascending, at most [`MAX_NOW_MS`]);

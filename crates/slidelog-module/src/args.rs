@@ -87,14 +87,7 @@ pub fn check(args: &[&[u8]]) -> Result<Check, CommandError> {
         ));
     }
     key(args[0])?;
-    // Compared in place: an uppercased copy would be an allocation per call.
-    let mode = if args[1].eq_ignore_ascii_case(b"RECORD") {
-        Mode::Record
-    } else if args[1].eq_ignore_ascii_case(b"PEEK") {
-        Mode::Peek
-    } else {
-        return Err(bad("mode", "must be RECORD or PEEK"));
-    };
+    let mode = mode(args[1])?;
     let now_ms = match args[2] {
         b"*" => None,
         given => Some(number(given, Name("now_ms", 0), 0, MAX_NOW_MS)?),
@@ -109,10 +102,32 @@ pub fn check(args: &[&[u8]]) -> Result<Check, CommandError> {
             args.len() - 5
         )));
     }
+    Ok(Check {
+        mode,
+        now_ms,
+        deadline_ms,
+        request: request(&args[5..], n)?,
+    })
+}
+
+/// `RECORD` or `PEEK`, in any case.
+fn mode(arg: &[u8]) -> Result<Mode, CommandError> {
+    // Compared in place: an uppercased copy would be an allocation per call.
+    if arg.eq_ignore_ascii_case(b"RECORD") {
+        Ok(Mode::Record)
+    } else if arg.eq_ignore_ascii_case(b"PEEK") {
+        Ok(Mode::Peek)
+    } else {
+        Err(bad("mode", "must be RECORD or PEEK"))
+    }
+}
+
+/// The request of `n` `<max> <window_ms> <cost>` triples.
+fn request(triples: &[&[u8]], n: usize) -> Result<Request, CommandError> {
     let mut limits = Vec::with_capacity(n);
     // On the stack: only a request with a cost per limit needs them as a Vec.
     let mut costs: smallvec::SmallVec<[u64; MAX_LIMITS]> = smallvec::SmallVec::new();
-    for (i, triple) in args[5..].chunks_exact(3).enumerate() {
+    for (i, triple) in triples.chunks_exact(3).enumerate() {
         let position = i + 1;
         let max = number(triple[0], Name("max", position), 1, slidelog_core::MAX_MAX)?;
         let window = number(
@@ -127,16 +142,10 @@ pub fn check(args: &[&[u8]]) -> Result<Check, CommandError> {
     }
     // One cost for every limit (the common case) is a plain request: one
     // allocation fewer than `with_costs`, in the server's allocator.
-    let request = if costs.iter().all(|&c| c == costs[0]) {
+    Ok(if costs.iter().all(|&c| c == costs[0]) {
         Request::new("k", limits, costs[0])?
     } else {
         Request::with_costs("k", limits, costs.to_vec())?
-    };
-    Ok(Check {
-        mode,
-        now_ms,
-        deadline_ms,
-        request,
     })
 }
 
@@ -180,41 +189,9 @@ pub fn apply(args: &[&[u8]]) -> Result<Apply, CommandError> {
     ) else {
         return Err(arity());
     };
-    let costs = match list {
-        b"0" => Vec::new(),
-        list => {
-            let parts: Vec<&[u8]> = list.split(|&b| b == b',').collect();
-            if parts.len() > MAX_LIMITS {
-                return Err(bad("costs", format!("must list 1 to {MAX_LIMITS} costs")));
-            }
-            parts
-                .iter()
-                .enumerate()
-                .map(|(i, c)| number(c, Name("cost", i + 1), 1, slidelog_core::MAX_COST))
-                .collect::<Result<_, _>>()?
-        }
-    };
+    let costs = apply_costs(list)?;
     let now_ms = number(now, Name("now_ms", 0), 0, MAX_NOW_MS)?;
-    let expire_at_ms = match at {
-        b"_" => None,
-        at => {
-            let (negative, magnitude) = match at.split_first() {
-                Some((b'-', rest)) => (true, rest),
-                _ => (false, at),
-            };
-            let bound = i64::MAX as u64 / 2;
-            let d = number(magnitude, Name("expire_in_ms", 0), 0, bound)?;
-            let at = if negative {
-                now_ms.checked_sub(d)
-            } else {
-                Some(now_ms + d)
-            };
-            Some(
-                at.filter(|&t| t > 0)
-                    .ok_or_else(|| bad("expire_in_ms", "must leave an expiry after the epoch"))?,
-            )
-        }
-    };
+    let expire_at_ms = apply_expire_at(at, now_ms)?;
     Ok(Apply {
         now_ms,
         expire_window_ms: number(
@@ -226,6 +203,44 @@ pub fn apply(args: &[&[u8]]) -> Result<Apply, CommandError> {
         expire_at_ms,
         costs,
     })
+}
+
+/// APPLY's costs: `c1,c2,...`, or `0` for no record (empty).
+fn apply_costs(list: &[u8]) -> Result<Vec<u64>, CommandError> {
+    if list == b"0" {
+        return Ok(Vec::new());
+    }
+    let parts: Vec<&[u8]> = list.split(|&b| b == b',').collect();
+    if parts.len() > MAX_LIMITS {
+        return Err(bad("costs", format!("must list 1 to {MAX_LIMITS} costs")));
+    }
+    parts
+        .iter()
+        .enumerate()
+        .map(|(i, c)| number(c, Name("cost", i + 1), 1, slidelog_core::MAX_COST))
+        .collect()
+}
+
+/// APPLY's absolute expiry: `now_ms` plus the signed `expire_in_ms`, or
+/// `None` for `_` (leave the TTL).
+fn apply_expire_at(at: &[u8], now_ms: u64) -> Result<Option<u64>, CommandError> {
+    if at == b"_" {
+        return Ok(None);
+    }
+    let (negative, magnitude) = match at.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, at),
+    };
+    let bound = i64::MAX as u64 / 2;
+    let d = number(magnitude, Name("expire_in_ms", 0), 0, bound)?;
+    let at = if negative {
+        now_ms.checked_sub(d)
+    } else {
+        Some(now_ms + d)
+    };
+    at.filter(|&t| t > 0)
+        .map(Some)
+        .ok_or_else(|| bad("expire_in_ms", "must leave an expiry after the epoch"))
 }
 
 /// The bytes of an APPLY change: on the stack for up to a few costs.

@@ -16,7 +16,7 @@ use crate::adopt;
 use crate::args;
 use crate::error::CommandError;
 use crate::ffi::{Ctx, Key, Kind};
-use slidelog_core::{Log, Mode, engine};
+use slidelog_core::{Decision, Log, Mode, engine};
 
 /// A successful reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,6 +104,87 @@ fn expire_at(log: &Log, now: u64, server_ms: u64, longest: u64) -> Option<u64> {
     )
 }
 
+/// The server's clock for a call: `now` itself when the call used the
+/// server's clock (`*`), else read afresh.
+fn server_clock(ctx: &Ctx, call: &args::Check, now: u64) -> u64 {
+    if call.now_ms.is_some() {
+        ctx.server_ms()
+    } else {
+        now
+    }
+}
+
+/// Whether an admitted record would be written after the caller's deadline
+/// (compared on the server's clock, as the scripts compare theirs).
+fn is_late(ctx: &Ctx, call: &args::Check, now: u64, allowed: bool) -> bool {
+    call.mode == Mode::Record
+        && allowed
+        && call
+            .deadline_ms
+            .is_some_and(|d| server_clock(ctx, call, now) > d)
+}
+
+/// CHECK's reply: the decision's fields and the time it used.
+fn decision_reply(decision: &Decision, now: u64) -> Reply {
+    Reply::Integers(vec![
+        i64::from(decision.allowed),
+        int(decision.limit),
+        int(decision.window_ms),
+        int(decision.count),
+        int(decision.remaining),
+        int(decision.retry_after_ms),
+        int(decision.reset_after_ms),
+        int(now),
+    ])
+}
+
+/// What a check did to the key's log, to be stored and replicated.
+struct Outcome {
+    /// The log was a sorted set converted on this touch.
+    adopted: bool,
+    /// Records dropped as expired.
+    dropped: usize,
+    /// The request's record was appended.
+    appended: bool,
+    /// The check recorded (RECORD and not refused by its deadline).
+    recorded: bool,
+}
+
+/// Stores the log back into the key and, when the check changed it,
+/// replicates the change as `SLIDELOG.APPLY` with the time used.
+fn persist(
+    ctx: &Ctx,
+    key: &mut Key<'_>,
+    was_module: bool,
+    log: Log,
+    call: &args::Check,
+    now: u64,
+    outcome: &Outcome,
+) -> Result<(), CommandError> {
+    let request = &call.request;
+    if outcome.adopted || outcome.dropped > 0 || outcome.appended {
+        let server = server_clock(ctx, call, now);
+        let at = expire_at(&log, now, server, request.longest_window_ms());
+        let window = if outcome.recorded {
+            request.longest_window_ms()
+        } else {
+            0
+        };
+        let mut change = args::Change::new();
+        let costs: &[u64] = if outcome.appended {
+            request.costs()
+        } else {
+            &[]
+        };
+        args::change(now, window, at, costs, &mut change);
+        store(key, log, was_module, at)?;
+        ctx.replicate_apply(&change);
+    } else if was_module {
+        store(key, log, true, None)?;
+    }
+    Ok(())
+}
+
 /// `SLIDELOG.CHECK`.
 pub fn check(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
     let call = args::check(argv)?;
@@ -122,58 +203,25 @@ pub fn check(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
     // before the expiry gives the same decision (expired records are not
     // live for any of the request's windows).
     let decision = engine::evaluate(&log, now, request);
-    let late = call.mode == Mode::Record
-        && decision.allowed
-        && call.deadline_ms.is_some_and(|d| {
-            let clock = if call.now_ms.is_some() {
-                ctx.server_ms()
-            } else {
-                now
-            };
-            clock > d
-        });
-    let (mut dropped, mut appended) = (0, false);
-    if call.mode == Mode::Record && !late {
-        dropped = log.expire(now, request.longest_window_ms());
+    let late = is_late(ctx, &call, now, decision.allowed);
+    let mut outcome = Outcome {
+        adopted,
+        dropped: 0,
+        appended: false,
+        recorded: call.mode == Mode::Record && !late,
+    };
+    if outcome.recorded {
+        outcome.dropped = log.expire(now, request.longest_window_ms());
         if decision.allowed {
             log.append(now, request.costs());
-            appended = true;
+            outcome.appended = true;
         }
     }
-    let changed = adopted || dropped > 0 || appended;
-    if changed {
-        let server = if call.now_ms.is_some() {
-            ctx.server_ms()
-        } else {
-            now
-        };
-        let at = expire_at(&log, now, server, request.longest_window_ms());
-        let window = if call.mode == Mode::Record && !late {
-            request.longest_window_ms()
-        } else {
-            0
-        };
-        let mut change = args::Change::new();
-        let costs: &[u64] = if appended { request.costs() } else { &[] };
-        args::change(now, window, at, costs, &mut change);
-        store(&mut key, log, kind == Kind::Log, at)?;
-        ctx.replicate_apply(&change);
-    } else if kind == Kind::Log {
-        store(&mut key, log, true, None)?;
-    }
+    persist(ctx, &mut key, kind == Kind::Log, log, &call, now, &outcome)?;
     if late {
         return Err(CommandError::Deadline);
     }
-    Ok(Reply::Integers(vec![
-        i64::from(decision.allowed),
-        int(decision.limit),
-        int(decision.window_ms),
-        int(decision.count),
-        int(decision.remaining),
-        int(decision.retry_after_ms),
-        int(decision.reset_after_ms),
-        int(now),
-    ]))
+    Ok(decision_reply(&decision, now))
 }
 
 /// `SLIDELOG.APPLY`: replays a decision's change exactly.

@@ -514,7 +514,21 @@ pub unsafe extern "C" fn RedisModule_OnLoad(
     if init == ERR {
         return ERR;
     }
-    let mut methods = raw::RedisModuleTypeMethods {
+    let mut methods = type_methods();
+    // SAFETY: a live load context; the server copies the methods.
+    let ty = unsafe {
+        api!(RedisModule_CreateDataType)(ctx, TYPE_NAME.as_ptr(), ENCODING_VERSION, &mut methods)
+    };
+    if ty.is_null() {
+        return ERR;
+    }
+    LOG_TYPE.store(ty, Ordering::Release);
+    if create_commands(ctx) { OK } else { ERR }
+}
+
+/// The log type's callbacks.
+fn type_methods() -> raw::RedisModuleTypeMethods {
+    raw::RedisModuleTypeMethods {
         // Version 3: the callbacks up to `copy`; Redis 7.0 knows up to 4.
         version: 3,
         rdb_load: Some(rdb_load),
@@ -535,25 +549,18 @@ pub unsafe extern "C" fn RedisModule_OnLoad(
         unlink2: None,
         copy2: None,
         aux_save2: None,
-    };
-    // SAFETY: a live load context; the server copies the methods.
-    let ty = unsafe {
-        api!(RedisModule_CreateDataType)(ctx, TYPE_NAME.as_ptr(), ENCODING_VERSION, &mut methods)
-    };
-    if ty.is_null() {
-        return ERR;
     }
-    LOG_TYPE.store(ty, Ordering::Release);
+}
+
+/// Registers the module's commands: false when the server refused one.
+fn create_commands(ctx: *mut raw::RedisModuleCtx) -> bool {
     let commands: [(&CStr, raw::RedisModuleCmdFunc, &CStr); 4] = [
         (c"slidelog.check", Some(cmd_check), c"write deny-oom"),
         (c"slidelog.apply", Some(cmd_apply), c"write deny-oom"),
         (c"slidelog.reset", Some(cmd_reset), c"write fast"),
         (c"slidelog.info", Some(cmd_info), c"readonly fast"),
     ];
-    for (name, f, flags) in commands {
-        if !create_command(ctx, name, f, flags) {
-            return ERR;
-        }
-    }
-    OK
+    commands
+        .into_iter()
+        .all(|(name, f, flags)| create_command(ctx, name, f, flags))
 }
