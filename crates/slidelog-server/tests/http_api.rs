@@ -82,7 +82,10 @@ async fn decisions_carry_status_body_retry_after_and_ratelimit_fields() {
             .unwrap()
             .starts_with("application/json")
     );
-    let d: Value = r.json().await.unwrap();
+    let mut d: Value = r.json().await.unwrap();
+    // An admitted check names its record (docs/design.md §4.4).
+    let receipt = d.as_object_mut().unwrap().remove("receipt").unwrap();
+    assert!(slidelog::Receipt::decode(receipt.as_str().unwrap()).is_ok());
     assert_eq!(
         d,
         json!({"allowed": true, "limit": 2, "window_ms": 60000, "count": 1, "remaining": 1,

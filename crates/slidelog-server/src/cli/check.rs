@@ -95,7 +95,7 @@ pub async fn run(args: CheckArgs, store_given: bool) -> anyhow::Result<ExitCode>
     let each = limiter.decide_each(&request, mode).await?;
     let allowed = each.decision.allowed;
     let text = if args.json {
-        serde_json::to_string(&crate::http::answer::Answer::new(&each))?
+        serde_json::to_string(&crate::http::answer::Answer::new(&each).with_receipt(&request))?
     } else {
         describe(&each, args.peek)
     };

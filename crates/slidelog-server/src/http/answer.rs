@@ -10,6 +10,9 @@
 //!             "retry_after_ms":0,"reset_after_ms":60000}, …]}
 //! ```
 //!
+//! An admitted check adds `"receipt"`, naming its record for a later settle
+//! (docs/design.md §4.4).
+//!
 //! An unnamed limit's `name` is the one the RateLimit header fields give it
 //! (`default`, or `<max>per<window_ms>ms` among several). A store that
 //! reports only the deciding limit (Redis) gives the others `null` counts,
@@ -27,6 +30,10 @@ pub struct Answer {
     /// says it all).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limits: Option<Vec<LimitAnswer>>,
+    /// The receipt of the record an admitted check appended (docs/design.md
+    /// §4.4), for a later `POST /v1/settle`; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<String>,
 }
 
 /// One limit's state in [`Answer::limits`].
@@ -49,6 +56,13 @@ pub struct LimitAnswer {
 }
 
 impl Answer {
+    /// The same answer with the receipt of `request`'s record, when the
+    /// decision appended one (an admitted check).
+    pub fn with_receipt(mut self, request: &slidelog::Request) -> Self {
+        self.receipt = slidelog::Receipt::issue(request, self.decision.record);
+        self
+    }
+
     /// The answer for `each`.
     pub fn new(each: &Detailed) -> Self {
         let limits: Vec<Limit> = each.limits.iter().map(|s| s.limit).collect();
@@ -69,6 +83,7 @@ impl Answer {
                     })
                     .collect()
             }),
+            receipt: None,
         }
     }
 }

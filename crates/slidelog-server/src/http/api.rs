@@ -45,23 +45,7 @@ async fn decide_inner(
     mode: Mode,
 ) -> Result<Response, ApiError> {
     let JsonBody(body) = body?;
-    let now = match body.now_ms {
-        None => Now::Server,
-        Some(_) if !app.config().trust_client_time => {
-            return Err(ApiError::bad_request(
-                "now_ms",
-                "now_ms is refused: this server decides on its own clock \
-                 (start it with --trust-client-time to accept client time)",
-            ));
-        }
-        Some(ms) if ms > MAX_NOW_MS => {
-            return Err(ApiError::bad_request(
-                "now_ms",
-                format!("now_ms must be between 0 and {MAX_NOW_MS} (Unix ms), got {ms}"),
-            ));
-        }
-        Some(ms) => Now::At(ms),
-    };
+    let now = client_now(app, body.now_ms)?;
     let request = body.to_request()?;
     let each = app
         .limiter()
@@ -73,9 +57,28 @@ async fn decide_inner(
     } else {
         StatusCode::TOO_MANY_REQUESTS
     };
-    let mut response = (status, Json(Answer::new(&each))).into_response();
+    let answer = Answer::new(&each).with_receipt(&request);
+    let mut response = (status, Json(answer)).into_response();
     slidelog::headers::insert_each(response.headers_mut(), &each);
     Ok(response)
+}
+
+/// The time a body asks to be decided at: the server's clock, or its
+/// `now_ms` where client time is trusted.
+pub(super) fn client_now(app: &App, now_ms: Option<u64>) -> Result<Now, ApiError> {
+    match now_ms {
+        None => Ok(Now::Server),
+        Some(_) if !app.config().trust_client_time => Err(ApiError::bad_request(
+            "now_ms",
+            "now_ms is refused: this server decides on its own clock \
+             (start it with --trust-client-time to accept client time)",
+        )),
+        Some(ms) if ms > MAX_NOW_MS => Err(ApiError::bad_request(
+            "now_ms",
+            format!("now_ms must be between 0 and {MAX_NOW_MS} (Unix ms), got {ms}"),
+        )),
+        Some(ms) => Ok(Now::At(ms)),
+    }
 }
 
 /// The answer when the limiter gave no decision: bad input (an operator's

@@ -41,6 +41,9 @@ pub struct DecisionBody {
     /// The caller's time in Unix ms; only with `--trust-client-time`.
     #[serde(default)]
     pub now_ms: Option<u64>,
+    /// `POST /v1/settle` only: the receipt a check answered (docs/design.md §4.4).
+    #[serde(default)]
+    pub receipt: Option<String>,
 }
 
 /// One entry of `limits`.
@@ -67,6 +70,12 @@ impl DecisionBody {
     /// Validates the body into a request (every bound of docs/design.md §1),
     /// naming the field at fault.
     pub fn to_request(&self) -> Result<Request, ApiError> {
+        if self.receipt.is_some() {
+            return Err(ApiError::bad_request(
+                "receipt",
+                "receipt is for POST /v1/settle; a check or a peek takes none",
+            ));
+        }
         let limits = self.limits()?;
         let cost = self.cost.unwrap_or(1);
         let own_costs = self
@@ -81,6 +90,35 @@ impl DecisionBody {
             }
             None => Request::new(self.key.clone(), limits, cost).map_err(input_error),
         }
+    }
+
+    /// Validates the body of a settle or a charge into a usage request
+    /// ([`Request::usage`]): costs 0 allowed, above a limit's max allowed.
+    /// A settle must say its actual cost: `cost`, or one per entry.
+    pub fn to_usage_request(&self, settle: bool) -> Result<Request, ApiError> {
+        let limits = self.limits()?;
+        let entries = self.limits.as_deref().unwrap_or_default();
+        let own = entries.iter().any(|l| l.cost.is_some());
+        let every_own = !entries.is_empty() && entries.iter().all(|l| l.cost.is_some());
+        if settle && self.cost.is_none() && !every_own {
+            return Err(ApiError::bad_request(
+                "cost",
+                "a settle needs the actual cost: `cost`, or a `cost` in every entry of `limits`",
+            ));
+        }
+        if !settle && self.receipt.is_some() {
+            return Err(ApiError::bad_request(
+                "receipt",
+                "receipt is for POST /v1/settle; a charge takes none",
+            ));
+        }
+        let cost = self.cost.unwrap_or(1);
+        let costs: Vec<u64> = if own {
+            entries.iter().map(|l| l.cost.unwrap_or(cost)).collect()
+        } else {
+            vec![cost]
+        };
+        Request::usage(self.key.clone(), limits, costs).map_err(input_error)
     }
 
     /// Validates the limits: `max` and `window_ms`, or `limits`, never both.
@@ -270,6 +308,7 @@ fn field_at_fault(path: &str, message: &str) -> &'static str {
         "cost" => "cost",
         "limits" => "limits",
         "now_ms" => "now_ms",
+        "receipt" => "receipt",
         _ => "body",
     }
 }

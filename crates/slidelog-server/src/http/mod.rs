@@ -4,6 +4,8 @@
 //! |---|---|
 //! | `POST /v1/check` | decide and record: 200 admitted, 429 rejected, decision JSON |
 //! | `POST /v1/peek` | the same decision, recording nothing |
+//! | `POST /v1/settle` | change a checked record's costs to the actual ones (docs/design.md §4.4) |
+//! | `POST /v1/charge` | record usage without deciding |
 //! | `DELETE /v1/keys/{key}` | delete a key's log (admin token when set) |
 //! | `GET /healthz` | the process answers |
 //! | `GET /readyz` | the store answers (503 while it does not) |
@@ -14,6 +16,7 @@ pub mod api;
 pub mod body;
 pub mod error;
 pub mod headers;
+pub mod usage;
 
 use crate::app::App;
 use axum::Router;
@@ -39,6 +42,8 @@ pub fn router_with(app: App, max_body_bytes: usize, extra: Router<App>) -> Route
         .merge(extra)
         .route("/v1/check", post(api::check))
         .route("/v1/peek", post(api::peek))
+        .route("/v1/settle", post(usage::settle))
+        .route("/v1/charge", post(usage::charge))
         .route("/v1/keys/{key}", delete(api::reset))
         .route("/healthz", get(api::healthz))
         .route("/readyz", get(api::readyz))
