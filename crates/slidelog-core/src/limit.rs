@@ -275,7 +275,7 @@ impl Request {
         Ok(request)
     }
 
-    /// The request of a settle or a charge (docs/design.md §4.4): the actual
+    /// The request of a settle or a charge (docs/design.md §4.6): the actual
     /// costs of a record, one for every limit or one per limit (matched by
     /// position). Unlike a check's, a cost may be 0 (the record counts
     /// nowhere in that limit; all 0 is a refund) and may exceed the limit's

@@ -1,5 +1,5 @@
 //! Receipts: the opaque string an admitted check answers, naming its record
-//! so that a later settle can change that record's costs (docs/design.md §4.4).
+//! so that a later settle can change that record's costs (docs/design.md §4.6).
 //!
 //! A receipt is base64url (no padding) of a small binary:
 //!

@@ -45,7 +45,7 @@ impl Now {
     }
 }
 
-/// The answer of a settle ([`Store::settle`], docs/design.md §4.4).
+/// The answer of a settle ([`Store::settle`], docs/design.md §4.6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settled {
     /// True when the record was found and now carries the settled costs

@@ -1,4 +1,4 @@
-//! Settle and charge on the memory store (docs/design.md §4.4): each under
+//! Settle and charge on the memory store (docs/design.md §4.6): each under
 //! its key's shard lock, so it is one atomic step with every decision on
 //! the key, exactly as a check is.
 

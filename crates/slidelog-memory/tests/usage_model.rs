@@ -1,4 +1,4 @@
-//! Model-based differential for usage-based limits (docs/design.md §4.4):
+//! Model-based differential for usage-based limits (docs/design.md §4.6):
 //! random sequences of check / peek / settle / charge / reset / advance on
 //! keys with a cost per limit (1 request + N tokens) give, on the memory
 //! store, exactly what a plain model gives: every field of every answer,

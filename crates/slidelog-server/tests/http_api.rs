@@ -83,7 +83,7 @@ async fn decisions_carry_status_body_retry_after_and_ratelimit_fields() {
             .starts_with("application/json")
     );
     let mut d: Value = r.json().await.unwrap();
-    // An admitted check names its record (docs/design.md §4.4).
+    // An admitted check names its record (docs/design.md §4.6).
     let receipt = d.as_object_mut().unwrap().remove("receipt").unwrap();
     assert!(slidelog::Receipt::decode(receipt.as_str().unwrap()).is_ok());
     assert_eq!(

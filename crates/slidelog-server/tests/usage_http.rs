@@ -1,4 +1,4 @@
-//! `POST /v1/settle` and `POST /v1/charge` (docs/design.md §4.4) against a
+//! `POST /v1/settle` and `POST /v1/charge` (docs/design.md §4.6) against a
 //! real server: reserve, settle down and up, refund, expired records,
 //! charge over the max, and every bad input a named 400 (malformed and
 //! forged receipts, a receipt of another key or other limits, costs above

@@ -19,9 +19,9 @@ pub enum Op {
     Reset,
     /// Readiness probe.
     Ping,
-    /// Settle a record to its actual costs (docs/design.md §4.4).
+    /// Settle a record to its actual costs (docs/design.md §4.6).
     Settle,
-    /// Record usage without deciding (docs/design.md §4.4).
+    /// Record usage without deciding (docs/design.md §4.6).
     Charge,
 }
 

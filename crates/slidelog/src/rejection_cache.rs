@@ -12,7 +12,7 @@
 //!   through another instance (or `redis-cli DEL`) is not seen, and this
 //!   instance keeps rejecting that key for at most the cached wait. Turn the
 //!   cache off where resets from elsewhere must take effect at once;
-//! - a settle down or a refund (docs/design.md §4.4). A settle or charge
+//! - a settle down or a refund (docs/design.md §4.6). A settle or charge
 //!   through this limiter forgets the key here, before and after the store
 //!   call; one through another instance is not seen, as a reset is not;
 //! - a smaller cost: it may fit sooner, so an entry answers only requests on

@@ -1,4 +1,4 @@
-//! `Limiter::settle` and `Limiter::charge` (docs/design.md §4.4): the
+//! `Limiter::settle` and `Limiter::charge` (docs/design.md §4.6): the
 //! rejection cache forgets what a settle frees, bad receipts are named input
 //! errors, and a failed settle or charge is reported, never answered by the
 //! failure policy.

@@ -1,4 +1,4 @@
-//! Usage-based limits on a [`Log`] (docs/design.md §4.4): settle a record to
+//! Usage-based limits on a [`Log`] (docs/design.md §4.6): settle a record to
 //! its actual costs, charge usage known after the fact, and the limits as
 //! they stand, which both answer. The reference every store agrees with.
 

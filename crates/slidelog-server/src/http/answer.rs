@@ -11,7 +11,7 @@
 //! ```
 //!
 //! An admitted check adds `"receipt"`, naming its record for a later settle
-//! (docs/design.md §4.4).
+//! (docs/design.md §4.6).
 //!
 //! An unnamed limit's `name` is the one the RateLimit header fields give it
 //! (`default`, or `<max>per<window_ms>ms` among several). A store that

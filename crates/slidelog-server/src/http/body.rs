@@ -41,7 +41,7 @@ pub struct DecisionBody {
     /// The caller's time in Unix ms; only with `--trust-client-time`.
     #[serde(default)]
     pub now_ms: Option<u64>,
-    /// `POST /v1/settle` only: the receipt a check answered (docs/design.md §4.4).
+    /// `POST /v1/settle` only: the receipt a check answered (docs/design.md §4.6).
     #[serde(default)]
     pub receipt: Option<String>,
 }

@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `POST /v1/check` | decide and record: 200 admitted, 429 rejected, decision JSON |
 //! | `POST /v1/peek` | the same decision, recording nothing |
-//! | `POST /v1/settle` | change a checked record's costs to the actual ones (docs/design.md §4.4) |
+//! | `POST /v1/settle` | change a checked record's costs to the actual ones (docs/design.md §4.6) |
 //! | `POST /v1/charge` | record usage without deciding |
 //! | `DELETE /v1/keys/{key}` | delete a key's log (admin token when set) |
 //! | `GET /healthz` | the process answers |

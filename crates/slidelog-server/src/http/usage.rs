@@ -1,4 +1,4 @@
-//! `POST /v1/settle` and `POST /v1/charge` (docs/design.md §4.4): the
+//! `POST /v1/settle` and `POST /v1/charge` (docs/design.md §4.6): the
 //! check's body, plus `"receipt"` and the actual costs for a settle.
 //!
 //! ```text

@@ -1,4 +1,4 @@
-//! Usage-based limits through a [`Limiter`] (docs/design.md §4.4): settle a
+//! Usage-based limits through a [`Limiter`] (docs/design.md §4.6): settle a
 //! reserved record to its actual costs, charge usage known after the fact.
 //! They run through the same parts as a decision (bounds, clock, the
 //! store's health, the bounded call, the report), with two differences:
