@@ -152,23 +152,11 @@ where
         mode: Mode,
         now: Now,
     ) -> Result<Outcome, StoreError> {
-        // Redis `TIME` for the store's clock, the given ms otherwise.
-        let now_ms = match now {
-            Now::At(ms) => Some(ms),
-            Now::Server => None,
-        };
-        if let Some(ms) = now_ms.filter(|&ms| ms > MAX_NOW_MS) {
-            return Err(StoreError::Backend(format!(
-                "now_ms {ms} is beyond {MAX_NOW_MS} (2^53 - 1), the largest time Redis scores hold exactly"
-            )));
-        }
+        let now_ms = explicit_ms(now)?;
         // Only a check records, and only a decision on the current time can
         // be late (an explicit time is a replay).
         let deadline_ms = (mode == Mode::Record && now == Now::Server)
-            .then(|| {
-                let budget = self.timeout.checked_sub(self.skew_margin)?;
-                Some(SystemClock.now_ms() + budget.as_millis() as u64)
-            })
+            .then(|| self.deadline_ms())
             .flatten();
         let engine = self.engine.select(&self.conn)?;
         let call = Call {
@@ -207,21 +195,8 @@ where
         usage: Usage,
         now: Now,
     ) -> Result<UsageOutcome, StoreError> {
-        let now_ms = match now {
-            Now::At(ms) => Some(ms),
-            Now::Server => None,
-        };
-        if let Some(ms) = now_ms.filter(|&ms| ms > MAX_NOW_MS) {
-            return Err(StoreError::Backend(format!(
-                "now_ms {ms} is beyond {MAX_NOW_MS} (2^53 - 1), the largest time Redis scores hold exactly"
-            )));
-        }
-        let deadline_ms = (now == Now::Server)
-            .then(|| {
-                let budget = self.timeout.checked_sub(self.skew_margin)?;
-                Some(SystemClock.now_ms() + budget.as_millis() as u64)
-            })
-            .flatten();
+        let now_ms = explicit_ms(now)?;
+        let deadline_ms = (now == Now::Server).then(|| self.deadline_ms()).flatten();
         let operation = usage.name();
         let engine = self.engine.select(&self.conn)?;
         if engine == crate::Engine::Module {
@@ -242,6 +217,13 @@ where
             CallError::Redis(e) if crate::usage::is_module_key(&e) => self.unsupported(operation),
             e => self.store_error(e),
         })
+    }
+
+    /// The deadline (Unix ms, this host's clock) of a call starting now: the
+    /// timeout less the skew margin; `None` when the margin eats it all.
+    fn deadline_ms(&self) -> Option<u64> {
+        let budget = self.timeout.checked_sub(self.skew_margin)?;
+        Some(SystemClock.now_ms() + budget.as_millis() as u64)
     }
 
     /// A settle or charge the module engine (or a key it holds) cannot take yet.
@@ -269,6 +251,18 @@ where
         call: impl Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, StoreError> {
         bounded(self.timeout, call).await
+    }
+}
+
+/// The explicit time of `now` (`None`: Redis `TIME`, the store's clock),
+/// refused beyond what a Redis score holds exactly.
+fn explicit_ms(now: Now) -> Result<Option<u64>, StoreError> {
+    match now {
+        Now::Server => Ok(None),
+        Now::At(ms) if ms > MAX_NOW_MS => Err(StoreError::Backend(format!(
+            "now_ms {ms} is beyond {MAX_NOW_MS} (2^53 - 1), the largest time Redis scores hold exactly"
+        ))),
+        Now::At(ms) => Ok(Some(ms)),
     }
 }
 
