@@ -197,54 +197,119 @@ else
 end
 if done == 1 and weighted_after then keep_marker() end
 
--- Step 9: the TTL, as every decision sets it: the longest window after the
+-- Step 9: the live units of every limit, as the check counts them
+-- (sliding_log.lua steps 3 and 5): after the expiry the set holds the live
+-- records of the longest window (ZCARD), a shorter window takes a ZCOUNT;
+-- a weighted log adds the extra units of its weights field, moving the
+-- field's frontier to now - window (reading only the records that crossed
+-- it; a field missing, as after turning weighted, is counted from the log
+-- once). The moved fields are saved, as a check saves them.
+local top_after = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')
+local total = redis.call('ZCARD', log)
+local function extra_between(lo, hi, pos)
+  local sum = 0
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', log, string.format('(%d', lo), hi)) do
+    sum = sum + cost_of(m, pos) - 1
+  end
+  return sum
+end
+local fields = {}
+if weighted_after then
+  local stored = redis.call('HGETALL', weights)
+  for j = 1, #stored, 2 do
+    local e, f = string.match(stored[j + 1], '^(%-?%d+) (%-?%d+)$')
+    if e then fields[stored[j]] = {tonumber(e), tonumber(f)} end
+  end
+end
+local records, lives, save = {}, {}, {}
+for i = 1, n do
+  local target = now - windows[i]
+  if total == 0 then
+    records[i] = 0
+  elseif windows[i] == longest then
+    records[i] = total
+  else
+    records[i] = redis.call('ZCOUNT', log, string.format('(%d', target), '+inf')
+  end
+  local extra = 0
+  if weighted_after and total > 0 then
+    local name = string.format('%d/%d', i, windows[i])
+    local field = fields[name]
+    if field == nil then
+      extra = extra_between(target, '+inf', i)
+    elseif field[2] < target then
+      extra = field[1] - extra_between(field[2], string.format('%d', target), i)
+    elseif field[2] > target then
+      extra = field[1] + extra_between(target, string.format('%d', field[2]), i)
+    else
+      extra = field[1]
+    end
+    if field == nil or field[2] ~= target then
+      save[#save + 1] = name
+      save[#save + 1] = string.format('%d %d', extra, target)
+    end
+  end
+  lives[i] = records[i] + extra
+end
+if #save > 0 then redis.call('HSET', weights, unpack(save)) end
+
+-- Step 10: the TTL, as every decision sets it: the longest window after the
 -- newest record (PEXPIRE), so PTTL is never -1 and the weights hash lives
 -- exactly as long as the log.
-local newest_after = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')[2]
-if newest_after then
-  local ttl = math.max(1, math.max(tonumber(newest_after), now) + longest - now)
+local newest = tonumber(top_after[2])
+if newest then
+  local ttl = math.max(1, math.max(newest, now) + longest - now)
   redis.call('PEXPIRE', log, string.format('%d', ttl))
   if weighted_after then redis.call('PEXPIRE', weights, string.format('%d', ttl)) end
 end
 
--- Step 10: the limits as they stand (slidelog_core::engine::standing): one
--- read of the live records of the longest window, oldest first. For each
--- limit: its live units (a cost of 0 counts nowhere), the newest record
--- that counts in it (reset_after_ms), and, when one more unit does not
--- fit, the k-th oldest live unit, k = live + 1 - max (retry_after_ms). The
--- deciding limit is the one a check of cost 1 reports. O(live records):
--- settles and charges are rarer than checks (docs/design.md §4.5).
-local live = redis.call('ZRANGEBYSCORE', log, string.format('(%d', now - longest), '+inf', 'WITHSCORES')
-local allowed, worst, worst_wait, tight, tight_rem = true, nil, 0, nil, 0
-local counts, resets = {}, {}
-for i = 1, n do
-  local from, sum, newest_unit = now - windows[i], 0, nil
-  for j = 1, #live, 2 do
-    local ts = tonumber(live[j + 1])
-    if ts > from then
-      local c = cost_of(live[j], i)
-      sum = sum + c
-      if c > 0 then newest_unit = ts end
-    end
+-- The k-th oldest live unit at a position: a rank on a plain log, else a
+-- walk from the oldest live record in batches (a record of cost 0 there
+-- adds nothing), as sliding_log.lua's kth_unit.
+local function kth_unit(i, k)
+  local first = total - records[i]
+  if not weighted_after then
+    local rank = first + k - 1
+    return tonumber(redis.call('ZRANGE', log, rank, rank, 'WITHSCORES')[2])
   end
-  counts[i] = sum
-  resets[i] = 0
-  if newest_unit then resets[i] = math.max(0, newest_unit + windows[i] - now) end
-  if sum + 1 > maxes[i] then
-    allowed = false
-    local k, seen, wait = sum + 1 - maxes[i], 0, 0
-    for j = 1, #live, 2 do
-      local ts = tonumber(live[j + 1])
-      if ts > from then
-        seen = seen + cost_of(live[j], i)
-        if seen >= k then wait = ts + windows[i] - now break end
-      end
+  local sum, from, batch = 0, first, 64
+  while true do
+    local got = redis.call('ZRANGE', log, from, from + batch - 1, 'WITHSCORES')
+    if #got == 0 then return now end
+    for j = 1, #got, 2 do
+      sum = sum + cost_of(got[j], i)
+      if sum >= k then return tonumber(got[j + 1]) end
     end
+    from = from + batch
+    if batch < 4096 then batch = batch * 4 end
+  end
+end
+
+-- The newest live record that counts at a position (reset_after_ms): the
+-- newest record unless it costs 0 there, then a walk back.
+local function newest_unit(i)
+  if newest == nil or not weighted_after or cost_of(top_after[1], i) > 0 then return newest end
+  local got = redis.call('ZRANGEBYSCORE', log, string.format('(%d', now - windows[i]), '+inf', 'WITHSCORES')
+  for j = #got - 1, 1, -2 do
+    if cost_of(got[j], i) > 0 then return tonumber(got[j + 1]) end
+  end
+  return nil
+end
+
+-- Step 11: the limits as they stand (slidelog_core::engine::standing):
+-- one more unit fits in every limit, or the deciding limit is the one with
+-- the longest wait (ties: the shorter window); else the one with the least
+-- room (ties: the shorter window), as a check of cost 1 chooses it.
+local allowed, worst, worst_wait, tight, tight_rem = true, nil, 0, nil, 0
+for i = 1, n do
+  if lives[i] + 1 > maxes[i] then
+    allowed = false
+    local wait = kth_unit(i, lives[i] + 1 - maxes[i]) + windows[i] - now
     if worst == nil or wait > worst_wait or (wait == worst_wait and windows[i] < windows[worst]) then
       worst, worst_wait = i, wait
     end
   else
-    local rem = maxes[i] - sum - 1
+    local rem = maxes[i] - lives[i] - 1
     if tight == nil or rem < tight_rem or (rem == tight_rem and windows[i] < windows[tight]) then
       tight, tight_rem = i, rem
     end
@@ -252,5 +317,8 @@ for i = 1, n do
 end
 local d = tight
 if not allowed then d = worst end
-return {done, allowed and 1 or 0, maxes[d], windows[d], counts[d],
-  math.max(0, maxes[d] - counts[d]), allowed and 0 or worst_wait, resets[d], now}
+local reset = 0
+local counted = newest_unit(d)
+if counted ~= nil then reset = math.max(0, counted + windows[d] - now) end
+return {done, allowed and 1 or 0, maxes[d], windows[d], lives[d],
+  math.max(0, maxes[d] - lives[d]), allowed and 0 or worst_wait, reset, now}
