@@ -13,7 +13,11 @@
 //!   README's `user:pass` ACL user), never a Redis already on the machine.
 //! - `slidelog check` and `inspect` must exit 0 or 1 (2 is an error), every
 //!   other command 0; a `# {…}` or `# 200 {…}` comment after a command is
-//!   its expected JSON output, compared exactly.
+//!   its expected JSON output, compared exactly: the same fields with the
+//!   same values in the same order (whitespace aside).
+//! - The metrics table names exactly the metrics the code exports: every
+//!   family that the last server's `/metrics` shows after the examples is in
+//!   the table, and every name in the table is one the code registers.
 //!
 //! Only the lines of [`NOT_RUN`] are skipped, each for its stated reason;
 //! an entry that matches no line fails the test, so the list cannot go
@@ -55,6 +59,10 @@ const NOT_RUN: &[(&str, &str)] = &[
     (
         "redis+sentinel://10.0.0.1:26379",
         "a Sentinel group on other machines (tested on a local group in slidelog-redis)",
+    ),
+    (
+        "redis://127.0.0.1:6379?engine=module",
+        "needs a Redis started with --loadmodule (tested in slidelog-redis/tests/module_engine.rs and engine_module.rs)",
     ),
     (
         "--config /etc/ratelimit/config/",
@@ -134,6 +142,93 @@ fn expected_json(command: &str, comments: &[String]) -> Option<serde_json::Value
         return from_comment(&command[i..]);
     }
     comments.first().and_then(|c| from_comment(c))
+}
+
+/// JSON text without the whitespace outside its strings: two texts are
+/// equal field by field, in order, when these are equal.
+fn compact(json: &str) -> String {
+    let (mut out, mut in_string, mut escaped) = (String::new(), false, false);
+    for c in json.chars() {
+        if in_string {
+            in_string = escaped || c != '"';
+            escaped = !escaped && c == '\\';
+        } else if c == '"' {
+            in_string = true;
+        } else if c.is_whitespace() {
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The shown JSON of a command: the text of its `# {…}` comment.
+fn shown_json_text(command: &str, comments: &[String]) -> Option<String> {
+    let text = |c: &str| -> Option<String> {
+        let rest = c.strip_prefix('#')?.trim();
+        let rest = rest.strip_prefix("200 ").unwrap_or(rest);
+        rest.starts_with('{').then(|| rest.to_owned())
+    };
+    match command.find("# {") {
+        Some(i) => text(&command[i..]),
+        None => comments.first().and_then(|c| text(c)),
+    }
+}
+
+/// Every `slidelog_*` name in the README's metrics table.
+fn documented_metrics(readme: &str) -> std::collections::BTreeSet<String> {
+    let section = readme
+        .split("### Metrics (`GET /metrics`)")
+        .nth(1)
+        .expect("the README has a metrics section");
+    let section = section.split("\n#").next().unwrap_or(section);
+    section
+        .lines()
+        .filter(|l| l.starts_with("| `slidelog_"))
+        .flat_map(|l| {
+            let first_cell = l.split(" | ").next().unwrap_or("");
+            first_cell
+                .split('`')
+                .filter(|w| w.starts_with("slidelog_"))
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Every `"slidelog_*"` string the crates' sources register.
+fn registered_metrics() -> std::collections::BTreeSet<String> {
+    fn walk(dir: &std::path::Path, out: &mut std::collections::BTreeSet<String>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                for piece in text.split("\"slidelog_").skip(1) {
+                    let name: String = piece
+                        .chars()
+                        .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                        .collect();
+                    if !name.is_empty()
+                        && piece[name.len()..].starts_with('"')
+                        && !name.ends_with("_bucket")
+                    {
+                        out.insert(format!("slidelog_{name}"));
+                    }
+                }
+            }
+        }
+    }
+    let crates = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let mut out = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(crates).unwrap().flatten() {
+        let src = entry.path().join("src");
+        if src.is_dir() {
+            walk(&src, &mut out);
+        }
+    }
+    out
 }
 
 fn with_port_zero(command: &str) -> String {
@@ -225,9 +320,50 @@ fn every_shell_example_of_the_readme_runs_as_written() {
             let got: serde_json::Value = serde_json::from_str(stdout.trim())
                 .unwrap_or_else(|e| panic!("{command}: output is not JSON ({e}): {stdout}"));
             assert_eq!(got, want, "{command}: the output the README shows");
+            let shown = shown_json_text(command, comments).expect("shown JSON");
+            assert_eq!(
+                compact(stdout.trim()),
+                compact(&shown),
+                "{command}: the README shows these fields in another order"
+            );
             compared += 1;
         }
     }
+    let server = server.expect("the README starts a server");
+    let metrics = Command::new("curl")
+        .args(["-s", &format!("{}/metrics", server.addr)])
+        .output()
+        .unwrap();
+    let metrics = String::from_utf8_lossy(&metrics.stdout);
+    let exported: std::collections::BTreeSet<String> = metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        exported.contains("slidelog_envoy_decisions_total"),
+        "the examples ask the Envoy API: {metrics}"
+    );
+    let documented = documented_metrics(
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap(),
+    );
+    let undocumented: Vec<_> = exported.difference(&documented).collect();
+    assert!(
+        undocumented.is_empty(),
+        "exported but not in the README's metrics table: {undocumented:?}"
+    );
+    let registered = registered_metrics();
+    let stale: Vec<_> = documented.difference(&registered).collect();
+    assert!(
+        stale.is_empty(),
+        "in the README's metrics table but not in the code: {stale:?}"
+    );
+    let unlisted: Vec<_> = registered.difference(&documented).collect();
+    assert!(
+        unlisted.is_empty(),
+        "registered in the code but not in the README's metrics table: {unlisted:?}"
+    );
     assert!(
         unused.is_empty(),
         "NOT_RUN entries that match no README line (remove them): {unused:?}"
