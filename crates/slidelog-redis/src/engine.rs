@@ -38,6 +38,22 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+/// One decision to send: what every engine takes.
+#[derive(Debug, Clone, Copy)]
+pub struct Check<'a> {
+    /// The log's Redis key (prefix already applied).
+    pub redis_key: &'a [u8],
+    /// The limits and costs.
+    pub request: &'a Request,
+    /// Record (a check) or peek.
+    pub mode: Mode,
+    /// The time to decide at, `None` for Redis `TIME`.
+    pub now_ms: Option<u64>,
+    /// A check's deadline on the server's clock: past it the check is
+    /// refused, recording nothing.
+    pub deadline_ms: Option<u64>,
+}
+
 /// The engine a decision goes through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Engine {
@@ -62,15 +78,11 @@ impl Engine {
     pub async fn run<C: ConnectionLike>(
         self,
         conn: &mut C,
-        redis_key: &[u8],
-        request: &Request,
-        mode: Mode,
-        now_ms: Option<u64>,
-        deadline_ms: Option<u64>,
+        check: Check<'_>,
     ) -> RedisResult<Outcome> {
         match self {
-            Self::Script => script::run(conn, redis_key, request, mode, now_ms, deadline_ms).await,
-            Self::Module => module::run(conn, redis_key, request, mode, now_ms, deadline_ms).await,
+            Self::Script => script::run(conn, check).await,
+            Self::Module => module::run(conn, check).await,
         }
     }
 

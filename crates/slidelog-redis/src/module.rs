@@ -15,6 +15,7 @@
 //! command the store calls and, unlike `MODULE LIST` (`@admin`), needs no
 //! administrative right, so a least-privilege ACL user can be asked too.
 
+use crate::engine::Check;
 use crate::script::{Outcome, parse_reply};
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
@@ -75,15 +76,14 @@ pub fn check_command(
 
 /// Runs one decision through the module; the reply is mapped exactly as the
 /// general script's is. The caller bounds the time this takes.
-pub async fn run<C: ConnectionLike>(
-    conn: &mut C,
-    redis_key: &[u8],
-    request: &Request,
-    mode: Mode,
-    now_ms: Option<u64>,
-    deadline_ms: Option<u64>,
-) -> RedisResult<Outcome> {
-    let cmd = check_command(redis_key, request, mode, now_ms, deadline_ms);
+pub async fn run<C: ConnectionLike>(conn: &mut C, check: Check<'_>) -> RedisResult<Outcome> {
+    let cmd = check_command(
+        check.redis_key,
+        check.request,
+        check.mode,
+        check.now_ms,
+        check.deadline_ms,
+    );
     let reply: Vec<i64> = cmd.query_async(conn).await?;
     parse_reply(&reply)
 }

@@ -6,6 +6,7 @@
 //! `redis::Script` sends `EVALSHA` and, on `NOSCRIPT` (after `SCRIPT FLUSH`, a
 //! restart or a failover), loads the script and retries once.
 
+use crate::engine::Check;
 use crate::members::member_with_id;
 use redis::aio::ConnectionLike;
 use redis::{ErrorKind, RedisError, RedisResult, Script};
@@ -63,14 +64,14 @@ pub struct Outcome {
 /// `None` for Redis `TIME`. `deadline_ms` (checks only): the script refuses
 /// the check, recording nothing, when Redis `TIME` is past it (an error
 /// whose code is [`DEADLINE_CODE`]). The caller bounds the time this takes.
-pub async fn run<C: ConnectionLike>(
-    conn: &mut C,
-    redis_key: &[u8],
-    request: &Request,
-    mode: Mode,
-    now_ms: Option<u64>,
-    deadline_ms: Option<u64>,
-) -> RedisResult<Outcome> {
+pub async fn run<C: ConnectionLike>(conn: &mut C, check: Check<'_>) -> RedisResult<Outcome> {
+    let Check {
+        redis_key,
+        request,
+        mode,
+        now_ms,
+        deadline_ms,
+    } = check;
     // The member is made here, so an admitted check's receipt names it
     // (its ULID and the time the script used) without changing the reply.
     let (member, id) = if mode == Mode::Record {

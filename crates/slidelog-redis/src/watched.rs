@@ -76,15 +76,14 @@ where
 {
     let mode = call.mode;
     let work = async move {
-        let run = call.engine.run(
-            &mut conn,
-            &call.key,
-            &call.request,
-            call.mode,
-            call.now_ms,
-            call.deadline_ms,
-        );
-        run.await
+        let check = crate::engine::Check {
+            redis_key: &call.key,
+            request: &call.request,
+            mode: call.mode,
+            now_ms: call.now_ms,
+            deadline_ms: call.deadline_ms,
+        };
+        call.engine.run(&mut conn, check).await
     };
     let recorded = move |o: &Outcome| mode == Mode::Record && o.decision.allowed;
     watch(work, recorded, mode == Mode::Record, timeout, counters).await
