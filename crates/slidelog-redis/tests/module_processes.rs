@@ -20,11 +20,13 @@
 //! (slidelog_testkit::runner), so the child is never a test that passes by
 //! returning early.
 
+mod common;
+
 use slidelog_core::{Limit, Mode, Now, Request};
 use slidelog_redis::{Engine, RedisOptions, RedisStore};
 use slidelog_testkit::runner::{self, Case};
 use slidelog_testkit::{RedisServer, ServerKind, unique_prefix};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -80,40 +82,9 @@ struct Admission {
 /// Starts the children, releases them together, and returns every
 /// admission they report.
 fn run_children(server: &RedisServer, prefix: &str, scenario: &str) -> Vec<Admission> {
-    let mut c = server.client();
-    let (ready, go) = (format!("{prefix}ready"), format!("{prefix}go"));
-    let children: Vec<_> = (0..PROCESSES)
-        .map(|_| {
-            Command::new(std::env::current_exe().unwrap())
-                .env("SLIDELOG_CHILD_URL", server.url())
-                .env("SLIDELOG_CHILD_PREFIX", prefix)
-                .env("SLIDELOG_CHILD_SCENARIO", scenario)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .expect("spawn child")
-        })
-        .collect();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let n: Option<usize> = redis::cmd("GET").arg(&ready).query(&mut c).unwrap();
-        if n == Some(PROCESSES) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "children not ready: {n:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _: () = redis::cmd("RPUSH")
-        .arg(&go)
-        .arg(vec!["go"; PROCESSES])
-        .query(&mut c)
-        .unwrap();
+    let env = [("SLIDELOG_CHILD_SCENARIO", scenario.to_owned())];
     let mut all = Vec::new();
-    for child in children {
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "child failed: {out:?}");
-        let stdout = String::from_utf8(out.stdout).unwrap();
-        assert!(stdout.contains("CHILD DONE"), "{stdout}");
+    for stdout in common::children::run_children(server, prefix, PROCESSES, &env) {
         for line in stdout.lines().filter_map(|l| l.strip_prefix("ADMIT ")) {
             let n: Vec<u64> = line.split(' ').map(|v| v.parse().unwrap()).collect();
             all.push(Admission {
@@ -268,17 +239,7 @@ fn child_process(url: String) {
             module.clone()
         };
         let mut conn = module.connection();
-        let _: i64 = redis::cmd("INCR")
-            .arg(format!("{prefix}ready"))
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        let _: Option<(String, String)> = redis::cmd("BLPOP")
-            .arg(format!("{prefix}go"))
-            .arg(30)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        common::children::ready_then_wait(&mut conn, &prefix).await;
         let started = Instant::now();
         let tasks: Vec<_> = (0..TASKS)
             .map(|t| {

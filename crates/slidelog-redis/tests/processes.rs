@@ -16,7 +16,7 @@ use slidelog_core::{Limit, Mode, Now, Request};
 use slidelog_redis::{RedisOptions, RedisStore};
 use slidelog_testkit::runner::{self, Case};
 use slidelog_testkit::{RedisServer, ServerKind, unique_prefix};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -51,49 +51,17 @@ fn run_children(
     window_ms: u64,
     run_ms: u64,
 ) -> Vec<u64> {
-    let mut c = server.client();
-    let ready = format!("{prefix}ready");
-    let go = format!("{prefix}go");
-    let children: Vec<_> = (0..PROCESSES)
-        .map(|_| {
-            Command::new(std::env::current_exe().unwrap())
-                .env("SLIDELOG_CHILD_URL", server.url())
-                .env("SLIDELOG_CHILD_PREFIX", prefix)
-                .env("SLIDELOG_CHILD_MAX", max.to_string())
-                .env("SLIDELOG_CHILD_WINDOW_MS", window_ms.to_string())
-                .env("SLIDELOG_CHILD_RUN_MS", run_ms.to_string())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .expect("spawn child")
-        })
-        .collect();
-    // Wait until every child is connected, then release them at once.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let n: Option<usize> = redis::cmd("GET").arg(&ready).query(&mut c).unwrap();
-        if n == Some(PROCESSES) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "children not ready: {n:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _: () = redis::cmd("RPUSH")
-        .arg(&go)
-        .arg(vec!["go"; PROCESSES])
-        .query(&mut c)
-        .unwrap();
+    let env = [
+        ("SLIDELOG_CHILD_MAX", max.to_string()),
+        ("SLIDELOG_CHILD_WINDOW_MS", window_ms.to_string()),
+        ("SLIDELOG_CHILD_RUN_MS", run_ms.to_string()),
+    ];
     let mut times = Vec::new();
-    for child in children {
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "child failed: {out:?}");
-        let stdout = String::from_utf8(out.stdout).unwrap();
-        let mine: Vec<u64> = stdout
+    for stdout in common::children::run_children(server, prefix, PROCESSES, &env) {
+        let mine = stdout
             .lines()
             .filter_map(|l| l.strip_prefix("ADMIT "))
-            .map(|t| t.trim().parse().unwrap())
-            .collect();
-        assert!(stdout.contains("CHILD DONE"), "{stdout}");
+            .map(|t| t.trim().parse::<u64>().unwrap());
         times.extend(mine);
     }
     times.sort_unstable();
@@ -176,17 +144,7 @@ fn child_process(url: String) {
             .with_timeout(Duration::from_secs(5));
         let store = Arc::new(RedisStore::connect(&url, options).await.unwrap());
         let mut conn = store.connection();
-        let _: i64 = redis::cmd("INCR")
-            .arg(format!("{prefix}ready"))
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        let _: Option<(String, String)> = redis::cmd("BLPOP")
-            .arg(format!("{prefix}go"))
-            .arg(30)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        common::children::ready_then_wait(&mut conn, &prefix).await;
         let r = Request::single("shared", Limit::new(max, window).unwrap()).unwrap();
         let until = Instant::now() + Duration::from_millis(run_ms);
         let tasks: Vec<_> = (0..TASKS)

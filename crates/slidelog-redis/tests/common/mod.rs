@@ -1,6 +1,8 @@
 //! Helpers shared by the Redis store's integration tests.
 #![allow(dead_code)]
 
+pub mod children;
+
 use slidelog_redis::{RedisOptions, RedisStore};
 use slidelog_testkit::{RedisServer, unique_prefix};
 use std::time::Duration;

@@ -1,0 +1,75 @@
+//! Both sides of the multi-process tests (the test binary run again as
+//! children, `harness = false`): the parent starts the children and releases
+//! them together once every one is connected; a child says it is ready and
+//! waits for the release.
+
+use slidelog_testkit::RedisServer;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Starts `processes` children of this test binary with
+/// `SLIDELOG_CHILD_URL` (the server's URL), `SLIDELOG_CHILD_PREFIX` and
+/// `env`, waits until every one is ready, releases them at once, and returns
+/// each one's stdout (each exited successfully and printed `CHILD DONE`).
+pub fn run_children(
+    server: &RedisServer,
+    prefix: &str,
+    processes: usize,
+    env: &[(&str, String)],
+) -> Vec<String> {
+    let mut c = server.client();
+    let (ready, go) = (format!("{prefix}ready"), format!("{prefix}go"));
+    let children: Vec<_> = (0..processes)
+        .map(|_| {
+            Command::new(std::env::current_exe().unwrap())
+                .env("SLIDELOG_CHILD_URL", server.url())
+                .env("SLIDELOG_CHILD_PREFIX", prefix)
+                .envs(env.iter().map(|(k, v)| (k, v)))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .expect("spawn child")
+        })
+        .collect();
+    // Wait until every child is connected, then release them at once.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let n: Option<usize> = redis::cmd("GET").arg(&ready).query(&mut c).unwrap();
+        if n == Some(processes) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "children not ready: {n:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _: () = redis::cmd("RPUSH")
+        .arg(&go)
+        .arg(vec!["go"; processes])
+        .query(&mut c)
+        .unwrap();
+    children
+        .into_iter()
+        .map(|child| {
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success(), "child failed: {out:?}");
+            let stdout = String::from_utf8(out.stdout).unwrap();
+            assert!(stdout.contains("CHILD DONE"), "{stdout}");
+            stdout
+        })
+        .collect()
+}
+
+/// The child's side: counts itself ready, then waits (up to 30 s) for the
+/// parent's release.
+pub async fn ready_then_wait(conn: &mut impl redis::aio::ConnectionLike, prefix: &str) {
+    let _: i64 = redis::cmd("INCR")
+        .arg(format!("{prefix}ready"))
+        .query_async(conn)
+        .await
+        .unwrap();
+    let _: Option<(String, String)> = redis::cmd("BLPOP")
+        .arg(format!("{prefix}go"))
+        .arg(30)
+        .query_async(conn)
+        .await
+        .unwrap();
+}
