@@ -8,11 +8,9 @@
 
 mod ha;
 
-use slidelog_core::Store;
 use slidelog_redis::{ClusterStore, RedisOptions};
 use slidelog_testkit::{RedisCluster, ServerKind, unique_prefix};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_millis(250);
@@ -57,14 +55,7 @@ async fn failover_under_load(
         .await
         .unwrap();
     // Keep the load on until decisions have succeeded for a while.
-    ha::eventually(Duration::from_secs(20), || async {
-        let r = slidelog_core::Request::single("probe", ha::load_limit()).unwrap();
-        store.check(&r).await
-    })
-    .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    stop.store(true, Ordering::Relaxed);
-    let load = load.await.unwrap();
+    let load = ha::finish_load(store.as_ref(), &stop, load).await;
     let counts = ha::record_counts(store.as_ref(), &keys).await;
     eprintln!(
         "{test} ({kind}): failover took {took:?}; {}",

@@ -8,11 +8,9 @@
 
 mod ha;
 
-use slidelog_core::{Request, Store};
 use slidelog_redis::{ClusterStore, Engine, RedisOptions};
 use slidelog_testkit::{RedisCluster, module_path, unique_prefix};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_millis(250);
@@ -56,14 +54,7 @@ async fn a_killed_master_fails_over_to_a_replica_with_the_module_logs() {
     .await
     .unwrap();
     cluster = cluster_back;
-    ha::eventually(Duration::from_secs(20), || async {
-        let r = Request::single("probe", ha::load_limit()).unwrap();
-        store.check(&r).await
-    })
-    .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    stop.store(true, Ordering::Relaxed);
-    let load = load.await.unwrap();
+    let load = ha::finish_load(store.as_ref(), &stop, load).await;
     let counts = ha::record_counts(store.as_ref(), &keys).await;
     eprintln!(
         "module cluster, killed master: failover took {took:?}; {}",

@@ -276,6 +276,23 @@ pub async fn record_counts(store: &dyn Store, keys: &[String]) -> HashMap<String
     out
 }
 
+/// Ends a load run across a failover: waits (20 s at most) until the store
+/// admits again, keeps the load on 2 s more, then stops it and returns it.
+pub async fn finish_load(
+    store: &dyn Store,
+    stop: &AtomicBool,
+    load: tokio::task::JoinHandle<Load>,
+) -> Load {
+    eventually(Duration::from_secs(20), || async {
+        let r = Request::single("probe", load_limit()).unwrap();
+        store.check(&r).await
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::Relaxed);
+    load.await.unwrap()
+}
+
 /// Retries `f` until it succeeds or `limit` passes (for the store to
 /// settle after a failover in tests that are not about the error window).
 pub async fn eventually<T, E: std::fmt::Display, F, Fut>(limit: Duration, mut f: F) -> T
