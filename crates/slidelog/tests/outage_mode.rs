@@ -68,11 +68,19 @@ async fn mid_run_outage_answers_at_once_and_is_exact_soon_after_redis_returns() 
         let limiter = limiter(&redis.url(), policy, "outage_mid_run").await;
         let limits = [Limit::new(1_000, 60_000).unwrap()];
         assert!(!limiter.check("k", &limits, 1).await.unwrap().degraded);
+        // A key known full: its rejection is cached (the store's clock).
+        let full = [Limit::new(1, 60_000).unwrap()];
+        limiter.check("full", &full, 1).await.unwrap();
+        assert!(!limiter.check("full", &full, 1).await.unwrap().allowed);
         redis.kill();
         outage_p99(&limiter, &limits, 20).await;
         // Long enough for the probe's backoff to reach its longest wait.
         tokio::time::sleep(Duration::from_millis(1_500)).await;
         assert!(matches!(limiter.store_health(), StoreHealth::Down { .. }));
+        // The rejection cache still answers exactly for the key it knows is
+        // full, under either policy.
+        let d = limiter.check("full", &full, 1).await.unwrap();
+        assert!(!d.allowed && !d.degraded, "{d:?}");
         let p99 = outage_p99(&limiter, &limits, 200).await;
         redis.restart();
         let back = until_exact(&limiter, &limits).await;
