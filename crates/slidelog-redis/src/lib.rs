@@ -12,6 +12,11 @@
 //! [`slidelog_core::engine::evaluate`] does. Time is Redis `TIME` read inside
 //! the script by default (every instance shares one clock), or the caller's.
 //!
+//! Usage-based limits (docs/design.md §4.5): [`Store::settle`](slidelog_core::Store::settle)
+//! changes an admitted record's costs and [`Store::charge`](slidelog_core::Store::charge)
+//! appends one without deciding, each one atomic run of `usage.lua`
+//! ([`usage`]); a check's receipt names its member's ULID.
+//!
 //! Where the server loads slidelog's native module, the same decision is one
 //! `SLIDELOG.CHECK` instead ([`module`]): the store URL's
 //! `engine=auto|module|script` chooses ([`engine`], docs/design.md §4.4;

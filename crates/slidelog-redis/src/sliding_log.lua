@@ -265,16 +265,22 @@ end
 -- below; step 4 removes it only when it removes every record.
 if total == 0 then newest = nil end
 
--- The newest live record that counts at a position (reset_after_ms): the
--- newest record, unless a settle left it at cost 0 there (docs/design.md
--- §4.5); then the newest live one of cost > 0, or nil.
-local function newest_unit(i)
-  if newest == nil or not weighted or cost_of(newest_member, i) > 0 then return newest end
-  local got = redis.call('ZRANGEBYSCORE', log, string.format('(%d', now - windows[i]), '+inf', 'WITHSCORES')
+-- The deciding limit, and the newest live record that counts in it (for
+-- reset_after_ms): the newest record, unless a settle left it at cost 0
+-- there (docs/design.md §4.5); then the newest live one of cost > 0, or
+-- nil. Inline, not a function: a closure is built on every run.
+local d = worst
+if allowed then d = tight end
+local counted = newest
+if counted ~= nil and weighted and cost_of(newest_member, d) == 0 then
+  counted = nil
+  local got = redis.call('ZRANGEBYSCORE', log, string.format('(%d', now - windows[d]), '+inf', 'WITHSCORES')
   for j = #got - 1, 1, -2 do
-    if cost_of(got[j], i) > 0 then return tonumber(got[j + 1]) end
+    if cost_of(got[j], d) > 0 then
+      counted = tonumber(got[j + 1])
+      break
+    end
   end
-  return nil
 end
 
 -- Step 8: write back the weights whose frontier moved, and (with the TTL
@@ -300,8 +306,6 @@ end
 if not allowed then
   -- Step 9a: rejected. Nothing is appended; a check still refreshes the TTL
   -- (step 10) so that a key it decided on never lacks one.
-  local d = worst
-  local counted = newest_unit(d)
   local reset = 0
   if counted ~= nil then reset = math.max(0, counted + windows[d] - now) end
   if record then
@@ -316,7 +320,6 @@ end
 
 -- Step 9b: allowed. After appending, the newest record is the later of the
 -- old newest (a clock that stepped back leaves records in the future) and now.
-local d = tight
 local newest_after = now
 if newest ~= nil and newest > now then newest_after = newest end
 
@@ -360,6 +363,5 @@ if record then
 end
 
 -- The reset of the deciding limit: its newest counting record, or now.
-local counted = newest_unit(d)
 if counted == nil or counted < now then counted = now end
 return {1, maxes[d], windows[d], lives[d] + costs[d], tight_rem, 0, counted + windows[d] - now, now}
