@@ -32,6 +32,7 @@ pub mod log;
 pub mod name;
 pub mod receipt;
 pub mod redact;
+pub mod slot;
 pub mod store;
 pub mod url;
 

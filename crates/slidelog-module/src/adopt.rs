@@ -6,8 +6,10 @@
 //! position, a later position taking the last one. Scores are the records'
 //! ms timestamps. The companion *weights* hash only caches sums of those
 //! costs, so it is deleted, never read; its name is computed here exactly as
-//! `slidelog_redis::keys::weights_key` does.
+//! `slidelog_redis::keys::weights_key` does (both are
+//! `slidelog_core::slot::weights_key`).
 
+use slidelog_core::slot::slot;
 use slidelog_core::{Log, MAX_COST, MAX_LIMITS};
 
 /// The costs a member carries: digit runs after its first `#`, each clamped
@@ -52,17 +54,6 @@ pub fn log_of(entries: impl IntoIterator<Item = (Vec<u8>, f64)>) -> Log {
     log
 }
 
-/// The bytes Redis Cluster hashes for `key`.
-fn hash_tag(key: &[u8]) -> Option<&[u8]> {
-    let open = key.iter().position(|&b| b == b'{')?;
-    let close = key[open + 1..].iter().position(|&b| b == b'}')?;
-    (close > 0).then(|| &key[open + 1..open + 1 + close])
-}
-
-fn slot(key: &[u8]) -> u16 {
-    crc16::State::<crc16::XMODEM>::calculate(hash_tag(key).unwrap_or(key)) % 16384
-}
-
 /// The first decimal string (0, 1, 2, ...) whose slot is `target`: the
 /// entry of `slidelog_redis::keys`' table for that slot, found on demand
 /// (adoption of such a key is rare; the search is a few thousand CRCs).
@@ -75,21 +66,7 @@ fn slot_tag(target: u16) -> String {
 
 /// The weights hash of the log at `log_key` (same Cluster slot).
 pub fn weights_key(log_key: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(log_key.len() + 8);
-    out.push(b'{');
-    if let Some(tag) = hash_tag(log_key) {
-        out.extend_from_slice(tag);
-        out.extend_from_slice(b"}#w:");
-        out.extend_from_slice(log_key);
-    } else if !log_key.contains(&b'}') {
-        out.extend_from_slice(log_key);
-        out.extend_from_slice(b"}#w");
-    } else {
-        out.extend_from_slice(slot_tag(slot(log_key)).as_bytes());
-        out.extend_from_slice(b"}#w:");
-        out.extend_from_slice(log_key);
-    }
-    out
+    slidelog_core::slot::weights_key(log_key, slot_tag)
 }
 
 #[cfg(test)]

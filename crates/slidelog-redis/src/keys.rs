@@ -12,21 +12,8 @@
 
 use std::sync::LazyLock;
 
-/// Number of Cluster slots.
-const SLOTS: usize = 16384;
-
-/// The bytes Redis Cluster hashes for `key`.
-fn hash_tag(key: &[u8]) -> Option<&[u8]> {
-    let open = key.iter().position(|&b| b == b'{')?;
-    let close = key[open + 1..].iter().position(|&b| b == b'}')?;
-    (close > 0).then(|| &key[open + 1..open + 1 + close])
-}
-
-/// The Cluster slot of `key` (CRC16/XMODEM of its tag or of the whole key).
-pub fn slot(key: &[u8]) -> u16 {
-    let hashed = hash_tag(key).unwrap_or(key);
-    crc16::State::<crc16::XMODEM>::calculate(hashed) % SLOTS as u16
-}
+use slidelog_core::slot::SLOTS;
+pub use slidelog_core::slot::slot;
 
 /// For every slot, a short decimal string that hashes to it.
 static SLOT_TAGS: LazyLock<Vec<String>> = LazyLock::new(|| {
@@ -45,25 +32,11 @@ static SLOT_TAGS: LazyLock<Vec<String>> = LazyLock::new(|| {
     tags
 });
 
-/// The key of the weights hash of the log at `log_key` (same slot).
+/// The key of the weights hash of the log at `log_key` (same slot): the
+/// naming of [`slidelog_core::slot::weights_key`], with every slot's tag
+/// found once.
 pub fn weights_key(log_key: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(log_key.len() + 8);
-    if let Some(tag) = hash_tag(log_key) {
-        out.push(b'{');
-        out.extend_from_slice(tag);
-        out.extend_from_slice(b"}#w:");
-        out.extend_from_slice(log_key);
-    } else if !log_key.contains(&b'}') {
-        out.push(b'{');
-        out.extend_from_slice(log_key);
-        out.extend_from_slice(b"}#w");
-    } else {
-        out.push(b'{');
-        out.extend_from_slice(SLOT_TAGS[slot(log_key) as usize].as_bytes());
-        out.extend_from_slice(b"}#w:");
-        out.extend_from_slice(log_key);
-    }
-    out
+    slidelog_core::slot::weights_key(log_key, |s| SLOT_TAGS[s as usize].as_bytes())
 }
 
 #[cfg(test)]
