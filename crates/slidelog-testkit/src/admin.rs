@@ -22,6 +22,11 @@ pub(crate) fn forget_password(port: u16) {
     p.retain(|(q, _)| *q != port);
 }
 
+/// The userinfo part of a URL for `password`: `:password@`, or nothing.
+pub(crate) fn url_auth(password: Option<&str>) -> String {
+    password.map(|pw| format!(":{pw}@")).unwrap_or_default()
+}
+
 /// A synchronous connection to `127.0.0.1:port` whose connect, reads and
 /// writes are bounded, so a harness never hangs on a dead or paused node.
 pub(crate) fn connect(port: u16) -> redis::RedisResult<redis::Connection> {
@@ -30,7 +35,7 @@ pub(crate) fn connect(port: u16) -> redis::RedisResult<redis::Connection> {
         .iter()
         .find(|(q, _)| *q == port)
         .map(|(_, pw)| pw.clone());
-    let auth = password.map(|pw| format!(":{pw}@")).unwrap_or_default();
+    let auth = url_auth(password.as_deref());
     let client = redis::Client::open(format!("redis://{auth}127.0.0.1:{port}"))?;
     let conn = client.get_connection_with_timeout(Duration::from_millis(500))?;
     conn.set_read_timeout(Some(Duration::from_secs(2)))?;

@@ -10,6 +10,7 @@
 //! in a few seconds; the diskless sync delay is 0 so replicas sync at once.
 
 use crate::admin::{self, info_field, is_master, query, replica_link_up, wait_until};
+use crate::fleet::Fleet;
 use crate::{RedisServer, ServerKind, free_port};
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
@@ -42,11 +43,10 @@ pub struct ClusterNode {
 /// A running local Redis Cluster that this test started.
 #[derive(Debug)]
 pub struct RedisCluster {
-    nodes: Vec<RedisServer>,
+    nodes: Fleet,
     // Each node's nodes.conf lives here (see `start_node`); dropped after
     // the nodes.
     _conf_dirs: Vec<tempfile::TempDir>,
-    alive: Vec<bool>,
     masters: usize,
     password: Option<String>,
 }
@@ -143,8 +143,7 @@ impl RedisCluster {
         let cluster = Self {
             password: password.map(str::to_owned),
             _conf_dirs: conf_dirs,
-            alive: vec![true; nodes.len()],
-            nodes,
+            nodes: Fleet::new(nodes, "cluster node"),
             masters,
         };
         cluster.wait_healthy();
@@ -153,33 +152,29 @@ impl RedisCluster {
 
     /// Which server every node is.
     pub fn kind(&self) -> ServerKind {
-        self.nodes[0].kind()
+        self.nodes.all()[0].kind()
     }
 
     /// The seed addresses, `127.0.0.1:PORT`, of every node (dead ones too).
     pub fn seeds(&self) -> Vec<String> {
-        self.nodes.iter().map(RedisServer::addr).collect()
+        self.nodes.all().iter().map(RedisServer::addr).collect()
     }
 
     /// `redis+cluster://[:password@]127.0.0.1:P1,127.0.0.1:P2,…` naming
     /// every node.
     pub fn url(&self) -> String {
-        let auth = self
-            .password
-            .as_ref()
-            .map(|pw| format!(":{pw}@"))
-            .unwrap_or_default();
+        let auth = admin::url_auth(self.password.as_deref());
         format!("redis+cluster://{auth}{}", self.seeds().join(","))
     }
 
     /// The ports of every node.
     pub fn ports(&self) -> Vec<u16> {
-        self.nodes.iter().map(RedisServer::port).collect()
+        self.nodes.all().iter().map(RedisServer::port).collect()
     }
 
     /// The node on `port`.
     pub fn node(&self, port: u16) -> &RedisServer {
-        &self.nodes[self.index(port)]
+        self.nodes.server(port)
     }
 
     /// The topology as a live node sees it.
@@ -209,7 +204,7 @@ impl RedisCluster {
             .iter()
             .filter(|n| n.master_id.as_deref() == Some(master.id.as_str()) && !n.failed)
             .map(|n| n.port)
-            .find(|p| self.alive[self.index(*p)])
+            .find(|p| self.nodes.is_alive(*p))
     }
 
     /// The hash slot of `key` (asked of the cluster: `CLUSTER KEYSLOT`).
@@ -243,9 +238,7 @@ impl RedisCluster {
 
     /// Kills (SIGKILL) the node on `port` and waits for the process to exit.
     pub fn kill(&mut self, port: u16) {
-        let i = self.index(port);
-        self.nodes[i].kill();
-        self.alive[i] = false;
+        self.nodes.kill(port);
     }
 
     /// Waits until the node on `port` is a master serving slots in the view
@@ -261,9 +254,7 @@ impl RedisCluster {
     /// `nodes.conf`, so it rejoins; its data is gone) and waits until the
     /// cluster is healthy again.
     pub fn restart(&mut self, port: u16) {
-        let i = self.index(port);
-        self.nodes[i].restart();
-        self.alive[i] = true;
+        self.nodes.restart(port);
         self.wait_healthy();
     }
 
@@ -319,19 +310,7 @@ impl RedisCluster {
     }
 
     fn live_ports(&self) -> Vec<u16> {
-        self.nodes
-            .iter()
-            .zip(&self.alive)
-            .filter(|(_, alive)| **alive)
-            .map(|(n, _)| n.port())
-            .collect()
-    }
-
-    fn index(&self, port: u16) -> usize {
-        self.nodes
-            .iter()
-            .position(|n| n.port() == port)
-            .unwrap_or_else(|| panic!("no cluster node on port {port}"))
+        self.nodes.live().map(RedisServer::port).collect()
     }
 }
 

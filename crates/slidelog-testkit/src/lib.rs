@@ -17,6 +17,7 @@
 
 mod admin;
 pub mod cluster;
+mod fleet;
 pub mod module;
 pub mod proxy;
 mod redis_server;

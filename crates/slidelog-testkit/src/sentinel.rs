@@ -6,6 +6,7 @@
 //! Everything is killed (and waited on) on drop.
 
 use crate::admin::{info, info_field, is_master, query, replica_link_up, wait_until};
+use crate::fleet::Fleet;
 use crate::{RedisServer, free_port, redis_server_binary};
 use std::collections::HashMap;
 use std::process::{Child, Command, Stdio};
@@ -97,9 +98,8 @@ pub struct SentinelGroup {
     // Sentinels first, so they stop before the servers on drop and do not
     // start a failover while the group is torn down.
     sentinels: Vec<SentinelProcess>,
-    servers: Vec<RedisServer>,
+    servers: Fleet,
     _dirs: [tempfile::TempDir; 2],
-    alive: Vec<bool>,
     password: Option<String>,
 }
 
@@ -178,9 +178,8 @@ impl SentinelGroup {
         });
         let group = Self {
             sentinels,
-            servers: vec![master, replica],
+            servers: Fleet::new(vec![master, replica], "server"),
             _dirs: dirs,
-            alive: vec![true, true],
             password: password.map(str::to_owned),
         };
         group.wait_settled();
@@ -198,11 +197,7 @@ impl SentinelGroup {
     /// `redis+sentinel://[:password@]127.0.0.1:S1,127.0.0.1:S2,127.0.0.1:S3/mymaster`
     /// (the password is the data servers'; the sentinels need none).
     pub fn url(&self) -> String {
-        let auth = self
-            .password
-            .as_ref()
-            .map(|pw| format!(":{pw}@"))
-            .unwrap_or_default();
+        let auth = crate::admin::url_auth(self.password.as_deref());
         format!(
             "redis+sentinel://{auth}{}/{MASTER_NAME}",
             self.sentinel_addrs().join(",")
@@ -211,12 +206,12 @@ impl SentinelGroup {
 
     /// The data servers' ports (initial master first).
     pub fn server_ports(&self) -> Vec<u16> {
-        self.servers.iter().map(RedisServer::port).collect()
+        self.servers.all().iter().map(RedisServer::port).collect()
     }
 
     /// The data server on `port`.
     pub fn server(&self, port: u16) -> &RedisServer {
-        &self.servers[self.index(port)]
+        self.servers.server(port)
     }
 
     /// The master's port as the first answering sentinel reports it.
@@ -304,9 +299,7 @@ impl SentinelGroup {
     /// Kills (SIGKILL) the current master. Returns its port.
     pub fn kill_master(&mut self) -> u16 {
         let port = self.master_port();
-        let i = self.index(port);
-        self.servers[i].kill();
-        self.alive[i] = false;
+        self.servers.kill(port);
         port
     }
 
@@ -325,9 +318,7 @@ impl SentinelGroup {
     /// sentinels turn it into a replica of the current master) and waits
     /// until it replicates.
     pub fn restart(&mut self, port: u16) {
-        let i = self.index(port);
-        self.servers[i].restart();
-        self.alive[i] = true;
+        self.servers.restart(port);
         self.wait_settled();
     }
 
@@ -355,12 +346,7 @@ impl SentinelGroup {
                 "{master}, which the first sentinel names, is no master"
             ));
         }
-        for (s, _) in self
-            .servers
-            .iter()
-            .zip(&self.alive)
-            .filter(|(s, alive)| **alive && s.port() != master)
-        {
+        for s in self.servers.live().filter(|s| s.port() != master) {
             let replicates = info(s.port(), "replication")
                 .and_then(|i| info_field(&i, "master_port"))
                 .is_some_and(|p| p == master.to_string());
@@ -371,7 +357,7 @@ impl SentinelGroup {
                 ));
             }
         }
-        let live_replicas = self.alive.iter().filter(|a| **a).count() - 1;
+        let live_replicas = self.servers.live().count() - 1;
         self.sentinels.iter().find_map(|s| {
             let Some(m) = sentinel_master(s.port) else {
                 return Some(format!("sentinel {} does not answer", s.port));
@@ -382,13 +368,6 @@ impl SentinelGroup {
                 && slaves.is_some_and(|n| n >= live_replicas);
             (!settled).then(|| format!("sentinel {} does not agree yet: {m:?}", s.port))
         })
-    }
-
-    fn index(&self, port: u16) -> usize {
-        self.servers
-            .iter()
-            .position(|s| s.port() == port)
-            .unwrap_or_else(|| panic!("no server on port {port}"))
     }
 }
 
