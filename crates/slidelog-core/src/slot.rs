@@ -57,6 +57,8 @@ mod tests {
         // Values from the Redis Cluster specification and CLUSTER KEYSLOT.
         assert_eq!(slot(b"123456789"), 0x31C3);
         assert_eq!(slot(b"{user1000}.following"), slot(b"user1000"));
+        assert_eq!(slot(b"foo{}{bar}"), slot(b"foo{}{bar}"));
+        assert_eq!(slot(b"foo{{bar}}zap"), slot(b"{bar"));
     }
 
     #[test]

@@ -44,15 +44,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn slots_match_redis_cluster() {
-        // Values from the Redis Cluster specification and CLUSTER KEYSLOT.
-        assert_eq!(slot(b"123456789"), 0x31C3);
-        assert_eq!(slot(b"{user1000}.following"), slot(b"user1000"));
-        assert_eq!(slot(b"foo{}{bar}"), slot(b"foo{}{bar}"));
-        assert_eq!(slot(b"foo{{bar}}zap"), slot(b"{bar"));
-    }
-
-    #[test]
     fn the_weights_key_shares_the_log_key_slot() {
         for key in [
             &b"rate:sliding:user123"[..],
