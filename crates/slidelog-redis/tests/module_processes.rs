@@ -24,7 +24,6 @@ mod common;
 
 use slidelog_core::{Limit, Mode, Now, Request};
 use slidelog_redis::{Engine, RedisOptions, RedisStore};
-use slidelog_testkit::runner::{self, Case};
 use slidelog_testkit::{RedisServer, ServerKind, unique_prefix};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -34,26 +33,23 @@ const PROCESSES: usize = 3;
 const TASKS: usize = 16;
 
 fn main() -> ExitCode {
-    if let Ok(url) = std::env::var("SLIDELOG_CHILD_URL") {
-        child_process(url);
-        return ExitCode::SUCCESS;
-    }
-    let mut cases = Vec::new();
-    for kind in ServerKind::ALL {
-        cases.push(Case::new(
-            format!("module_exactly_max_admitted_across_processes_{kind}"),
-            move || exactly_max_admitted(kind),
-        ));
-        cases.push(Case::new(
-            format!("module_no_window_holds_more_than_max_across_processes_{kind}"),
-            move || no_window_holds_more_than_max(kind),
-        ));
-        cases.push(Case::new(
-            format!("switching_half_the_clients_to_the_module_never_over_admits_{kind}"),
-            move || switching_never_over_admits(kind),
-        ));
-    }
-    runner::run(cases)
+    common::children::main(
+        child_process,
+        &[
+            (
+                "module_exactly_max_admitted_across_processes",
+                exactly_max_admitted,
+            ),
+            (
+                "module_no_window_holds_more_than_max_across_processes",
+                no_window_holds_more_than_max,
+            ),
+            (
+                "switching_half_the_clients_to_the_module_never_over_admits",
+                switching_never_over_admits,
+            ),
+        ],
+    )
 }
 
 /// One scenario's keys and requests (the same in the parent and the

@@ -14,7 +14,6 @@ mod common;
 
 use slidelog_core::{Limit, Mode, Now, Request};
 use slidelog_redis::{RedisOptions, RedisStore};
-use slidelog_testkit::runner::{self, Case};
 use slidelog_testkit::{RedisServer, ServerKind, unique_prefix};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -24,22 +23,19 @@ const PROCESSES: usize = 8;
 const TASKS: usize = 64;
 
 fn main() -> ExitCode {
-    if let Ok(url) = std::env::var("SLIDELOG_CHILD_URL") {
-        child_process(url);
-        return ExitCode::SUCCESS;
-    }
-    let mut cases = Vec::new();
-    for kind in ServerKind::ALL {
-        cases.push(Case::new(
-            format!("exactly_max_admitted_across_processes_{kind}"),
-            move || exactly_max_admitted_across_processes(kind),
-        ));
-        cases.push(Case::new(
-            format!("no_window_holds_more_than_max_under_sustained_load_across_processes_{kind}"),
-            move || no_window_holds_more_than_max_under_sustained_load_across_processes(kind),
-        ));
-    }
-    runner::run(cases)
+    common::children::main(
+        child_process,
+        &[
+            (
+                "exactly_max_admitted_across_processes",
+                exactly_max_admitted_across_processes,
+            ),
+            (
+                "no_window_holds_more_than_max_under_sustained_load_across_processes",
+                no_window_holds_more_than_max_under_sustained_load_across_processes,
+            ),
+        ],
+    )
 }
 
 /// Starts the children, releases them together, and returns every admission

@@ -3,9 +3,31 @@
 //! them together once every one is connected; a child says it is ready and
 //! waits for the release.
 
-use slidelog_testkit::RedisServer;
-use std::process::{Command, Stdio};
+use slidelog_testkit::runner::{self, Case};
+use slidelog_testkit::{RedisServer, ServerKind};
+use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
+
+/// A case's name (without the server kind) and its body.
+pub type NamedCase = (&'static str, fn(ServerKind));
+
+/// The `main` of a multi-process test binary: the child when
+/// `SLIDELOG_CHILD_URL` is set, else every case on Redis and on Valkey
+/// (named `<name>_<kind>`), so a child is never a test that passes by
+/// returning early.
+pub fn main(child: fn(String), cases: &[NamedCase]) -> ExitCode {
+    if let Ok(url) = std::env::var("SLIDELOG_CHILD_URL") {
+        child(url);
+        return ExitCode::SUCCESS;
+    }
+    let mut all = Vec::new();
+    for kind in ServerKind::ALL {
+        for &(name, case) in cases {
+            all.push(Case::new(format!("{name}_{kind}"), move || case(kind)));
+        }
+    }
+    runner::run(all)
+}
 
 /// Starts `processes` children of this test binary with
 /// `SLIDELOG_CHILD_URL` (the server's URL), `SLIDELOG_CHILD_PREFIX` and
