@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{client, post_json, start_memory};
+use common::{TestServer, client, post_json, start_memory};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use slidelog_server::app::AppConfig;
@@ -26,45 +26,60 @@ fn limits(requests: u64, tokens: u64) -> Value {
     ])
 }
 
-async fn post(http: &reqwest::Client, url: String, body: Value) -> (StatusCode, Value) {
-    let r = post_json(http, url, &body).await;
-    let status = r.status();
-    (status, r.json().await.unwrap())
+const CHECK: &str = "/v1/check";
+const SETTLE: &str = "/v1/settle";
+const CHARGE: &str = "/v1/charge";
+
+/// A memory-store server trusting client time, and a client for it.
+struct Api {
+    server: TestServer,
+    http: reqwest::Client,
+}
+
+impl Api {
+    async fn start() -> Self {
+        let server = start_memory(trusting()).await;
+        Self {
+            server,
+            http: client(),
+        }
+    }
+
+    /// POSTs `body` to `path`: the status and the JSON answer.
+    async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        let r = post_json(&self.http, self.server.url(path), &body).await;
+        let status = r.status();
+        (status, r.json().await.unwrap())
+    }
 }
 
 #[tokio::test]
 async fn reserve_settle_refund_and_charge() {
-    let server = start_memory(trusting()).await;
-    let http = client();
-    let (check, settle, charge) = (
-        server.url("/v1/check"),
-        server.url("/v1/settle"),
-        server.url("/v1/charge"),
-    );
+    let api = Api::start().await;
     let t0 = 1_767_225_600_000u64;
     // Reserve 80 tokens: 30 more do not fit.
-    let (s, d) = post(
-        &http,
-        check.clone(),
-        json!({"key": "k", "limits": limits(1, 80), "now_ms": t0}),
-    )
-    .await;
+    let (s, d) = api
+        .post(
+            CHECK,
+            json!({"key": "k", "limits": limits(1, 80), "now_ms": t0}),
+        )
+        .await;
     assert_eq!(s, StatusCode::OK);
     let receipt = d["receipt"].as_str().unwrap().to_owned();
-    let (s, d) = post(
-        &http,
-        check.clone(),
-        json!({"key": "k", "limits": limits(1, 30), "now_ms": t0 + 1}),
-    )
-    .await;
+    let (s, d) = api
+        .post(
+            CHECK,
+            json!({"key": "k", "limits": limits(1, 30), "now_ms": t0 + 1}),
+        )
+        .await;
     assert_eq!((s, d.get("receipt")), (StatusCode::TOO_MANY_REQUESTS, None));
     // Settle down to 20 tokens: the limits as they stand after it.
-    let (s, d) = post(
-        &http,
-        settle.clone(),
-        json!({"key": "k", "limits": limits(1, 20), "receipt": receipt, "now_ms": t0 + 2}),
-    )
-    .await;
+    let (s, d) = api
+        .post(
+            SETTLE,
+            json!({"key": "k", "limits": limits(1, 20), "receipt": receipt, "now_ms": t0 + 2}),
+        )
+        .await;
     assert_eq!(s, StatusCode::OK, "{d}");
     assert_eq!(d["settled"], true);
     assert_eq!(
@@ -78,25 +93,22 @@ async fn reserve_settle_refund_and_charge() {
     assert_eq!(d["limits"][1]["name"], "tokens");
     let settled_receipt = d["receipt"].as_str().unwrap().to_owned();
     // The old receipt names a record that no longer has those costs.
-    let (s, d) = post(
-        &http,
-        settle.clone(),
-        json!({"key": "k", "limits": limits(1, 5), "receipt": receipt, "now_ms": t0 + 3}),
-    )
-    .await;
+    let (s, d) = api
+        .post(
+            SETTLE,
+            json!({"key": "k", "limits": limits(1, 5), "receipt": receipt, "now_ms": t0 + 3}),
+        )
+        .await;
     assert_eq!((s, d["settled"].as_bool()), (StatusCode::OK, Some(false)));
-    let (s, _) = post(
-        &http,
-        check.clone(),
-        json!({"key": "k", "limits": limits(1, 30), "now_ms": t0 + 4}),
-    )
-    .await;
+    let (s, _) = api
+        .post(
+            CHECK,
+            json!({"key": "k", "limits": limits(1, 30), "now_ms": t0 + 4}),
+        )
+        .await;
     assert_eq!(s, StatusCode::OK);
     // Settle up past the max: over until it slides out.
-    let (_, d) = post(
-        &http,
-        settle.clone(),
-        json!({"key": "k", "limits": limits(1, 150), "receipt": settled_receipt, "now_ms": t0 + 5}),
+    let (_, d) = api.post(SETTLE, json!({"key": "k", "limits": limits(1, 150), "receipt": settled_receipt, "now_ms": t0 + 5}),
     )
     .await;
     assert_eq!(
@@ -113,10 +125,7 @@ async fn reserve_settle_refund_and_charge() {
     );
     // Refund it (0 everywhere): removed, no receipt.
     let refunded = d["receipt"].as_str().unwrap().to_owned();
-    let (_, d) = post(
-        &http,
-        settle.clone(),
-        json!({"key": "k", "max": 3, "window_ms": 1000, "cost": 0, "receipt": refunded, "now_ms": t0 + 6}),
+    let (_, d) = api.post(SETTLE, json!({"key": "k", "max": 3, "window_ms": 1000, "cost": 0, "receipt": refunded, "now_ms": t0 + 6}),
     )
     .await;
     assert_eq!(
@@ -124,22 +133,19 @@ async fn reserve_settle_refund_and_charge() {
         Some(true),
         "{d}"
     );
-    let (_, d) = post(
-        &http,
-        settle.clone(),
-        json!({"key": "k", "limits": limits(0, 0), "receipt": refunded, "now_ms": t0 + 6}),
-    )
-    .await;
+    let (_, d) = api
+        .post(
+            SETTLE,
+            json!({"key": "k", "limits": limits(0, 0), "receipt": refunded, "now_ms": t0 + 6}),
+        )
+        .await;
     assert_eq!(
         (d["settled"].as_bool(), d.get("receipt")),
         (Some(true), None)
     );
     assert_eq!(d["count"].as_u64(), Some(1));
     // Expired: settled false.
-    let (_, d) = post(
-        &http,
-        settle.clone(),
-        json!({"key": "k", "limits": limits(1, 1), "receipt": settled_receipt, "now_ms": t0 + 5_000}),
+    let (_, d) = api.post(SETTLE, json!({"key": "k", "limits": limits(1, 1), "receipt": settled_receipt, "now_ms": t0 + 5_000}),
     )
     .await;
     assert_eq!(
@@ -147,12 +153,12 @@ async fn reserve_settle_refund_and_charge() {
         (Some(false), Some(0))
     );
     // Charge without checking, above the max.
-    let (s, d) = post(
-        &http,
-        charge.clone(),
-        json!({"key": "c", "limits": limits(1, 500), "now_ms": t0}),
-    )
-    .await;
+    let (s, d) = api
+        .post(
+            CHARGE,
+            json!({"key": "c", "limits": limits(1, 500), "now_ms": t0}),
+        )
+        .await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(
         (
@@ -163,40 +169,32 @@ async fn reserve_settle_refund_and_charge() {
         (Some(false), Some(100), Some(500))
     );
     assert!(d["receipt"].is_string());
-    let (s, _) = post(
-        &http,
-        check,
-        json!({"key": "c", "limits": limits(1, 1), "now_ms": t0 + 1}),
-    )
-    .await;
+    let (s, _) = api
+        .post(
+            CHECK,
+            json!({"key": "c", "limits": limits(1, 1), "now_ms": t0 + 1}),
+        )
+        .await;
     assert_eq!(s, StatusCode::TOO_MANY_REQUESTS);
-    server.stop().await;
+    api.server.stop().await;
 }
 
 #[tokio::test]
 async fn bad_input_is_a_named_400() {
-    let server = start_memory(trusting()).await;
-    let http = client();
-    let (check, settle, charge) = (
-        server.url("/v1/check"),
-        server.url("/v1/settle"),
-        server.url("/v1/charge"),
-    );
-    let (_, d) = post(
-        &http,
-        check.clone(),
-        json!({"key": "alice", "max": 10, "window_ms": 60000}),
-    )
-    .await;
+    let api = Api::start().await;
+    let (_, d) = api
+        .post(
+            CHECK,
+            json!({"key": "alice", "max": 10, "window_ms": 60000}),
+        )
+        .await;
     let receipt = d["receipt"].as_str().unwrap().to_owned();
-    let bad = |body: Value, field: &'static str, says: &'static str| {
-        let (http, settle) = (http.clone(), settle.clone());
-        async move {
-            let (s, d) = post(&http, settle, body.clone()).await;
-            assert_eq!(s, StatusCode::BAD_REQUEST, "{body}: {d}");
-            let e = d["error"].as_str().unwrap();
-            assert!(e.contains(says), "{body}: {e} ({field})");
-        }
+    let to = &api;
+    let bad = move |body: Value, field: &'static str, says: &'static str| async move {
+        let (s, d) = to.post(SETTLE, body.clone()).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{body}: {d}");
+        let e = d["error"].as_str().unwrap();
+        assert!(e.contains(says), "{body}: {e} ({field})");
     };
     let one = |receipt: &str, key: &str, cost: u64| json!({"key": key, "max": 10, "window_ms": 60000, "cost": cost, "receipt": receipt});
     bad(one(&receipt, "bob", 1), "receipt", "another key").await;
@@ -229,26 +227,26 @@ async fn bad_input_is_a_named_400() {
     )
     .await;
     // A receipt is for settle only.
-    let (s, _) = post(
-        &http,
-        check,
-        json!({"key": "alice", "max": 10, "window_ms": 60000, "receipt": receipt}),
-    )
-    .await;
+    let (s, _) = api
+        .post(
+            CHECK,
+            json!({"key": "alice", "max": 10, "window_ms": 60000, "receipt": receipt}),
+        )
+        .await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
-    let (s, _) = post(
-        &http,
-        charge.clone(),
-        json!({"key": "alice", "max": 10, "window_ms": 60000, "receipt": receipt}),
-    )
-    .await;
+    let (s, _) = api
+        .post(
+            CHARGE,
+            json!({"key": "alice", "max": 10, "window_ms": 60000, "receipt": receipt}),
+        )
+        .await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
-    let (s, d) = post(
-        &http,
-        charge,
-        json!({"key": "alice", "max": 10, "window_ms": 60000, "cost": 100_001}),
-    )
-    .await;
+    let (s, d) = api
+        .post(
+            CHARGE,
+            json!({"key": "alice", "max": 10, "window_ms": 60000, "cost": 100_001}),
+        )
+        .await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "{d}");
     // 10,000 forged receipts: each a 400 or a settle of one of this key's
     // records; never a 5xx.
@@ -271,7 +269,7 @@ async fn bad_input_is_a_named_400() {
             forged.truncate((state >> 40) as usize % forged.len());
         }
         let forged = String::from_utf8(forged).unwrap();
-        let (s, d) = post(&http, settle.clone(), one(&forged, "alice", 2)).await;
+        let (s, d) = api.post(SETTLE, one(&forged, "alice", 2)).await;
         let refused = s == StatusCode::BAD_REQUEST;
         // Receipts are not secrets: a changed character may still name a
         // record of this key (its timestamp and costs), which a settle may
@@ -280,5 +278,5 @@ async fn bad_input_is_a_named_400() {
         let nothing = s == StatusCode::OK && (d["settled"] == false || of_alice);
         assert!(refused || nothing, "{forged}: {s} {d}");
     }
-    server.stop().await;
+    api.server.stop().await;
 }
