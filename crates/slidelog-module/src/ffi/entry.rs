@@ -1,0 +1,313 @@
+//! The module's entry point, the command trampolines and the data type's
+//! callbacks: what the server calls. Each command body runs under
+//! `catch_unwind` (see the parent module's rules); the safe wrappers it
+//! hands to the commands live in the parent module.
+#![allow(unsafe_code)]
+
+use super::{Ctx, ENCODING_VERSION, ERR, LOG_TYPE, OK, TYPE_NAME};
+use crate::commands::{self, Reply};
+use crate::error::CommandError;
+use slidelog_core::{Log, codec};
+use std::ffi::{CStr, CString, c_int, c_void};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::Ordering;
+use valkey_module::raw;
+
+fn reply_error(ctx: *mut raw::RedisModuleCtx, text: &str) {
+    let text = CString::new(text.replace(['\0', '\r', '\n'], " ")).unwrap_or_default();
+    // SAFETY: a live context and a NUL-terminated message.
+    unsafe { api!(RedisModule_ReplyWithError)(ctx, text.as_ptr()) };
+}
+
+fn reply(ctx: *mut raw::RedisModuleCtx, reply: Reply) {
+    // SAFETY: a live context; the array length matches the items written.
+    unsafe {
+        match reply {
+            Reply::Integer(v) => {
+                api!(RedisModule_ReplyWithLongLong)(ctx, v);
+            }
+            Reply::Integers(values) => {
+                api!(RedisModule_ReplyWithArray)(ctx, values.len() as _);
+                for v in values {
+                    api!(RedisModule_ReplyWithLongLong)(ctx, v);
+                }
+            }
+            Reply::Pairs(pairs) => {
+                api!(RedisModule_ReplyWithArray)(ctx, (pairs.len() * 2) as _);
+                for (name, v) in pairs {
+                    api!(RedisModule_ReplyWithStringBuffer)(ctx, name.as_ptr().cast(), name.len());
+                    api!(RedisModule_ReplyWithLongLong)(ctx, v);
+                }
+            }
+        }
+    }
+}
+
+type Body = fn(&Ctx, &[&[u8]]) -> Result<Reply, CommandError>;
+
+/// Runs a command body with panics caught: a panic is an error reply.
+fn run(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+    body: Body,
+) -> c_int {
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        let call = Ctx {
+            raw: ctx,
+            argv,
+            argc: usize::try_from(argc).unwrap_or(0),
+        };
+        let args = call.args();
+        body(&call, &args)
+    }));
+    match outcome {
+        Ok(Ok(r)) => reply(ctx, r),
+        Ok(Err(e)) => reply_error(ctx, &e.to_string()),
+        Err(_) => reply_error(
+            ctx,
+            "ERR slidelog: internal error (a bug; nothing was changed by this reply's command unless it says so)",
+        ),
+    }
+    OK
+}
+
+extern "C" fn cmd_check(
+    c: *mut raw::RedisModuleCtx,
+    v: *mut *mut raw::RedisModuleString,
+    n: c_int,
+) -> c_int {
+    run(c, v, n, commands::check)
+}
+
+extern "C" fn cmd_apply(
+    c: *mut raw::RedisModuleCtx,
+    v: *mut *mut raw::RedisModuleString,
+    n: c_int,
+) -> c_int {
+    run(c, v, n, commands::apply)
+}
+
+extern "C" fn cmd_reset(
+    c: *mut raw::RedisModuleCtx,
+    v: *mut *mut raw::RedisModuleString,
+    n: c_int,
+) -> c_int {
+    run(c, v, n, commands::reset)
+}
+
+extern "C" fn cmd_info(
+    c: *mut raw::RedisModuleCtx,
+    v: *mut *mut raw::RedisModuleString,
+    n: c_int,
+) -> c_int {
+    run(c, v, n, commands::info)
+}
+
+/// A log value handed to a type callback.
+fn value<'a>(ptr: *mut c_void) -> Option<&'a Log> {
+    // SAFETY: the server hands back a pointer we made from `Box<Log>`.
+    unsafe { ptr.cast::<Log>().as_ref() }
+}
+
+extern "C" fn rdb_save(io: *mut raw::RedisModuleIO, ptr: *mut c_void) {
+    let bytes = catch_unwind(AssertUnwindSafe(|| {
+        let mut out = Vec::new();
+        if let Some(log) = value(ptr) {
+            codec::encode(log, &mut out);
+        }
+        out
+    }))
+    .unwrap_or_default();
+    // SAFETY: a live IO handle; the buffer is copied.
+    unsafe { api!(RedisModule_SaveStringBuffer)(io, bytes.as_ptr().cast(), bytes.len()) };
+}
+
+fn log_io_error(io: *mut raw::RedisModuleIO, message: &str) {
+    let message = CString::new(message).unwrap_or_default();
+    // SAFETY: a live IO handle; "%s" with one C string.
+    unsafe {
+        api!(RedisModule_LogIOError)(io, c"warning".as_ptr(), c"%s".as_ptr(), message.as_ptr())
+    };
+}
+
+extern "C" fn rdb_load(io: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
+    if encver != ENCODING_VERSION {
+        log_io_error(
+            io,
+            &format!(
+                "slidelog: a log of encoding version {encver} cannot be loaded by this module (it reads version {ENCODING_VERSION}); load a module that does"
+            ),
+        );
+        return std::ptr::null_mut();
+    }
+    let mut len = 0usize;
+    // SAFETY: a live IO handle; the buffer is ours to free with RedisModule_Free.
+    let bytes = unsafe {
+        let ptr = api!(RedisModule_LoadStringBuffer)(io, &mut len);
+        if ptr.is_null() {
+            return std::ptr::null_mut();
+        }
+        let copy = std::slice::from_raw_parts(ptr.cast::<u8>(), len).to_vec();
+        api!(RedisModule_Free)(ptr.cast());
+        copy
+    };
+    match catch_unwind(AssertUnwindSafe(|| codec::decode(&bytes))) {
+        Ok(Ok((log, used))) if used == bytes.len() => Box::into_raw(Box::new(log)).cast(),
+        Ok(Ok(_)) => {
+            log_io_error(io, "slidelog: a stored log has trailing bytes");
+            std::ptr::null_mut()
+        }
+        Ok(Err(e)) => {
+            log_io_error(io, &format!("slidelog: a stored log is corrupt: {e}"));
+            std::ptr::null_mut()
+        }
+        Err(_) => std::ptr::null_mut(),
+    }
+}
+
+extern "C" fn aof_rewrite(
+    aof: *mut raw::RedisModuleIO,
+    key: *mut raw::RedisModuleString,
+    ptr: *mut c_void,
+) {
+    let Some(log) = value(ptr) else { return };
+    let mut change = crate::args::Change::new();
+    for (ts, record) in commands::records(log) {
+        change.clear();
+        crate::args::change(ts, 0, None, &record, &mut change);
+        // SAFETY: "sb" is the key string, then a buffer and its length; the
+        // server copies both.
+        unsafe {
+            api!(RedisModule_EmitAOF)(
+                aof,
+                c"SLIDELOG.APPLY".as_ptr(),
+                c"sb".as_ptr(),
+                key,
+                change.as_ptr(),
+                change.len(),
+            );
+        }
+    }
+}
+
+extern "C" fn mem_usage(ptr: *const c_void) -> usize {
+    value(ptr.cast_mut()).map_or(0, commands::bytes)
+}
+
+extern "C" fn free(ptr: *mut c_void) {
+    if !ptr.is_null() {
+        // SAFETY: made by `Box::into_raw` in this module; freed once, here.
+        drop(unsafe { Box::from_raw(ptr.cast::<Log>()) });
+    }
+}
+
+extern "C" fn digest(md: *mut raw::RedisModuleDigest, ptr: *mut c_void) {
+    let Some(log) = value(ptr) else { return };
+    for (ts, costs) in commands::records(log) {
+        // SAFETY: a live digest handle.
+        unsafe {
+            api!(RedisModule_DigestAddLongLong)(md, ts as i64);
+            for c in costs {
+                api!(RedisModule_DigestAddLongLong)(md, c as i64);
+            }
+            api!(RedisModule_DigestEndSequence)(md);
+        }
+    }
+}
+
+extern "C" fn copy(
+    _from: *mut raw::RedisModuleString,
+    _to: *mut raw::RedisModuleString,
+    ptr: *const c_void,
+) -> *mut c_void {
+    match value(ptr.cast_mut()) {
+        Some(log) => Box::into_raw(Box::new(log.clone())).cast(),
+        None => std::ptr::null_mut(),
+    }
+}
+
+fn create_command(
+    ctx: *mut raw::RedisModuleCtx,
+    name: &CStr,
+    f: raw::RedisModuleCmdFunc,
+    flags: &CStr,
+) -> bool {
+    // SAFETY: a live load context; names and flags are static C strings.
+    // Key position 1..1 step 1 is what Cluster routing and COMMAND INFO use.
+    unsafe { api!(RedisModule_CreateCommand)(ctx, name.as_ptr(), f, flags.as_ptr(), 1, 1, 1) == OK }
+}
+
+/// The module's entry point: `--loadmodule <path to libslidelog_module.so>`.
+///
+/// # Safety
+/// Called by the server, once, with its load context.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn RedisModule_OnLoad(
+    ctx: *mut raw::RedisModuleCtx,
+    _argv: *mut *mut raw::RedisModuleString,
+    _argc: c_int,
+) -> c_int {
+    // SAFETY: RedisModule_Init (the C shim of valkey-module) fills every API
+    // pointer this server has; "slidelog" is the name MODULE LIST shows.
+    let init = unsafe {
+        raw::Export_RedisModule_Init(
+            ctx,
+            c"slidelog".as_ptr(),
+            1,
+            raw::REDISMODULE_APIVER_1 as c_int,
+        )
+    };
+    if init == ERR {
+        return ERR;
+    }
+    let mut methods = type_methods();
+    // SAFETY: a live load context; the server copies the methods.
+    let ty = unsafe {
+        api!(RedisModule_CreateDataType)(ctx, TYPE_NAME.as_ptr(), ENCODING_VERSION, &mut methods)
+    };
+    if ty.is_null() {
+        return ERR;
+    }
+    LOG_TYPE.store(ty, Ordering::Release);
+    if create_commands(ctx) { OK } else { ERR }
+}
+
+/// The log type's callbacks.
+fn type_methods() -> raw::RedisModuleTypeMethods {
+    raw::RedisModuleTypeMethods {
+        // Version 3: the callbacks up to `copy`; Redis 7.0 knows up to 4.
+        version: 3,
+        rdb_load: Some(rdb_load),
+        rdb_save: Some(rdb_save),
+        aof_rewrite: Some(aof_rewrite),
+        mem_usage: Some(mem_usage),
+        digest: Some(digest),
+        free: Some(free),
+        aux_load: None,
+        aux_save: None,
+        aux_save_triggers: 0,
+        free_effort: None,
+        unlink: None,
+        copy: Some(copy),
+        defrag: None,
+        mem_usage2: None,
+        free_effort2: None,
+        unlink2: None,
+        copy2: None,
+        aux_save2: None,
+    }
+}
+
+/// Registers the module's commands: false when the server refused one.
+fn create_commands(ctx: *mut raw::RedisModuleCtx) -> bool {
+    let commands: [(&CStr, raw::RedisModuleCmdFunc, &CStr); 4] = [
+        (c"slidelog.check", Some(cmd_check), c"write deny-oom"),
+        (c"slidelog.apply", Some(cmd_apply), c"write deny-oom"),
+        (c"slidelog.reset", Some(cmd_reset), c"write fast"),
+        (c"slidelog.info", Some(cmd_info), c"readonly fast"),
+    ];
+    commands
+        .into_iter()
+        .all(|(name, f, flags)| create_command(ctx, name, f, flags))
+}
