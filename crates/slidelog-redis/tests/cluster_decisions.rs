@@ -10,7 +10,7 @@ use redis::Commands;
 use slidelog_core::{Limit, Request, Store};
 use slidelog_redis::{ClusterStore, RedisOptions};
 use slidelog_testkit::{RedisCluster, ServerKind, unique_prefix};
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 fn options(prefix: &str) -> RedisOptions {
@@ -43,13 +43,7 @@ async fn keys_over_every_master_decide_as_the_memory_store_does_on(kind: ServerK
     // 60 keys for the differential run, which land on all three masters,
     // and keys whose weights key needs each of its three slot rules (no
     // hash tag, a tag of their own, a `}` without a tag).
-    let mut keys: Vec<String> = (0..60).map(|i| format!("user{i}")).collect();
-    keys.extend(["{tenant7}:user".into(), "a}b".into(), "x{}y}z".into()]);
-    let masters: HashSet<u16> = keys
-        .iter()
-        .map(|k| cluster.master_of_slot(cluster.key_slot(&format!("{prefix}{k}"))))
-        .collect();
-    assert_eq!(masters.len(), 3, "the keys must reach every master");
+    let keys = ha::keys_over_every_master(&cluster, &prefix, 60);
     ha::differential(&store, &keys, 1_500, 7).await;
 
     // One decision on each of 3,000 more keys: well over a thousand slots,

@@ -4,11 +4,12 @@
 //! CROSSSLOT, answering as slidelog_core::engine does, and a master that
 //! lost its scripts (SCRIPT FLUSH) gets the usage script again.
 
+mod ha;
+
 use slidelog_core::engine::{self, Log};
 use slidelog_core::{Limit, Mode, Now, Receipt, Request, Store};
 use slidelog_redis::{ClusterStore, RedisOptions};
 use slidelog_testkit::{RedisCluster, unique_prefix};
-use std::collections::HashSet;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -23,13 +24,7 @@ async fn settles_and_charges_on_every_master_answer_as_the_engine() {
     let store = ClusterStore::connect_cluster(&cluster.url(), options)
         .await
         .expect("connect to the cluster");
-    let mut keys: Vec<String> = (0..12).map(|i| format!("user{i}")).collect();
-    keys.extend(["{tenant7}:user".into(), "a}b".into(), "x{}y}z".into()]);
-    let masters: HashSet<u16> = keys
-        .iter()
-        .map(|k| cluster.master_of_slot(cluster.key_slot(&format!("{prefix}{k}"))))
-        .collect();
-    assert_eq!(masters.len(), 3, "the keys must reach every master");
+    let keys = ha::keys_over_every_master(&cluster, &prefix, 12);
     let limits = vec![
         Limit::new(5, 60_000).unwrap(),
         Limit::new(300, 60_000).unwrap(),

@@ -6,7 +6,8 @@
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use slidelog_core::{Limit, Mode, Now, Request, Store};
 use slidelog_memory::MemoryStore;
-use std::collections::HashMap;
+use slidelog_testkit::RedisCluster;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -311,4 +312,18 @@ where
             Err(e) => panic!("still failing after {limit:?}: {e}"),
         }
     }
+}
+
+/// `plain` keys `user0..` and one key for each slot rule of a weights key
+/// (no hash tag, a tag of their own, a `}` without a tag); asserts that,
+/// under `prefix`, they reach every master of the 3-master `cluster`.
+pub fn keys_over_every_master(cluster: &RedisCluster, prefix: &str, plain: usize) -> Vec<String> {
+    let mut keys: Vec<String> = (0..plain).map(|i| format!("user{i}")).collect();
+    keys.extend(["{tenant7}:user".into(), "a}b".into(), "x{}y}z".into()]);
+    let masters: HashSet<u16> = keys
+        .iter()
+        .map(|k| cluster.master_of_slot(cluster.key_slot(&format!("{prefix}{k}"))))
+        .collect();
+    assert_eq!(masters.len(), 3, "the keys must reach every master");
+    keys
 }
