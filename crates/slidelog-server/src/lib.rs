@@ -17,6 +17,7 @@
 pub mod app;
 pub mod cli;
 pub mod conns;
+pub mod duration;
 pub mod envoy;
 pub mod http;
 pub mod inspect_limits;

@@ -6,7 +6,7 @@
 //! by shard (`slidelog_memory`'s save) on a blocking thread, so decisions go on.
 
 use crate::app::App;
-use crate::cli::parse_duration;
+use crate::duration::parse_duration;
 use crate::metrics::Metrics;
 use anyhow::bail;
 use metrics::{counter, gauge};

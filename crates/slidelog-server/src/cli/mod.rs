@@ -112,10 +112,7 @@ impl StoreArgs {
     }
 }
 
-/// Parses `60s`, `1m`, `1500ms`, `1h 30m` (humantime).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text).map_err(|e| format!("{e} (examples: 500ms, 60s, 1m, 1h, 1day)"))
-}
+pub use crate::duration::parse_duration;
 
 /// Parses the command line and runs it. Exit code 2 on every error.
 pub fn main() -> ExitCode {
