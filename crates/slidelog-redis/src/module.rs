@@ -16,7 +16,7 @@
 //! administrative right, so a least-privilege ACL user can be asked too.
 
 use crate::engine::Check;
-use crate::script::{Outcome, parse_reply};
+use crate::script::{Outcome, limit_args, parse_reply};
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
 use slidelog_core::{Mode, Request};
@@ -65,12 +65,7 @@ pub fn check_command(
     } else {
         None
     };
-    cmd.arg(deadline.unwrap_or(0)).arg(request.limits().len());
-    for (i, limit) in request.limits().iter().enumerate() {
-        cmd.arg(limit.max())
-            .arg(limit.window_ms())
-            .arg(request.cost_for(i));
-    }
+    cmd.arg(deadline.unwrap_or(0)).arg(limit_args(request));
     cmd
 }
 

@@ -91,13 +91,7 @@ pub async fn run<C: ConnectionLike>(conn: &mut C, check: Check<'_>) -> RedisResu
         .key(crate::keys::weights_key(redis_key))
         .arg(if mode == Mode::Record { 1 } else { 0 })
         .arg(now_ms.map_or(-1, |ms| ms as i64))
-        .arg(request.limits().len());
-    for (i, limit) in request.limits().iter().enumerate() {
-        invocation
-            .arg(limit.max())
-            .arg(limit.window_ms())
-            .arg(request.cost_for(i));
-    }
+        .arg(limit_args(request));
     if mode == Mode::Record {
         invocation
             .arg(&member)
@@ -110,6 +104,19 @@ pub async fn run<C: ConnectionLike>(conn: &mut C, check: Check<'_>) -> RedisResu
     } else {
         outcome
     })
+}
+
+/// The limits as every engine's call takes them: `<n> <max_1>
+/// <window_ms_1> <cost_1> … <max_n> <window_ms_n> <cost_n>` (the scripts,
+/// `usage.lua` and `SLIDELOG.CHECK` alike); one argument per element.
+pub fn limit_args(request: &Request) -> Vec<u64> {
+    let limits = request.limits();
+    let mut args = Vec::with_capacity(1 + 3 * limits.len());
+    args.push(limits.len() as u64);
+    for (i, limit) in limits.iter().enumerate() {
+        args.extend([limit.max(), limit.window_ms(), request.cost_for(i)]);
+    }
+    args
 }
 
 /// `outcome` naming the record an admitted check appended: the member

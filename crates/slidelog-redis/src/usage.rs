@@ -5,7 +5,7 @@
 //! scripts' replies are unchanged.
 
 use crate::members::{cost_list, id_text, member_with_id};
-use crate::script::{Outcome, parse_reply};
+use crate::script::{Outcome, limit_args, parse_reply};
 use redis::aio::ConnectionLike;
 use redis::{ErrorKind, RedisError, RedisResult, Script};
 use slidelog_core::{Receipt, RecordRef, Request};
@@ -72,13 +72,7 @@ pub async fn run<C: ConnectionLike>(
         .arg(usage.name())
         .arg(now_ms.map_or(-1, |ms| ms as i64))
         .arg(deadline_ms.map_or(-1, |ms| ms as i64))
-        .arg(request.limits().len());
-    for (i, limit) in request.limits().iter().enumerate() {
-        invocation
-            .arg(limit.max())
-            .arg(limit.window_ms())
-            .arg(request.cost_for(i));
-    }
+        .arg(limit_args(request));
     let id = match usage {
         Usage::Charge => {
             let (member, id) = member_with_id(request);
