@@ -23,7 +23,7 @@
 mod common;
 
 use slidelog_core::{Limit, Mode, Now, Request};
-use slidelog_redis::{Engine, RedisOptions, RedisStore};
+use slidelog_redis::{Engine, RedisStore};
 use slidelog_testkit::{RedisServer, ServerKind, unique_prefix};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -210,18 +210,8 @@ fn timing(scenario: &str) -> (u64, Option<u64>) {
 /// The child: connects (both engines for `switch`), waits for the release,
 /// runs its 16 tasks and prints every admission.
 fn child_process(url: String) {
-    let env = |k: &str| std::env::var(k).unwrap();
-    let prefix = env("SLIDELOG_CHILD_PREFIX");
-    let scenario = env("SLIDELOG_CHILD_SCENARIO");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async move {
-        let options = RedisOptions::default()
-            .with_prefix(prefix.clone())
-            .with_timeout(Duration::from_secs(5));
+    let scenario = std::env::var("SLIDELOG_CHILD_SCENARIO").unwrap();
+    common::children::block_on(|prefix, options| async move {
         let open = |engine: &'static str| {
             let (url, options) = (format!("{url}?engine={engine}"), options.clone());
             async move { Arc::new(RedisStore::connect(&url, options).await.unwrap()) }

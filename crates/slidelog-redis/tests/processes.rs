@@ -13,7 +13,7 @@
 mod common;
 
 use slidelog_core::{Limit, Mode, Now, Request};
-use slidelog_redis::{RedisOptions, RedisStore};
+use slidelog_redis::RedisStore;
 use slidelog_testkit::{RedisServer, ServerKind, unique_prefix};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -125,19 +125,10 @@ fn scores(c: &mut redis::Connection, key: &str) -> Vec<u64> {
 /// for `RUN_MS`) and prints each admission time.
 fn child_process(url: String) {
     let env = |k: &str| std::env::var(k).unwrap();
-    let prefix = env("SLIDELOG_CHILD_PREFIX");
     let max: u64 = env("SLIDELOG_CHILD_MAX").parse().unwrap();
     let window: u64 = env("SLIDELOG_CHILD_WINDOW_MS").parse().unwrap();
     let run_ms: u64 = env("SLIDELOG_CHILD_RUN_MS").parse().unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async move {
-        let options = RedisOptions::default()
-            .with_prefix(prefix.clone())
-            .with_timeout(Duration::from_secs(5));
+    common::children::block_on(|prefix, options| async move {
         let store = Arc::new(RedisStore::connect(&url, options).await.unwrap());
         let mut conn = store.connection();
         common::children::ready_then_wait(&mut conn, &prefix).await;

@@ -3,8 +3,10 @@
 //! them together once every one is connected; a child says it is ready and
 //! waits for the release.
 
+use slidelog_redis::RedisOptions;
 use slidelog_testkit::runner::{self, Case};
 use slidelog_testkit::{RedisServer, ServerKind};
+use std::future::Future;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
@@ -94,4 +96,20 @@ pub async fn ready_then_wait(conn: &mut impl redis::aio::ConnectionLike, prefix:
         .query_async(conn)
         .await
         .unwrap();
+}
+
+/// The child's runtime (2 worker threads) running `body(prefix, options)`:
+/// the parent's `SLIDELOG_CHILD_PREFIX`, and store options with that prefix
+/// and the [`super::PATIENT`] timeout.
+pub fn block_on<F: Future<Output = ()>>(body: impl FnOnce(String, RedisOptions) -> F) {
+    let prefix = std::env::var("SLIDELOG_CHILD_PREFIX").unwrap();
+    let options = RedisOptions::default()
+        .with_prefix(prefix.clone())
+        .with_timeout(super::PATIENT);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(body(prefix, options));
 }
