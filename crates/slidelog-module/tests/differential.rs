@@ -84,6 +84,12 @@ fn trace(conn: &mut redis::Connection, seed: u64, ops: usize) {
         let limits: Vec<(u64, u64, u64)> = with_costs(&mut rng, set);
         let req = request(&limits);
         let ctx = format!("seed {seed} step {step} key {k} now {now} limits {limits:?}");
+        let at = At {
+            key: &keys[k],
+            now,
+            limits: &limits,
+            ctx: &ctx,
+        };
         match rng.random_range(0..40) {
             0 => {
                 let had: i64 = redis::cmd("SLIDELOG.RESET")
@@ -94,7 +100,7 @@ fn trace(conn: &mut redis::Connection, seed: u64, ops: usize) {
                 assert_eq!(had == 1, !logs[k].is_empty() || live, "{ctx}: reset");
                 logs[k] = Log::new();
             }
-            1..=6 => peek(conn, &keys[k], &mut logs[k], now, &limits, &ctx),
+            1..=6 => peek(conn, &logs[k], &at),
             7..=8 => {
                 // The server's clock: the model decides at the time it used.
                 let reply = check(conn, &keys[k], true, None, 0, &limits).unwrap();
@@ -102,7 +108,7 @@ fn trace(conn: &mut redis::Connection, seed: u64, ops: usize) {
                 let want = engine::decide_and_record(&mut logs[k], used, &req);
                 assert_eq!(got, want, "{ctx}: server time {used}");
             }
-            9 => late(conn, &keys[k], &mut logs[k], now, &limits, &ctx),
+            9 => late(conn, &mut logs[k], &at),
             _ => {
                 let reply = check(conn, &keys[k], true, Some(now), 0, &limits).unwrap();
                 let (got, used) = decision(&reply);
@@ -132,45 +138,42 @@ fn trace(conn: &mut redis::Connection, seed: u64, ops: usize) {
     );
 }
 
-fn peek(
-    conn: &mut redis::Connection,
-    key: &str,
-    log: &mut Log,
+/// What one step of a trace checks: the key, at what time, with which
+/// limits, and its context for failure messages.
+struct At<'a> {
+    key: &'a str,
     now: u64,
-    limits: &Limits,
-    ctx: &str,
-) {
-    let reply = check(conn, key, false, Some(now), 0, limits).unwrap();
+    limits: &'a Limits,
+    ctx: &'a str,
+}
+
+fn peek(conn: &mut redis::Connection, log: &Log, at: &At) {
+    let reply = check(conn, at.key, false, Some(at.now), 0, at.limits).unwrap();
     let (got, used) = decision(&reply);
     assert_eq!(
         (got, used),
-        (engine::evaluate(log, now, &request(limits)), now),
-        "{ctx}: peek"
+        (engine::evaluate(log, at.now, &request(at.limits)), at.now),
+        "{}: peek",
+        at.ctx
     );
 }
 
 /// A check whose deadline (1 ms after the epoch) has long passed: refused
 /// with DEADLINE, nothing recorded, when it would be admitted; answered as
 /// usual when rejected.
-fn late(
-    conn: &mut redis::Connection,
-    key: &str,
-    log: &mut Log,
-    now: u64,
-    limits: &Limits,
-    ctx: &str,
-) {
-    let req = request(limits);
-    let result = check(conn, key, true, Some(now), 1, limits);
-    if engine::evaluate(log, now, &req).allowed {
-        let err = result.expect_err(ctx);
-        assert_eq!(err.code(), Some("DEADLINE"), "{ctx}: {err}");
+fn late(conn: &mut redis::Connection, log: &mut Log, at: &At) {
+    let req = request(at.limits);
+    let result = check(conn, at.key, true, Some(at.now), 1, at.limits);
+    if engine::evaluate(log, at.now, &req).allowed {
+        let err = result.expect_err(at.ctx);
+        assert_eq!(err.code(), Some("DEADLINE"), "{}: {err}", at.ctx);
     } else {
         let (got, _) = decision(&result.unwrap());
         assert_eq!(
             got,
-            engine::decide_and_record(log, now, &req),
-            "{ctx}: late rejection"
+            engine::decide_and_record(log, at.now, &req),
+            "{}: late rejection",
+            at.ctx
         );
     }
 }
