@@ -106,7 +106,7 @@ fn as_eval(cmd: &Cmd) -> Option<Cmd> {
     if !args.next()?.eq_ignore_ascii_case(b"EVALSHA") {
         return None;
     }
-    let source = crate::script::source_for_sha(args.next()?)?;
+    let source = crate::catalogue::source_for_sha(args.next()?)?;
     let mut eval = redis::cmd("EVAL");
     eval.arg(source);
     for a in args {

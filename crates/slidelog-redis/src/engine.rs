@@ -33,26 +33,12 @@ use redis::aio::ConnectionLike;
 use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
 use redis::{RedisError, RedisResult, Value};
 pub use slidelog_core::url::RedisEngine;
-use slidelog_core::{Mode, Request, StoreError};
+use slidelog_core::{Request, StoreError};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// One decision to send: what every engine takes.
-#[derive(Debug, Clone, Copy)]
-pub struct Check<'a> {
-    /// The log's Redis key (prefix already applied).
-    pub redis_key: &'a [u8],
-    /// The limits and costs.
-    pub request: &'a Request,
-    /// Record (a check) or peek.
-    pub mode: Mode,
-    /// The time to decide at, `None` for Redis `TIME`.
-    pub now_ms: Option<u64>,
-    /// A check's deadline on the server's clock: past it the check is
-    /// refused, recording nothing.
-    pub deadline_ms: Option<u64>,
-}
+pub use crate::script::Check;
 
 /// The engine a decision goes through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

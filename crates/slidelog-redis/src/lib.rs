@@ -47,6 +47,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod catalogue;
 pub mod cluster;
 mod connect;
 pub mod engine;

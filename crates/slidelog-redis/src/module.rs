@@ -15,7 +15,7 @@
 //! command the store calls and, unlike `MODULE LIST` (`@admin`), needs no
 //! administrative right, so a least-privilege ACL user can be asked too.
 
-use crate::engine::Check;
+use crate::script::Check;
 use crate::script::{Outcome, limit_args, parse_reply};
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};

@@ -6,7 +6,6 @@
 //! `redis::Script` sends `EVALSHA` and, on `NOSCRIPT` (after `SCRIPT FLUSH`, a
 //! restart or a failover), loads the script and retries once.
 
-use crate::engine::Check;
 use crate::members::member_with_id;
 use redis::aio::ConnectionLike;
 use redis::{ErrorKind, RedisError, RedisResult, Script};
@@ -25,18 +24,20 @@ pub const SINGLE_SOURCE: &str = include_str!("single_limit.lua");
 /// The single-limit script, hashed once per process.
 pub static SINGLE: LazyLock<Script> = LazyLock::new(|| Script::new(SINGLE_SOURCE));
 
-/// The source of the decision script whose SHA1 is `sha`, if it is one of
-/// them (a cluster node that lost its scripts is sent the source again).
-pub fn source_for_sha(sha: &[u8]) -> Option<&'static str> {
-    if sha == SCRIPT.get_hash().as_bytes() {
-        Some(SOURCE)
-    } else if sha == SINGLE.get_hash().as_bytes() {
-        Some(SINGLE_SOURCE)
-    } else if sha == crate::usage::USAGE.get_hash().as_bytes() {
-        Some(crate::usage::USAGE_SOURCE)
-    } else {
-        None
-    }
+/// One decision to send: what every engine takes.
+#[derive(Debug, Clone, Copy)]
+pub struct Check<'a> {
+    /// The log's Redis key (prefix already applied).
+    pub redis_key: &'a [u8],
+    /// The limits and costs.
+    pub request: &'a Request,
+    /// Record (a check) or peek.
+    pub mode: Mode,
+    /// The time to decide at, `None` for Redis `TIME`.
+    pub now_ms: Option<u64>,
+    /// A check's deadline on the server's clock: past it the check is
+    /// refused, recording nothing.
+    pub deadline_ms: Option<u64>,
 }
 
 /// The error code of a check refused because its deadline had passed.
@@ -249,16 +250,6 @@ mod tests {
         assert_eq!(full.decision.retry_after_ms, 500);
         assert!(parse_single_reply(&[-1], 10, 60_000).unwrap().is_none());
         assert!(parse_single_reply(&[1, 2], 10, 60_000).is_err());
-    }
-
-    #[test]
-    fn each_script_is_found_by_its_hash() {
-        assert_eq!(source_for_sha(SCRIPT.get_hash().as_bytes()), Some(SOURCE));
-        assert_eq!(
-            source_for_sha(SINGLE.get_hash().as_bytes()),
-            Some(SINGLE_SOURCE)
-        );
-        assert_eq!(source_for_sha(b"0000"), None);
     }
 
     #[test]
