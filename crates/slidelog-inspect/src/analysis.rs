@@ -85,7 +85,11 @@ pub fn problems_of(
         ));
     }
     // A module log has no members to sample.
-    let sample = z.first.iter().chain(z.newest.iter()).filter(|_| !z.module_log);
+    let sample = z
+        .first
+        .iter()
+        .chain(z.newest.iter())
+        .filter(|_| !z.module_log);
     if let Some((member, score)) = sample.into_iter().find(|(m, s)| duplicate_prone(m, *s)) {
         found.push((
             ProblemKind::DuplicateProneMembers,

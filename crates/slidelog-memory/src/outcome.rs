@@ -68,7 +68,9 @@ mod tests {
         assert_eq!((requests.count, requests.remaining), (1, 2));
         assert_eq!((tokens.count, tokens.remaining), (40, 60));
         assert_eq!(tokens.retry_after_ms, 60_000 - 10);
-        let checked = store.decide_each_at(&call(10), Mode::Record, 1_020).unwrap();
+        let checked = store
+            .decide_each_at(&call(10), Mode::Record, 1_020)
+            .unwrap();
         assert_eq!(checked.limits[1].counts.unwrap().count, 50);
         assert_eq!(checked.limits[1].limit.name(), Some("tokens"));
     }
