@@ -68,5 +68,7 @@ fi
 
 cargo test --workspace --all-targets
 cargo test --workspace --doc
-# Every library crate's rustdoc must build without warnings (every public item documented, links resolve).
+# Every library crate's rustdoc must build without warnings (every public item documented, links resolve),
+# with default features and with all features.
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --lib --no-deps --quiet
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --lib --no-deps --all-features --quiet

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use tower::Service;
 
-/// The service that [`RateLimitLayer`] wraps around an inner service.
+/// The service that [`RateLimitLayer`](super::RateLimitLayer) wraps around an inner service.
 pub struct RateLimitService<S, K, C = UnitCost> {
     inner: S,
     /// The layer's configuration, shared by every service it made.
