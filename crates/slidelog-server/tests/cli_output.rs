@@ -89,22 +89,26 @@ fn a_peek_says_its_counts_are_what_a_check_would_leave() {
     );
 }
 
+/// A weighted check of two named limits on the memory store: 1 request
+/// and 5,000 tokens.
+const TWO_NAMED_LIMITS: &[&str] = &[
+    "check",
+    "k",
+    "--limit",
+    "requests=60/minute",
+    "--limit",
+    "tokens=20000/minute",
+    "--cost",
+    "1",
+    "--cost",
+    "5000",
+    "--store",
+    "memory://",
+];
+
 #[test]
 fn a_check_of_several_limits_prints_every_limit_by_name() {
-    let out = run(&[
-        "check",
-        "k",
-        "--limit",
-        "requests=60/minute",
-        "--limit",
-        "tokens=20000/minute",
-        "--cost",
-        "1",
-        "--cost",
-        "5000",
-        "--store",
-        "memory://",
-    ]);
+    let out = run(TWO_NAMED_LIMITS);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{text}");
     let lines: Vec<&str> = text.lines().collect();
@@ -119,21 +123,7 @@ fn a_check_of_several_limits_prints_every_limit_by_name() {
         "  tokens: 5000/20000 used in 1m window, 15000 remaining, empty in 1m"
     );
     // --json: the same limits array as the HTTP API.
-    let out = run(&[
-        "check",
-        "k",
-        "--limit",
-        "requests=60/minute",
-        "--limit",
-        "tokens=20000/minute",
-        "--cost",
-        "1",
-        "--cost",
-        "5000",
-        "--store",
-        "memory://",
-        "--json",
-    ]);
+    let out = run(&[TWO_NAMED_LIMITS, &["--json"]].concat());
     let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(d["limits"][1]["name"], "tokens");
     assert_eq!(d["limits"][1]["remaining"], 15_000);
