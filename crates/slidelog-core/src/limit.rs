@@ -266,12 +266,7 @@ impl Request {
             }
         }
         let mut request = Self::new(key, limits, 1)?;
-        // Equal costs are one cost for all: the common, plain layout.
-        if costs.iter().any(|&c| c != costs[0]) {
-            request.costs = SmallVec::from_vec(costs);
-        } else {
-            request.costs = SmallVec::from_elem(costs[0], 1);
-        }
+        request.costs = one_or_each(costs);
         Ok(request)
     }
 
@@ -301,11 +296,7 @@ impl Request {
             return Err(InputError::UsageCost { index, got });
         }
         let mut request = Self::new(key, limits, 1)?;
-        request.costs = if costs.iter().all(|&c| c == costs[0]) {
-            SmallVec::from_elem(costs[0], 1)
-        } else {
-            SmallVec::from_vec(costs)
-        };
+        request.costs = one_or_each(costs);
         Ok(request)
     }
 
@@ -365,6 +356,16 @@ pub fn validate_key(key: &str) -> Result<(), InputError> {
         return Err(InputError::KeyTooLong { got: key.len() });
     }
     Ok(())
+}
+
+/// The costs a request keeps: equal costs are one cost for all (the common,
+/// plain layout), different ones one per limit. `costs` is not empty.
+fn one_or_each(costs: Vec<u64>) -> SmallVec<[u64; 2]> {
+    if costs.iter().all(|&c| c == costs[0]) {
+        SmallVec::from_elem(costs[0], 1)
+    } else {
+        SmallVec::from_vec(costs)
+    }
 }
 
 #[cfg(test)]
