@@ -1,0 +1,196 @@
+//! Allocations per Envoy `ShouldRateLimit` request, counted by a counting
+//! global allocator (issue 26: the service's own work per request).
+//!
+//! ```sh
+//! cargo run -p slidelog-envoy --example grpc_allocs -- [REQUESTS]
+//! ```
+//!
+//! Two measurements, on the memory store, one descriptor `(user, u<N>)` over
+//! 10,000 users under 1,000,000 per minute (every check admitted and
+//! recorded, as issue 26's throughput runs):
+//!
+//! - `service`: `RateLimiter::should_rate_limit` called directly: the
+//!   service's own path (plan, store key, decision, metrics, response), no
+//!   transport. Requests are built before counting starts.
+//! - `grpc`: the same through tonic on loopback, counting only on the
+//!   server runtime's threads (the client runs on its own runtime): decode,
+//!   the service, encode and HTTP/2 — what a `serve` process pays per request.
+//!
+//! Allocations of the memory store's logs are included in both (a key's log
+//! grows as its records arrive); the numbers are the mean over the run.
+
+#![allow(unsafe_code)] // the counting global allocator below, and nothing else
+
+use slidelog_envoy::proto::{
+    RateLimitDescriptor, RateLimitRequest, RateLimitServiceClient, rate_limit_descriptor::Entry,
+};
+use slidelog_envoy::{ConfigHandle, RateLimitConfig, RateLimiter, ServiceOptions};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Counts allocations (and their bytes) on threads that opted in, while on.
+struct Counting;
+
+static ON: AtomicBool = AtomicBool::new(false);
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+static BYTES: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    static COUNTED: Cell<bool> = const { Cell::new(false) };
+}
+
+fn note(size: usize) {
+    if ON.load(Ordering::Relaxed) && COUNTED.try_with(Cell::get).unwrap_or(false) {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        BYTES.fetch_add(size as u64, Ordering::Relaxed);
+    }
+}
+
+// SAFETY: every call is forwarded unchanged to the system allocator; the
+// counting touches only atomics and a const-initialized thread local.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note(layout.size());
+        // SAFETY: the caller's contract is passed on as is.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note(layout.size());
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note(new_size);
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+const CONFIG: &str = "domain: bench\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 1000000}\n";
+
+fn request(n: u64) -> RateLimitRequest {
+    RateLimitRequest {
+        domain: "bench".into(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![Entry {
+                key: "user".into(),
+                value: format!("u{}", n % 10_000),
+            }],
+            ..Default::default()
+        }],
+        hits_addend: 0,
+    }
+}
+
+fn limiter() -> Arc<RateLimiter> {
+    let config = RateLimitConfig::from_yaml_str("bench.yaml", CONFIG).expect("config");
+    let store = Arc::new(slidelog_memory::MemoryStore::new());
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    Arc::new(
+        RateLimiter::new(
+            slidelog::Limiter::from_store(store),
+            ConfigHandle::fixed(config),
+            ServiceOptions::default(),
+        )
+        .with_recorder(Arc::new(recorder)),
+    )
+}
+
+/// Runs `f` with counting on; returns (allocations, bytes).
+fn counted<T>(f: impl FnOnce() -> T) -> (T, u64, u64) {
+    ALLOCS.store(0, Ordering::SeqCst);
+    BYTES.store(0, Ordering::SeqCst);
+    ON.store(true, Ordering::SeqCst);
+    let out = f();
+    ON.store(false, Ordering::SeqCst);
+    (
+        out,
+        ALLOCS.load(Ordering::SeqCst),
+        BYTES.load(Ordering::SeqCst),
+    )
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let n: u64 = std::env::args().nth(1).map_or(Ok(100_000), |s| s.parse())?;
+
+    // The service alone, on this thread.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let service = limiter();
+    let requests: Vec<_> = (0..10_000).map(request).collect();
+    rt.block_on(async {
+        // Warm up: every key's log exists, the counters are registered.
+        for r in &requests {
+            service.should_rate_limit(r).await.expect("decided");
+        }
+    });
+    COUNTED.with(|c| c.set(true));
+    let ((), allocs, bytes) = counted(|| {
+        rt.block_on(async {
+            for i in 0..n {
+                let r = &requests[(i % 10_000) as usize];
+                std::hint::black_box(service.should_rate_limit(r).await.expect("decided"));
+            }
+        })
+    });
+    COUNTED.with(|c| c.set(false));
+    println!(
+        "service: requests={n} allocations/request={:.2} bytes/request={:.0}",
+        allocs as f64 / n as f64,
+        bytes as f64 / n as f64
+    );
+
+    // Through tonic: the server's runtime counts, the client's does not.
+    let server_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .on_thread_start(|| COUNTED.with(|c| c.set(true)))
+        .enable_all()
+        .build()?;
+    let listener = server_rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
+    let addr = listener.local_addr()?;
+    server_rt.spawn(slidelog_envoy::service::serve_grpc(
+        listener,
+        limiter(),
+        std::future::pending(),
+    ));
+    let client_rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut client = client_rt.block_on(async {
+        let channel = tonic::transport::Endpoint::new(format!("http://{addr}"))?
+            .tcp_nodelay(true)
+            .connect()
+            .await?;
+        Ok::<_, Box<dyn std::error::Error>>(RateLimitServiceClient::new(channel))
+    })?;
+    client_rt.block_on(async {
+        for r in &requests {
+            client.should_rate_limit(r.clone()).await.expect("decided");
+        }
+    });
+    let grpc_n = n.min(50_000);
+    let ((), allocs, bytes) = counted(|| {
+        client_rt.block_on(async {
+            for i in 0..grpc_n {
+                let r = requests[(i % 10_000) as usize].clone();
+                std::hint::black_box(client.should_rate_limit(r).await.expect("decided"));
+            }
+        })
+    });
+    println!(
+        "grpc (server threads): requests={grpc_n} allocations/request={:.2} bytes/request={:.0}",
+        allocs as f64 / grpc_n as f64,
+        bytes as f64 / grpc_n as f64
+    );
+    Ok(())
+}
