@@ -127,10 +127,11 @@ pub struct Counts {
 
 /// A decision with every limit's state, in the request's order.
 ///
-/// The memory store reports every limit. A store that reports only the
-/// deciding limit (the Redis engines, whose replies carry one limit) leaves
-/// the others' [`LimitState::counts`] empty, as does a degraded decision,
-/// which counted nothing.
+/// The memory store and the Redis scripts report every limit (the scripts'
+/// reply then carries four numbers per limit, see [`Detailed::with_counts`]).
+/// A store that reports only the deciding limit (an engine whose reply
+/// carries one limit) leaves the others' [`LimitState::counts`] empty, as
+/// does a degraded decision, which counted nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Detailed {
     /// The decision, as [`Decision`] reports it.
@@ -163,6 +164,28 @@ impl Detailed {
                         reset_after_ms: decision.reset_after_ms,
                     }),
                 }
+            })
+            .collect();
+        Self { decision, limits }
+    }
+
+    /// The detail of a store whose reply carries every limit's [`Counts`]
+    /// in `request`'s order (the Redis replies' `count_i, remaining_i,
+    /// retry_after_ms_i, reset_after_ms_i` after the decision's fields,
+    /// docs/design.md §2). `counts` of another length than the request's
+    /// limits (a reply of the deciding limit only) gives
+    /// [`deciding_only`](Self::deciding_only).
+    pub fn with_counts(request: &crate::Request, decision: Decision, counts: &[Counts]) -> Self {
+        if counts.len() != request.limits().len() || decision.degraded {
+            return Self::deciding_only(request, decision);
+        }
+        let limits = request
+            .limits()
+            .iter()
+            .zip(counts)
+            .map(|(&limit, &c)| LimitState {
+                limit,
+                counts: Some(c),
             })
             .collect();
         Self { decision, limits }

@@ -10,7 +10,7 @@
 //! agree with.
 
 pub use crate::log::Log;
-pub use usage::{charge, settle, standing};
+pub use usage::{charge, settle, standing, standing_each};
 
 mod usage;
 use crate::{Counts, Decision, Detailed, Limit, LimitState, RecordRef, Request};

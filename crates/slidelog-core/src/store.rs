@@ -2,7 +2,7 @@
 //! in one atomic step: there is no separate "check" followed by an "update",
 //! so no interleaving of callers can admit more than `max`.
 
-use crate::{Decision, Detailed, Receipt, Request, StoreError};
+use crate::{Decision, Detailed, LimitState, Receipt, Request, StoreError};
 
 /// The prefix of every store key unless configured otherwise: the original
 /// design's layout, `rate:sliding:<key>` (docs/design.md §4).
@@ -46,7 +46,7 @@ impl Now {
 }
 
 /// The answer of a settle ([`Store::settle`], docs/design.md §4.6).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settled {
     /// True when the record was found and now carries the settled costs
     /// (or, settled to 0 everywhere, was removed); false when it was gone
@@ -56,6 +56,23 @@ pub struct Settled {
     /// its [`record`](Decision::record) names the settled record (for a
     /// receipt of its new costs), `None` when it was removed or not found.
     pub decision: Decision,
+    /// Every limit's state after the settle, in the request's order: the
+    /// fields [`decision`](Self::decision) gives the deciding limit, for
+    /// each limit (`retry_after_ms` 0 where one more unit fits). A store
+    /// whose reply carries the deciding limit only leaves the others'
+    /// [`LimitState::counts`] empty, as [`Detailed::deciding_only`] does.
+    pub limits: Vec<LimitState>,
+}
+
+impl Settled {
+    /// The decision and every limit's state, as a [`Detailed`] (what a
+    /// charge answers).
+    pub fn detailed(&self) -> Detailed {
+        Detailed {
+            decision: self.decision,
+            limits: self.limits.clone(),
+        }
+    }
 }
 
 /// What a store counted about its own calls since it was made, for the
@@ -133,7 +150,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// one more unit fits (0 when one does), `reset_after_ms` = the time
     /// until no live record costs anything in it; `allowed` = one more unit
     /// fits in every limit; the deciding limit is chosen as a check of cost
-    /// 1 chooses it (docs/design.md §2).
+    /// 1 chooses it (docs/design.md §2). [`Settled::limits`] gives every
+    /// limit these fields.
     ///
     /// The default refuses with [`StoreError::Unsupported`].
     async fn settle(
@@ -154,10 +172,11 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// counts even when it takes a limit over its max. Costs of 0 in every
     /// limit append nothing. `request` comes from [`Request::usage`].
     /// Answers the limits after recording, as [`settle`](Self::settle) does
-    /// (its `record` names the appended record).
+    /// (the decision's `record` names the appended record), with every
+    /// limit's state ([`Detailed::limits`]).
     ///
     /// The default refuses with [`StoreError::Unsupported`].
-    async fn charge(&self, request: &Request, now: Now) -> Result<Decision, StoreError> {
+    async fn charge(&self, request: &Request, now: Now) -> Result<Detailed, StoreError> {
         let _ = (request, now);
         Err(StoreError::Unsupported {
             store: self.kind(),

@@ -322,7 +322,7 @@ impl Store for MemoryStore {
         Ok(self.settle_at(request, receipt, now.or_clock(&*self.clock)))
     }
 
-    async fn charge(&self, request: &Request, now: Now) -> Result<Decision, StoreError> {
+    async fn charge(&self, request: &Request, now: Now) -> Result<Detailed, StoreError> {
         self.charge_at(request, now.or_clock(&*self.clock))
     }
 

@@ -4,12 +4,12 @@
 
 use crate::MemoryStore;
 use crate::outcome::Outcome;
-use slidelog_core::{Decision, Log, Mode, Receipt, Request, Settled, StoreError, engine};
+use slidelog_core::{Detailed, Log, Mode, Receipt, Request, Settled, StoreError, engine};
 use std::hash::BuildHasher;
 
 /// A charge, run by the store's one decision path (new keys, bounds and
 /// byte accounting included): it always records.
-pub(crate) struct Charged(Decision);
+pub(crate) struct Charged(Detailed);
 
 impl Outcome for Charged {
     fn record(log: &mut Log, now: u64, request: &Request) -> Self {
@@ -17,7 +17,7 @@ impl Outcome for Charged {
     }
 
     fn evaluate(log: &Log, now: u64, request: &Request) -> Self {
-        Self(engine::standing(log, now, request.limits()))
+        Self(engine::standing_each(log, now, request.limits()))
     }
 
     fn allowed(&self) -> bool {
@@ -42,17 +42,21 @@ impl MemoryStore {
                 self.account(delta);
                 settled
             }
-            None => Settled {
-                settled: false,
-                decision: engine::standing(&Log::new(), now_ms, request.limits()),
-            },
+            None => {
+                let each = engine::standing_each(&Log::new(), now_ms, request.limits());
+                Settled {
+                    settled: false,
+                    decision: each.decision,
+                    limits: each.limits,
+                }
+            }
         }
     }
 
     /// Charges `request`'s costs at an explicit time, synchronously
-    /// ([`slidelog_core::Store::charge`]). A new key is bounded as a check's
+    /// ([`slidelog_core::Store::charge`]), with every limit's state. A new key is bounded as a check's
     /// is ([`StoreError::Full`]); costs of 0 everywhere create no key.
-    pub fn charge_at(&self, request: &Request, now_ms: u64) -> Result<Decision, StoreError> {
+    pub fn charge_at(&self, request: &Request, now_ms: u64) -> Result<Detailed, StoreError> {
         let mode = if request.costs().iter().all(|&c| c == 0) {
             Mode::Peek
         } else {

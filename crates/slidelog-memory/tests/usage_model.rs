@@ -2,11 +2,11 @@
 //! random sequences of check / peek / settle / charge / reset / advance on
 //! keys with a cost per limit (1 request + N tokens) give, on the memory
 //! store, exactly what a plain model gives: every field of every answer,
-//! the record each names, settles of expired records, refunds, settling up
-//! over the max.
+//! the record each names, every limit's state of a settle or charge,
+//! settles of expired records, refunds, settling up over the max.
 
 use proptest::prelude::*;
-use slidelog_core::{Decision, Limit, Mode, Receipt, RecordRef, Request};
+use slidelog_core::{Counts, Decision, Limit, LimitState, Mode, Receipt, RecordRef, Request};
 use slidelog_memory::MemoryStore;
 use std::collections::HashMap;
 
@@ -122,22 +122,38 @@ impl Model {
         d
     }
 
-    fn standing(&mut self, key: &'static str, now: u64) -> Decision {
+    /// The deciding limit's fields, and every limit's (in order).
+    fn standing(&mut self, key: &'static str, now: u64) -> (Decision, Vec<Counts>) {
         let log = self.log(key).1.clone();
-        let i = deciding(&log, now, [1, 1]);
-        let (max, window, live, _) = view(&log, now, i);
-        let retry = wait(&log, now, i, 1);
-        Decision {
-            allowed: retry.is_none(),
-            limit: max,
-            window_ms: window,
-            count: live,
-            remaining: max.saturating_sub(live),
-            retry_after_ms: retry.unwrap_or(0),
-            reset_after_ms: newest_unit(&log, now, i, true).map_or(0, |n| n + window - now),
-            degraded: false,
-            record: None,
-        }
+        let of = |i: usize| {
+            let (max, window, live, _) = view(&log, now, i);
+            let retry = wait(&log, now, i, 1);
+            Decision {
+                allowed: retry.is_none(),
+                limit: max,
+                window_ms: window,
+                count: live,
+                remaining: max.saturating_sub(live),
+                retry_after_ms: retry.unwrap_or(0),
+                reset_after_ms: newest_unit(&log, now, i, true).map_or(0, |n| n + window - now),
+                degraded: false,
+                record: None,
+            }
+        };
+        let mut d = of(deciding(&log, now, [1, 1]));
+        d.allowed = (0..2).all(|i| of(i).allowed);
+        let each = (0..2)
+            .map(|i| {
+                let s = of(i);
+                Counts {
+                    count: s.count,
+                    remaining: s.remaining,
+                    retry_after_ms: s.retry_after_ms,
+                    reset_after_ms: s.reset_after_ms,
+                }
+            })
+            .collect();
+        (d, each)
     }
 
     fn settle(
@@ -146,7 +162,7 @@ impl Model {
         r: Record,
         costs: [u64; 2],
         now: u64,
-    ) -> (bool, Decision) {
+    ) -> (bool, Decision, Vec<Counts>) {
         self.expire(key, now);
         let log = &mut self.log(key).1;
         let found = log.iter().position(|x| *x == r);
@@ -159,12 +175,12 @@ impl Model {
                 record = Some(RecordRef { ts: r.0, id: None });
             }
         }
-        let mut d = self.standing(key, now);
+        let (mut d, each) = self.standing(key, now);
         d.record = record;
-        (found.is_some(), d)
+        (found.is_some(), d, each)
     }
 
-    fn charge(&mut self, key: &'static str, costs: [u64; 2], now: u64) -> Decision {
+    fn charge(&mut self, key: &'static str, costs: [u64; 2], now: u64) -> (Decision, Vec<Counts>) {
         self.expire(key, now);
         let mut record = None;
         if costs != [0, 0] {
@@ -174,9 +190,9 @@ impl Model {
             entry.1.insert(at, (now, costs));
             record = Some(RecordRef { ts: now, id: None });
         }
-        let mut d = self.standing(key, now);
+        let (mut d, each) = self.standing(key, now);
         d.record = record;
-        d
+        (d, each)
     }
 
     fn reset(&mut self, key: &'static str) -> bool {
@@ -223,6 +239,14 @@ fn usage(key: &str, costs: [u64; 2]) -> Request {
     Request::usage(key, limits(), costs.to_vec()).unwrap()
 }
 
+/// Every limit's counts of a store's answer (each must have them).
+fn counts(limits: &[LimitState]) -> Vec<Counts> {
+    limits
+        .iter()
+        .map(|s| s.counts.expect("every limit's counts"))
+        .collect()
+}
+
 /// Runs `ops` on the store and the model, comparing every answer.
 fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
     let store = MemoryStore::new();
@@ -255,9 +279,10 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let r = usage(KEYS[k], costs);
                 let receipt = Receipt::for_request(&text, &r).unwrap();
                 let got = store.settle_at(&r, &receipt, now);
-                let (settled, want) = model.settle(KEYS[k], rec, costs, now);
+                let (settled, want, each) = model.settle(KEYS[k], rec, costs, now);
                 prop_assert_eq!(got.settled, settled, "{:?} at {}", op, now);
                 prop_assert_eq!(got.decision, want, "{:?} at {}", op, now);
+                prop_assert_eq!(counts(&got.limits), each, "{:?} at {}", op, now);
                 prop_assert_eq!(got.decision.record, want.record);
                 if let Some(text) = Receipt::issue(&r, got.decision.record) {
                     receipts.entry(k).or_default().push((text, (rec.0, costs)));
@@ -266,7 +291,9 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
             Op::Charge(k, costs) => {
                 let r = usage(KEYS[k], costs);
                 let got = store.charge_at(&r, now).unwrap();
-                let want = model.charge(KEYS[k], costs, now);
+                let (want, each) = model.charge(KEYS[k], costs, now);
+                prop_assert_eq!(counts(&got.limits), each, "{:?} at {}", op, now);
+                let got = got.decision;
                 prop_assert_eq!(got, want, "{:?} at {}", op, now);
                 prop_assert_eq!(got.record, want.record);
                 if let Some(text) = Receipt::issue(&r, got.record) {

@@ -9,7 +9,7 @@
 use crate::members::member_with_id;
 use redis::aio::ConnectionLike;
 use redis::{ErrorKind, RedisError, RedisResult, Script};
-use slidelog_core::{Decision, Mode, Request};
+use slidelog_core::{Counts, Decision, Detailed, Mode, Request};
 use std::sync::LazyLock;
 
 /// The Lua source of one decision.
@@ -53,12 +53,24 @@ pub fn is_deadline(err: &RedisError) -> bool {
 pub use slidelog_core::MAX_NOW_MS;
 
 /// What one run of the script answers: the decision and the time it used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
     /// The decision of docs/design.md §2.
     pub decision: Decision,
     /// The time (Unix ms) the decision was made at: Redis `TIME` or the one given.
     pub now_ms: u64,
+    /// Every limit's counts in the request's order, when the reply carried
+    /// them (a check asked with [`Check::each`], a settle or a charge);
+    /// empty otherwise.
+    pub each: Vec<Counts>,
+}
+
+impl Outcome {
+    /// The decision with every limit's state ([`Detailed::with_counts`]):
+    /// the deciding limit only when the reply did not carry every limit.
+    pub fn detailed(&self, request: &Request) -> Detailed {
+        Detailed::with_counts(request, self.decision, &self.each)
+    }
 }
 
 /// Runs one decision on `redis_key` (prefix already applied). `now_ms` is
@@ -181,8 +193,19 @@ pub fn parse_single_reply(reply: &[i64], max: u64, window_ms: u64) -> RedisResul
     .map(Some)
 }
 
-/// `{allowed, max, window_ms, count, remaining, retry_after_ms, reset_after_ms, now_ms}`.
+/// `{allowed, max, window_ms, count, remaining, retry_after_ms,
+/// reset_after_ms, now_ms}`, optionally followed by every limit's
+/// `count_i, remaining_i, retry_after_ms_i, reset_after_ms_i` in the
+/// request's order (4 numbers per limit: [`Outcome::each`]).
 pub fn parse_reply(reply: &[i64]) -> RedisResult<Outcome> {
+    let unexpected = || {
+        RedisError::from((
+            ErrorKind::UnexpectedReturnType,
+            "sliding_log.lua answered an unexpected reply",
+            format!("{reply:?}"),
+        ))
+    };
+    let (head, tail) = reply.split_at_checked(8).ok_or_else(unexpected)?;
     let [
         allowed,
         limit,
@@ -192,15 +215,23 @@ pub fn parse_reply(reply: &[i64]) -> RedisResult<Outcome> {
         retry,
         reset,
         now,
-    ] = reply
+    ] = head
     else {
-        return Err(RedisError::from((
-            ErrorKind::UnexpectedReturnType,
-            "sliding_log.lua answered an unexpected reply",
-            format!("{reply:?}"),
-        )));
+        return Err(unexpected());
     };
+    if tail.len() % 4 != 0 || tail.len() / 4 > slidelog_core::MAX_LIMITS {
+        return Err(unexpected());
+    }
     let u = |v: &i64| u64::try_from(*v).unwrap_or(0);
+    let each = tail
+        .chunks_exact(4)
+        .map(|c| Counts {
+            count: u(&c[0]),
+            remaining: u(&c[1]),
+            retry_after_ms: u(&c[2]),
+            reset_after_ms: u(&c[3]),
+        })
+        .collect();
     Ok(Outcome {
         decision: Decision {
             allowed: *allowed == 1,
@@ -214,6 +245,7 @@ pub fn parse_reply(reply: &[i64]) -> RedisResult<Outcome> {
             record: None,
         },
         now_ms: u(now),
+        each,
     })
 }
 

@@ -12,7 +12,7 @@ use crate::usage::{Usage, UsageOutcome};
 use crate::watched::{Call, CallError, Counters, UsageCall};
 use redis::aio::{ConnectionLike, ConnectionManager};
 use slidelog_core::{
-    Clock, Decision, Mode, Now, Receipt, Request, Settled, Store, StoreError, StoreStats,
+    Clock, Decision, Detailed, Mode, Now, Receipt, Request, Settled, Store, StoreError, StoreStats,
     SystemClock,
 };
 use std::future::Future;
@@ -288,15 +288,17 @@ where
     ) -> Result<Settled, StoreError> {
         let usage = Usage::Settle(receipt.clone());
         let answer = self.usage_timed(request, usage, now).await?;
+        let each = answer.outcome.detailed(request);
         Ok(Settled {
             settled: answer.done,
-            decision: answer.outcome.decision,
+            decision: each.decision,
+            limits: each.limits,
         })
     }
 
-    async fn charge(&self, request: &Request, now: Now) -> Result<Decision, StoreError> {
+    async fn charge(&self, request: &Request, now: Now) -> Result<Detailed, StoreError> {
         let answer = self.usage_timed(request, Usage::Charge, now).await?;
-        Ok(answer.outcome.decision)
+        Ok(answer.outcome.detailed(request))
     }
 
     async fn reset(&self, key: &str) -> Result<bool, StoreError> {

@@ -46,7 +46,7 @@ impl Usage {
 
 /// What one settle or charge answers: whether it changed the log (the
 /// record was found, or one was appended) and the limits after it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UsageOutcome {
     /// Settle: the record was found and settled. Charge: a record was appended.
     pub done: bool,

@@ -6,8 +6,8 @@
 use slidelog::rejection_cache::RejectionCache;
 use slidelog::store::{ManualClock, MemoryStore, Store};
 use slidelog::{
-    Decision, FailurePolicy, InputError, Limit, Limiter, LimiterError, Mode, Now, Receipt,
-    ReceiptError, Request, Settled, StoreError,
+    Decision, Detailed, FailurePolicy, InputError, Limit, Limiter, LimiterError, Mode, Now,
+    Receipt, ReceiptError, Request, Settled, StoreError,
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,7 +41,7 @@ impl Store for Remote {
     async fn settle(&self, r: &Request, rc: &Receipt, now: Now) -> Result<Settled, StoreError> {
         self.inner.settle(r, rc, self.at(now)?).await
     }
-    async fn charge(&self, r: &Request, now: Now) -> Result<Decision, StoreError> {
+    async fn charge(&self, r: &Request, now: Now) -> Result<Detailed, StoreError> {
         self.inner.charge(r, self.at(now)?).await
     }
     async fn reset(&self, key: &str) -> Result<bool, StoreError> {
@@ -92,7 +92,7 @@ async fn a_settle_that_frees_units_is_seen_by_the_next_check_not_a_cached_reject
     );
     assert!(limiter.check("k", &tokens(), 10).await.unwrap().allowed);
     // A charge takes the key over its max: later checks are rejected.
-    let after = limiter.charge("k", &tokens(), 500).await.unwrap();
+    let after = limiter.charge("k", &tokens(), 500).await.unwrap().decision;
     assert_eq!((after.allowed, after.count), (false, 540));
     assert!(!limiter.check("k", &tokens(), 1).await.unwrap().allowed);
 }

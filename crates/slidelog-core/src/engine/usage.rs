@@ -1,9 +1,13 @@
 //! Usage-based limits on a [`Log`] (docs/design.md §4.6): settle a record to
 //! its actual costs, charge usage known after the fact, and the limits as
-//! they stand, which both answer. The reference every store agrees with.
+//! they stand, which both answer (the deciding limit and every limit's
+//! state, [`standing_each`]). The reference every store agrees with.
 
 use super::{Verdict, deciding, judge};
-use crate::{Decision, Limit, Log, Receipt, RecordRef, Request, Settled};
+use crate::{
+    Counts, Decision, Detailed, Limit, LimitState, Log, Receipt, RecordRef, Request, Settled,
+};
+use smallvec::SmallVec;
 
 /// The limits as they stand at `now`: for each, `count` = its live units,
 /// `remaining` = `max - count` (0 when over), `retry_after_ms` = the least
@@ -19,6 +23,39 @@ pub fn standing(log: &Log, now: u64, limits: &[Limit]) -> Decision {
         .fold(None, deciding)
         .expect("a request has at least one limit");
     decision_of(log, now, &v)
+}
+
+/// [`standing`] with every limit's state beside it, in `limits`' order:
+/// each limit's [`Counts`] are the fields [`standing`] gives the deciding
+/// one (`retry_after_ms` 0 where one more unit fits in that limit).
+pub fn standing_each(log: &Log, now: u64, limits: &[Limit]) -> Detailed {
+    let verdicts: SmallVec<[Verdict<'_>; 4]> = limits
+        .iter()
+        .enumerate()
+        .map(|(position, limit)| judge(log, now, limit, position, 1))
+        .collect();
+    let v = verdicts
+        .iter()
+        .copied()
+        .fold(None, deciding)
+        .expect("a request has at least one limit");
+    let decision = decision_of(log, now, &v);
+    let limits = verdicts
+        .iter()
+        .map(|v| {
+            let d = decision_of(log, now, v);
+            LimitState {
+                limit: *v.limit,
+                counts: Some(Counts {
+                    count: d.count,
+                    remaining: d.remaining,
+                    retry_after_ms: d.retry_after_ms,
+                    reset_after_ms: d.reset_after_ms,
+                }),
+            }
+        })
+        .collect();
+    Detailed { decision, limits }
 }
 
 /// The [`standing`] fields of the deciding verdict `v` (of cost 1).
@@ -44,7 +81,8 @@ fn decision_of(log: &Log, now: u64, v: &Verdict<'_>) -> Decision {
 /// [`Request::usage`]; `receipt` verified against it): drops expired
 /// records, finds a live record with the receipt's timestamp and costs, and
 /// sets its costs (all 0: removes it). Not found: nothing changes and
-/// `settled` is false. Answers the limits after the change ([`standing`]).
+/// `settled` is false. Answers the limits after the change
+/// ([`standing_each`]).
 pub fn settle(log: &mut Log, now: u64, request: &Request, receipt: &Receipt) -> Settled {
     log.expire(now, request.longest_window_ms());
     let positions = request.limits().len();
@@ -60,27 +98,31 @@ pub fn settle(log: &mut Log, now: u64, request: &Request, receipt: &Receipt) -> 
             id: receipt.id(),
         })
     });
-    let mut decision = standing(log, now, request.limits());
+    let Detailed {
+        mut decision,
+        limits,
+    } = standing_each(log, now, request.limits());
     decision.record = record;
     Settled {
         settled: found.is_some(),
         decision,
+        limits,
     }
 }
 
 /// Charges `request`'s costs (a [`Request::usage`]) without deciding: drops
 /// expired records and appends one record at `now` even when it takes a
 /// limit over its max (costs of 0 everywhere append nothing). Answers the
-/// limits after recording ([`standing`]), naming the record appended.
-pub fn charge(log: &mut Log, now: u64, request: &Request) -> Decision {
+/// limits after recording ([`standing_each`]), naming the record appended.
+pub fn charge(log: &mut Log, now: u64, request: &Request) -> Detailed {
     log.expire(now, request.longest_window_ms());
     let record = request.costs().iter().any(|&c| c > 0).then(|| {
         log.append(now, request.costs());
         RecordRef { ts: now, id: None }
     });
-    let mut decision = standing(log, now, request.limits());
-    decision.record = record;
-    decision
+    let mut each = standing_each(log, now, request.limits());
+    each.decision.record = record;
+    each
 }
 
 #[cfg(test)]
@@ -121,6 +163,13 @@ mod tests {
             (s.decision.limit, s.decision.count, s.decision.remaining),
             (3, 1, 2)
         );
+        // Every limit's state: the tokens limit beside the deciding one.
+        let tokens = s.limits[1].counts.unwrap();
+        assert_eq!(
+            (tokens.count, tokens.remaining, tokens.reset_after_ms),
+            (20, 80, 990)
+        );
+        assert_eq!(s.limits[0].limit.name(), Some("requests"));
         assert!(evaluate(&log, 10, &check(30)).allowed);
         // The same receipt no longer names a record (its costs changed).
         assert!(!settle(&mut log, 20, &usage(&[1, 5]), &rc).settled);
@@ -180,6 +229,44 @@ mod tests {
     }
 
     #[test]
+    fn every_limit_standing_agrees_with_the_deciding_one() {
+        let mut log = Log::new();
+        for (t, c) in [(0, 60), (100, 30), (200, 5)] {
+            charge(&mut log, t, &usage(&[1, c]));
+        }
+        settle(
+            &mut log,
+            250,
+            &usage(&[1, 0]),
+            &Receipt::new(&usage(&[1, 5]), RecordRef { ts: 200, id: None }),
+        );
+        for now in [250, 999, 1_000, 1_150, 1_250] {
+            let each = standing_each(&log, now, &limits());
+            assert_eq!(each.decision, standing(&log, now, &limits()));
+            let d = each.deciding().unwrap().counts.unwrap();
+            let top = each.decision;
+            assert_eq!(
+                (d.count, d.remaining, d.retry_after_ms, d.reset_after_ms),
+                (
+                    top.count,
+                    top.remaining,
+                    top.retry_after_ms,
+                    top.reset_after_ms
+                )
+            );
+        }
+        // At 250: 3 requests (full: the first expires at 1,000), 90 tokens
+        // whose newest counting record is at 100 (200's costs 0 tokens).
+        let each = standing_each(&log, 250, &limits());
+        let (r, t) = (
+            each.limits[0].counts.unwrap(),
+            each.limits[1].counts.unwrap(),
+        );
+        assert_eq!((r.count, r.retry_after_ms, r.reset_after_ms), (3, 750, 950));
+        assert_eq!((t.count, t.retry_after_ms, t.reset_after_ms), (90, 0, 850));
+    }
+
+    #[test]
     fn an_expired_record_is_not_settled_and_nothing_changes() {
         let mut log = Log::new();
         let r = check(10);
@@ -192,13 +279,20 @@ mod tests {
     #[test]
     fn a_charge_records_above_the_max_and_zero_records_nothing() {
         let mut log = Log::new();
-        let d = charge(&mut log, 0, &usage(&[1, 150]));
+        let each = charge(&mut log, 0, &usage(&[1, 150]));
+        let d = each.decision;
         assert_eq!(
             (d.allowed, d.limit, d.count, d.retry_after_ms),
             (false, 100, 150, 1_000)
         );
         assert_eq!(d.record, Some(RecordRef { ts: 0, id: None }));
-        let d = charge(&mut log, 10, &usage(&[0]));
+        // Every limit: 1 of 3 requests (room for one more), 150 of 100 tokens.
+        let r = each.limits[0].counts.unwrap();
+        let t = each.limits[1].counts.unwrap();
+        assert_eq!((r.count, r.remaining, r.retry_after_ms), (1, 2, 0));
+        assert_eq!((t.count, t.remaining, t.retry_after_ms), (150, 0, 1_000));
+        assert_eq!((r.reset_after_ms, t.reset_after_ms), (1_000, 1_000));
+        let d = charge(&mut log, 10, &usage(&[0])).decision;
         assert_eq!((log.len(), d.record), (1, None));
     }
 }

@@ -10,7 +10,9 @@
 //! Both answer 200 with the limit fields as the log stands after the change
 //! (`count` = live units, `remaining`, `retry_after_ms` = the wait before
 //! one more unit fits, `reset_after_ms`; `allowed` says one more unit
-//! fits), and the receipt of the record as it now is (absent when a settle
+//! fits): the deciding limit's at the top level and, as `/v1/check` lists
+//! them, every limit's in `limits` (memory and Redis scripts report every
+//! limit's counts), and the receipt of the record as it now is (absent when a settle
 //! removed it or found nothing). A settle that found no record (expired,
 //! reset) says `"settled": false`. Bad input is a 400 naming the field: a
 //! malformed or foreign receipt, a receipt of another key or other limits,
@@ -27,7 +29,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use slidelog::{Decision, Detailed, LimiterError, Request, StoreError};
+use slidelog::{Detailed, LimiterError, Request, StoreError};
 
 /// The answer of a settle: `settled` beside the limit fields.
 #[derive(Debug, serde::Serialize)]
@@ -82,7 +84,7 @@ async fn settle_inner(
         .map_err(|e| usage_error("settle", e))?;
     let answer = SettleAnswer {
         settled: settled.settled,
-        answer: answer(&request, settled.decision),
+        answer: answer(&request, &settled.detailed()),
     };
     Ok((StatusCode::OK, Json(answer)).into_response())
 }
@@ -94,18 +96,19 @@ async fn charge_inner(
     let JsonBody(body) = body?;
     let now = client_now(app, body.now_ms)?;
     let request = body.to_usage_request(false)?;
-    let decision = app
+    let each = app
         .limiter()
         .charge_at(&request, now)
         .await
         .map_err(|e| usage_error("charge", e))?;
-    Ok((StatusCode::OK, Json(answer(&request, decision))).into_response())
+    Ok((StatusCode::OK, Json(answer(&request, &each))).into_response())
 }
 
-/// The limit fields of `decision` (the deciding limit's; the others are
-/// listed without counts) and the receipt of its record.
-fn answer(request: &Request, decision: Decision) -> Answer {
-    Answer::new(&Detailed::deciding_only(request, decision)).with_receipt(request)
+/// The limit fields of `each` (the deciding limit's at the top level, every
+/// limit's in `limits`, as `/v1/check` answers them) and the receipt of its
+/// record.
+fn answer(request: &Request, each: &Detailed) -> Answer {
+    Answer::new(each).with_receipt(request)
 }
 
 /// Bad input is a 400 naming its field; a store without settle or charge

@@ -16,7 +16,7 @@
 use super::{Limiter, LimiterError};
 use crate::Cost;
 use crate::metrics::Op;
-use slidelog_core::{Decision, InputError, Limit, Now, Receipt, Request, Settled, StoreError};
+use slidelog_core::{Detailed, InputError, Limit, Now, Receipt, Request, Settled, StoreError};
 
 impl Cost {
     /// Returns the request of a settle or a charge of `key` under `limits`
@@ -36,7 +36,8 @@ impl Limiter {
     /// limit or one per limit, up or down; 0 in a limit counts it nowhere
     /// there, 0 everywhere refunds it. Answers [`Settled`]: `settled` false
     /// when the record is gone (expired, reset), and the limits after the
-    /// change. A receipt of another key or other limits is
+    /// change (the deciding limit, and every limit in [`Settled::limits`]).
+    /// A receipt of another key or other limits is
     /// [`InputError::Receipt`].
     ///
     /// ```
@@ -82,14 +83,15 @@ impl Limiter {
     /// Records `cost` for `key` under `limits` without deciding: usage
     /// reported after the fact, when nothing was reserved. The record counts
     /// even when it takes a limit over its max (later checks wait until it
-    /// slides out). Answers the limits after recording, as a settle does.
+    /// slides out). Answers the limits after recording, as a settle does:
+    /// the deciding limit ([`Detailed::decision`]) and every limit's state.
     ///
     /// ```
     /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
     /// use slidelog::{Limit, Limiter};
     /// let limiter = Limiter::memory();
     /// let tokens = [Limit::new(1_000, 60_000)?];
-    /// let after = limiter.charge("user-7", &tokens, 1_500).await?;
+    /// let after = limiter.charge("user-7", &tokens, 1_500).await?.decision;
     /// assert_eq!((after.allowed, after.count, after.remaining), (false, 1_500, 0));
     /// assert!(!limiter.check("user-7", &tokens, 1).await?.allowed);
     /// # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
@@ -99,13 +101,13 @@ impl Limiter {
         key: impl Into<String>,
         limits: &[Limit],
         cost: impl Into<Cost>,
-    ) -> Result<Decision, LimiterError> {
+    ) -> Result<Detailed, LimiterError> {
         let request = cost.into().usage(key, limits.to_vec())?;
         self.charge_at(&request, self.inner.time.now()).await
     }
 
     /// [`charge`](Self::charge) of a [`Request::usage`] at an explicit time.
-    pub async fn charge_at(&self, request: &Request, now: Now) -> Result<Decision, LimiterError> {
+    pub async fn charge_at(&self, request: &Request, now: Now) -> Result<Detailed, LimiterError> {
         self.bounds.check(request).map_err(InputError::from)?;
         let call = self.inner.store.charge(request, now);
         self.usage_call(Op::Charge, request.key(), call).await
