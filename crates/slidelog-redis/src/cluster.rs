@@ -31,15 +31,25 @@
 //! A node connection that falls silent (black-holed) never errors, and
 //! redis-rs retries a timed-out call on the same connection. So a call that
 //! got no answer makes the cluster connection suspect ([`crate::heal`]): a
-//! `PING` goes to every primary, and when one of them does not answer within
-//! the probe timeout the whole cluster connection is replaced by a fresh
-//! one (new connections to every node, a fresh slot map).
+//! `PING` goes to every primary not known down, and when one of them does
+//! not answer within the probe timeout the whole cluster connection is
+//! replaced by a fresh one (new connections to every node, a fresh slot map).
+//!
+//! One master down (killed, refused, silent) is the outage mode of its
+//! slots only ([`nodes`]): calls for them fail at once with a transient
+//! error while one background probe per master retries it, and the other
+//! masters' keys are decided exactly as usual.
 
-use crate::heal::{Healing, Maker, Probe};
+mod nodes;
+
+pub use nodes::{DownCause, NodeDown};
+
+use crate::heal::{Healing, Maker, Probe, Watch};
 use crate::multi_url::MultiHostUrl;
 use crate::options::RedisOptions;
 use crate::store::ScriptStore;
 use crate::{ConnectError, mask_password};
+use nodes::Nodes;
 use redis::aio::ConnectionLike;
 use redis::cluster::{ClusterClient, ClusterConfig};
 use redis::cluster_async::ClusterConnection as RawClusterConnection;
@@ -58,30 +68,61 @@ pub type ClusterStore = ScriptStore<ClusterConnection>;
 #[derive(Clone)]
 pub struct ClusterConnection {
     inner: Healing<RawClusterConnection>,
+    /// Each master's health ([`nodes`]).
+    nodes: Nodes,
 }
 
 impl ClusterConnection {
     /// Wraps a redis-rs cluster connection; a silent one is replaced by
-    /// `make`'s (see the module docs).
+    /// `make`'s (see the module docs). `timeout` is the store's per-call
+    /// timeout: a call unanswered for half of it makes its master suspect.
     pub fn new(
         inner: RawClusterConnection,
         make: Maker<RawClusterConnection>,
+        timeout: Duration,
         probe_timeout: Duration,
     ) -> Self {
-        let probe: Probe<RawClusterConnection> = Arc::new(|mut conn: RawClusterConnection| {
+        let nodes = Nodes::new(timeout, probe_timeout, "redis-cluster");
+        let known = nodes.clone();
+        let probe: Probe<RawClusterConnection> = Arc::new(move |mut conn: RawClusterConnection| {
+            let up = known.up_slots();
             Box::pin(async move {
-                let every_primary = RoutingInfo::MultiNode((
-                    MultipleNodeRoutingInfo::AllMasters,
-                    Some(ResponsePolicy::AllSucceeded),
-                ));
-                conn.route_command(redis::cmd("PING"), every_primary)
-                    .await
-                    .map(|_| ())
+                // Every master not known down (a down one has its own
+                // probe); every primary redis-rs knows when the map is not
+                // read yet.
+                let Some(slots) = up else {
+                    let every_primary = RoutingInfo::MultiNode((
+                        MultipleNodeRoutingInfo::AllMasters,
+                        Some(ResponsePolicy::AllSucceeded),
+                    ));
+                    return conn
+                        .route_command(redis::cmd("PING"), every_primary)
+                        .await
+                        .map(|_| ());
+                };
+                let pings = slots.into_iter().map(|slot| {
+                    let mut conn = conn.clone();
+                    async move {
+                        conn.route_command(redis::cmd("PING"), master_of(slot))
+                            .await
+                    }
+                });
+                for answer in futures::future::join_all(pings).await {
+                    answer?;
+                }
+                Ok(())
             })
         });
         Self {
             inner: Healing::new(inner, make, probe, probe_timeout, "redis-cluster"),
+            nodes,
         }
+    }
+
+    /// The masters known down now: calls for their slots fail at once
+    /// (answered by the limiter's policy) until a probe finds them up.
+    pub fn nodes_down(&self) -> Vec<NodeDown> {
+        self.nodes.down()
     }
 
     /// How many times a silent cluster connection was replaced.
@@ -94,6 +135,44 @@ impl ClusterConnection {
     pub(crate) fn raw(&self) -> RawClusterConnection {
         self.inner.current()
     }
+}
+
+/// Routes a command to the master serving `slot`.
+fn master_of(slot: u16) -> RoutingInfo {
+    RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
+        slot,
+        SlotAddr::Master,
+    )))
+}
+
+/// The slot of the key a decision or a reset sends (the scripts, the
+/// module's commands, `DEL`); `None` for every other command.
+fn decision_slot(cmd: &Cmd) -> Option<u16> {
+    if let Some(slot) = script_key_slot(cmd) {
+        return Some(slot);
+    }
+    let mut args = cmd.args_iter().map(|a| match a {
+        redis::Arg::Simple(bytes) => bytes,
+        _ => &[][..],
+    });
+    let name = args.next()?;
+    let keyed = [
+        &b"DEL"[..],
+        b"UNLINK",
+        crate::module::CHECK.as_bytes(),
+        crate::module::RESET.as_bytes(),
+    ];
+    if !keyed.iter().any(|k| name.eq_ignore_ascii_case(k)) {
+        return None;
+    }
+    Some(key_slot(args.next()?))
+}
+
+/// True for a `PING` without an argument.
+fn is_plain_ping(cmd: &Cmd) -> bool {
+    let mut args = cmd.args_iter();
+    matches!(args.next(), Some(redis::Arg::Simple(name)) if name.eq_ignore_ascii_case(b"PING"))
+        && args.next().is_none()
 }
 
 /// `EVAL <source> <the rest of the EVALSHA arguments>` when `cmd` is an
@@ -167,30 +246,80 @@ fn is_noscript(value: &redis::RedisResult<Value>) -> bool {
     }
 }
 
+impl ClusterConnection {
+    /// Sends `cmd`, answering READONLY and NOSCRIPT (see the module docs).
+    async fn send(&self, cmd: &Cmd) -> redis::RedisResult<Value> {
+        let mut result = self.inner.call(cmd).await.1;
+        if crate::errors::is_readonly(&result)
+            && let Some(slot) = script_key_slot(cmd)
+        {
+            // A demoted master ran the script on a READONLY connection:
+            // make that connection READWRITE so it answers MOVED.
+            self.inner
+                .current()
+                .route_command(redis::cmd("READWRITE"), master_of(slot))
+                .await?;
+            result = self.inner.call(cmd).await.1;
+        }
+        if is_noscript(&result)
+            && let Some(eval) = as_eval(cmd)
+        {
+            return self.inner.call(&eval).await.1;
+        }
+        result
+    }
+
+    /// Sends a decision or reset for `slot`: at once an error while its
+    /// master is known down; otherwise a call that fails with a connection
+    /// error, goes unanswered for half the timeout, or is abandoned makes
+    /// that master suspect ([`nodes`]), and a call still waiting when the
+    /// probe finds it down ends with that error.
+    async fn send_to_slot(&self, cmd: &Cmd, slot: u16) -> redis::RedisResult<Value> {
+        if let Some(refused) = self.nodes.refuse(slot) {
+            return Err(refused);
+        }
+        let watch = Watch::new(|| self.nodes.suspect(slot, &self.inner));
+        let call = self.send(cmd);
+        tokio::pin!(call);
+        let result = match tokio::time::timeout(self.nodes.suspect_after(), &mut call).await {
+            Ok(result) => result,
+            Err(_) => {
+                self.nodes.suspect(slot, &self.inner);
+                // Answer as soon as the probe finds the master refusing.
+                loop {
+                    match tokio::time::timeout(nodes::RECHECK, &mut call).await {
+                        Ok(result) => break result,
+                        Err(_) => {
+                            if let Some(refused) = self.nodes.refuse(slot) {
+                                break Err(refused);
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        watch.done();
+        if let Err(e) = &result
+            && nodes::is_connection_error(e)
+        {
+            self.nodes.suspect(slot, &self.inner);
+        }
+        result
+    }
+}
+
 impl ConnectionLike for ClusterConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
-            let mut result = self.inner.req_packed_command(cmd).await;
-            if crate::errors::is_readonly(&result)
-                && let Some(slot) = script_key_slot(cmd)
-            {
-                // A demoted master ran the script on a READONLY connection:
-                // make that connection READWRITE so it answers MOVED.
-                let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
-                    Route::new(slot, SlotAddr::Master),
-                ));
-                self.inner
-                    .current()
-                    .route_command(redis::cmd("READWRITE"), route)
-                    .await?;
-                result = self.inner.req_packed_command(cmd).await;
+            if let Some(slot) = decision_slot(cmd) {
+                return self.send_to_slot(cmd, slot).await;
             }
-            if is_noscript(&result)
-                && let Some(eval) = as_eval(cmd)
+            if is_plain_ping(cmd)
+                && let Some(answer) = self.nodes.ping(&mut self.inner.current()).await
             {
-                return self.inner.req_packed_command(&eval).await;
+                return answer;
             }
-            result
+            self.send(cmd).await
         })
     }
 
@@ -235,12 +364,15 @@ impl ClusterStore {
                 });
             }
         };
-        let store = ScriptStore::with_connection(
-            ClusterConnection::new(conn, maker(client, &options), options.probe_timeout),
-            &options,
-            "redis-cluster",
-        )
-        .set_engine_select(crate::engine::cluster_select_for(url, &options)?);
+        let conn = ClusterConnection::new(
+            conn,
+            maker(client, &options),
+            options.timeout,
+            options.probe_timeout,
+        );
+        conn.nodes.refresh(&mut conn.raw()).await;
+        let store = ScriptStore::with_connection(conn, &options, "redis-cluster")
+            .set_engine_select(crate::engine::cluster_select_for(url, &options)?);
         store.check_clock().await;
         store.settle_engine(url).await
     }
@@ -253,7 +385,7 @@ impl ClusterStore {
         let make = maker(client, &options);
         let conn = make().expect("a pending cluster connection is always made");
         Ok(ScriptStore::with_connection(
-            ClusterConnection::new(conn, make, options.probe_timeout),
+            ClusterConnection::new(conn, make, options.timeout, options.probe_timeout),
             &options,
             "redis-cluster",
         )
