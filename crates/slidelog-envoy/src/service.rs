@@ -11,12 +11,22 @@
 //!   asked;
 //! - a limit: the store decides on the rule's key for the descriptor
 //!   ([`crate::config::Rule::store_key`]: the descriptor's own key, with a
-//!   `share_threshold` pattern in place of its value) with cost = the descriptor's
-//!   `hits_addend` when set, else the request's, 0 meaning 1. `OVER_LIMIT`
-//!   when rejected (a rejected request records nothing), `OK` in
-//!   `shadow_mode` even when rejected. `duration_until_reset` is the wait
-//!   until the same request would be admitted when rejected, and the time
-//!   until the log is empty when admitted.
+//!   `share_threshold` pattern in place of its value). The cost is the
+//!   reference service's: the descriptor's `hits_addend` when set (0
+//!   included), else the request's, 0 meaning 1; above `--max-cost` the
+//!   request is `INVALID_ARGUMENT`. By cost:
+//!   - 0: a look that records nothing, `OK` while the log is not over the
+//!     limit (a full log included, as the reference's `INCRBY 0`);
+//!   - on a `charge: true` rule, any other cost is recorded without
+//!     checking, even over the limit (the usage Envoy reports at stream end
+//!     with `apply_on_stream_done`), `OVER_LIMIT` when the log is then over;
+//!   - otherwise a check: `OVER_LIMIT` when rejected (a rejected request
+//!     records nothing; a cost above the limit is rejected without asking
+//!     the store).
+//!
+//!   `OK` in `shadow_mode` even when over. `duration_until_reset` is the
+//!   wait until one more request of the same cost would be admitted when
+//!   over, and the time until the log is empty when within.
 //!
 //! `overall_code` is `OVER_LIMIT` when any descriptor is. A rule whose `name`
 //! another matched rule `replaces` is not applied (reported `OK`).
@@ -33,9 +43,9 @@ pub use grpc::{GrpcService, serve_grpc};
 use crate::config::Unit;
 use crate::proto::{RateLimitRequest, RateLimitResponse, rate_limit_response::Code};
 use crate::reload::ConfigHandle;
-use plan::Plan;
+use plan::{Ask, Plan};
 use slidelog::{Bounds, Limiter, LimiterError};
-use slidelog_core::{Decision, Mode, StoreError};
+use slidelog_core::{Decision, Mode, Request, StoreError};
 use std::sync::Arc;
 
 /// Options of the service. The store timeout and failure policy are the
@@ -174,13 +184,35 @@ impl RateLimiter {
             match p {
                 // The limit is the operator's rule (a client's override was
                 // checked against the bounds in `plan`); the cost is checked here.
-                Plan::Decide { request, .. } => {
-                    Some(self.configured.decide(request, Mode::Record).await)
-                }
+                Plan::Decide { request, ask, .. } => Some(match ask {
+                    Ask::Check => self.configured.decide(request, Mode::Record).await,
+                    Ask::Look => self.configured.decide(request, Mode::Peek).await,
+                    Ask::Charge => self.charge(request).await,
+                }),
                 _ => None,
             }
         }))
         .await
+    }
+
+    /// Charges `request` (a [`Request::usage`]): recorded without checking.
+    /// The library answers no failure policy for a charge; here, as for a
+    /// decision, fail-open answers a degraded `OK` (Envoy ignores the answer
+    /// of its stream-done call anyway) and fail-closed the error.
+    async fn charge(&self, request: &Request) -> Result<Decision, LimiterError> {
+        let charged = self
+            .configured
+            .charge(request.key(), request.limits(), request.cost())
+            .await
+            .map(Charged::into_decision);
+        match charged {
+            Err(LimiterError::Store(e)) => self
+                .configured
+                .failure_policy()
+                .answer(request, e)
+                .map_err(LimiterError::Store),
+            other => other,
+        }
     }
 
     /// Builds the response: one status per descriptor, in order; over the
@@ -200,12 +232,16 @@ impl RateLimiter {
                 (Plan::Unlimited, _) => status::unlimited(),
                 (Plan::Blocked(rule), _) => {
                     self.count_blocked(domain, rule);
-                    status::blocked_status(rule)
+                    status::blocked_status(rule, 0)
                 }
-                (Plan::Decide { rule, .. }, Some(result)) => {
+                (Plan::TooCostly(rule), _) => {
+                    self.count_blocked(domain, rule);
+                    status::blocked_status(rule, rule.requests_per_unit())
+                }
+                (Plan::Decide { rule, ask, .. }, Some(result)) => {
                     // Under fail-open the limiter answered a degraded
                     // decision; an error here is fail-closed.
-                    let decision = result?;
+                    let decision = answered(*ask, result?);
                     self.count_decision(domain, rule, &decision);
                     if tightest.is_none_or(|(t, _)| decision.remaining < t.remaining) {
                         tightest = Some((decision, rule.unit()));
@@ -226,5 +262,54 @@ impl RateLimiter {
             response.response_headers_to_add = status::rate_limit_headers(&d);
         }
         Ok(response)
+    }
+}
+
+/// The store's answer in the terms of what was asked: `allowed` is then
+/// "within the limit", the `OK` of the reference service.
+///
+/// - a check: as the store answered;
+/// - a look (cost 0, asked as a peek of cost 1): within while the log is
+///   not over the limit, a full log included; when the peek admitted, the
+///   count and remaining are those of now, not after the unit it weighed;
+/// - a charge: within while the log, the charge recorded, is not over.
+fn answered(ask: Ask, d: Decision) -> Decision {
+    if d.degraded {
+        return d;
+    }
+    match ask {
+        Ask::Check => d,
+        Ask::Look if d.allowed => Decision {
+            count: d.count.saturating_sub(1),
+            remaining: d.remaining.saturating_add(1).min(d.limit),
+            ..d
+        },
+        Ask::Look | Ask::Charge => {
+            let within = d.count <= d.limit;
+            Decision {
+                allowed: within,
+                retry_after_ms: if within { 0 } else { d.retry_after_ms },
+                ..d
+            }
+        }
+    }
+}
+
+/// What [`Limiter::charge`] answers, as the decision of its deciding limit
+/// (a [`Decision`], or a [`slidelog_core::Detailed`] with every limit's state
+/// beside it: the library's answer is changing shape; either reads here).
+trait Charged {
+    fn into_decision(self) -> Decision;
+}
+
+impl Charged for Decision {
+    fn into_decision(self) -> Decision {
+        self
+    }
+}
+
+impl Charged for slidelog_core::Detailed {
+    fn into_decision(self) -> Decision {
+        self.decision
     }
 }

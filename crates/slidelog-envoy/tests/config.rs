@@ -710,3 +710,17 @@ fn refusals_match_the_reference_and_name_file_line_column() {
         assert!(!msg.contains(" column "), "{msg}");
     }
 }
+
+#[test]
+fn charge_is_read_on_limits_and_refused_beside_unlimited() {
+    let c = load(
+        "domain: d\ndescriptors:\n  - key: model\n    rate_limit: {unit: minute, requests_per_unit: 1000, charge: true}\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 5}\n",
+    );
+    assert!(c.find("d", &[("model", "m")]).unwrap().charge());
+    assert!(!c.find("d", &[("user", "u")]).unwrap().charge());
+    let (line, msg) = invalid(
+        "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unlimited: true\n      charge: true\n",
+    );
+    assert_eq!(line, 6, "{msg}");
+    assert!(msg.contains("charge needs a limit"), "{msg}");
+}

@@ -103,7 +103,9 @@ async fn suite(store: Arc<dyn Store>) {
     );
     assert!(r.statuses[1].current_limit.is_some());
 
-    // Cost: request hits_addend, per-descriptor hits_addend wins, 0 means 1.
+    // Cost, as the reference reads it: the descriptor's hits_addend when set
+    // (0 included: a look that records nothing), else the request's, 0
+    // meaning 1.
     let mut req = request("api", vec![descriptor(&[("user", "frank")])]);
     req.hits_addend = 2;
     let r = l.should_rate_limit(&req).await.unwrap();
@@ -111,16 +113,34 @@ async fn suite(store: Arc<dyn Store>) {
     req.hits_addend = 0;
     req.descriptors[0].hits_addend = Some(0);
     let r = l.should_rate_limit(&req).await.unwrap();
-    assert_eq!(r.statuses[0].limit_remaining, 0);
+    assert_eq!((r.overall_code, r.statuses[0].limit_remaining), (OK, 1));
+    req.descriptors[0].hits_addend = Some(1);
+    let r = l.should_rate_limit(&req).await.unwrap();
+    assert_eq!((r.overall_code, r.statuses[0].limit_remaining), (OK, 0));
+    // A full log is not over: a look is still OK (the reference's INCRBY 0).
+    req.descriptors[0].hits_addend = Some(0);
+    let r = l.should_rate_limit(&req).await.unwrap();
+    assert_eq!((r.overall_code, r.statuses[0].limit_remaining), (OK, 0));
     req.descriptors[0].hits_addend = Some(2);
     let r = l.should_rate_limit(&req).await.unwrap();
     assert_eq!(r.overall_code, OVER, "2 more than the 0 remaining");
+    // Above requests_per_unit (3) but within --max-cost: over the limit, as
+    // in the reference, reported with the rule's limit.
     req.descriptors[0].hits_addend = Some(4);
-    let err = l.should_rate_limit(&req).await.unwrap_err();
-    assert!(
-        matches!(err, ServiceError::InvalidArgument(ref m) if m.contains("cost") && m.contains('3')),
-        "{err}"
-    );
+    let r = l.should_rate_limit(&req).await.unwrap();
+    let s = &r.statuses[0];
+    assert_eq!((r.overall_code, s.limit_remaining), (OVER, 0));
+    assert_eq!(s.current_limit.as_ref().unwrap().requests_per_unit, 3);
+    // Above --max-cost: refused, naming the field and the bound.
+    for hits in [10_000_001, u64::MAX] {
+        req.descriptors[0].hits_addend = Some(hits);
+        let err = l.should_rate_limit(&req).await.unwrap_err();
+        assert!(
+            matches!(err, ServiceError::InvalidArgument(ref m)
+                if m.contains("descriptors[0]: hits_addend") && m.contains("--max-cost")),
+            "{err}"
+        );
+    }
 
     // A limit override from the client applies in a configured domain.
     let mut d = descriptor(&[("anything", "x")]);

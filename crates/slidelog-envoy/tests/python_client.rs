@@ -3,7 +3,9 @@
 //! gRPC server, and compares slidelog's compiled protos with the published
 //! descriptors field by field; and, against a config in the reference
 //! service's own style, checks wildcards, `share_threshold`, blocking and
-//! `INVALID_ARGUMENT` for bytes that are no protobuf message.
+//! `INVALID_ARGUMENT` for bytes that are no protobuf message; and the calls
+//! of usage-based limits (per-descriptor `hits_addend`, 0, above the limit
+//! and the bound, and the charge at stream end of `apply_on_stream_done`).
 //!
 //! The Python environment is `target/envoy-venv` (made by `scripts/test.sh`),
 //! or the interpreter named by `SLIDELOG_ENVOY_PYTHON`. When it is missing the
@@ -11,7 +13,7 @@
 
 mod common;
 
-use common::{COMPAT, limiter, limiter_for, start_grpc};
+use common::{COMPAT, USAGE, limiter, limiter_for, start_grpc};
 use slidelog_envoy::ServiceOptions;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -68,4 +70,10 @@ async fn python_grpcio_client_with_envoy_published_protos() {
 async fn python_client_gets_the_reference_answers_for_a_reference_style_config() {
     let store = Arc::new(slidelog_memory::MemoryStore::new());
     run_client(limiter_for(store, COMPAT), &["compat"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_client_gets_the_reference_answers_for_usage_based_limits() {
+    let store = Arc::new(slidelog_memory::MemoryStore::new());
+    run_client(limiter_for(store, USAGE), &["usage"]).await;
 }

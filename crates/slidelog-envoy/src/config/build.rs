@@ -167,6 +167,14 @@ fn build_rule(ctx: &Ctx<'_>, rl: &Spanned<RateLimitYaml>, path: &str) -> Result<
     } else {
         limited(ctx, r, unit, place)?
     };
+    let charge = r.charge.as_ref().is_some_and(|c| c.value);
+    if charge && kind == Kind::Unlimited {
+        let place = at(&r.charge.as_ref().expect("set").referenced);
+        return Err(ctx.invalid(
+            place,
+            "charge needs a limit: it cannot be used with unlimited",
+        ));
+    }
     Ok(Rule {
         kind,
         unit,
@@ -177,6 +185,7 @@ fn build_rule(ctx: &Ctx<'_>, rl: &Spanned<RateLimitYaml>, path: &str) -> Result<
         shadow_mode: false,
         quota_mode: false,
         detailed_metric: false,
+        charge,
         metadata: None,
         path: path.to_owned(),
         config_path: path.to_owned(),

@@ -38,6 +38,9 @@ pub struct Rule {
     pub(super) shadow_mode: bool,
     pub(super) quota_mode: bool,
     pub(super) detailed_metric: bool,
+    /// `charge: true` (slidelog's): a hit is recorded even when it takes
+    /// the log over the limit, as the reference service counts every hit.
+    pub(super) charge: bool,
     /// Shared: a rule renamed per request for metrics clones it.
     pub(super) metadata: Option<Arc<serde_json::Value>>,
     /// The metric name: the configured path, or for a rule returned by
@@ -63,6 +66,7 @@ impl Rule {
             shadow_mode: false,
             quota_mode: false,
             detailed_metric: false,
+            charge: false,
             metadata: None,
             config_path: path.clone(),
             path,
@@ -120,6 +124,15 @@ impl Rule {
     /// Decisions are made and recorded but the answer is always OK.
     pub fn shadow_mode(&self) -> bool {
         self.shadow_mode
+    }
+
+    /// Tells whether `charge: true` (slidelog's) was configured: a hit of a
+    /// positive cost is recorded without checking (a charge, as the usage
+    /// Envoy reports at stream end with `apply_on_stream_done`), even when it
+    /// takes the log over the limit; the answer is `OVER_LIMIT` when the log
+    /// is then over. A hit of cost 0 only looks, as on any rule.
+    pub fn charge(&self) -> bool {
+        self.charge
     }
 
     /// Tells whether `quota_mode: true` was configured. slidelog reads it but enforces the

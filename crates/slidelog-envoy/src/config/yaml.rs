@@ -68,6 +68,9 @@ pub(super) struct RateLimitYaml {
     /// The window is this many units (1 when absent).
     #[serde(default)]
     pub unit_multiplier: Option<Spanned<Count>>,
+    /// slidelog's extension: hits are charged (recorded even over the limit).
+    #[serde(default)]
+    pub charge: Option<Spanned<bool>>,
 }
 
 /// One entry of `replaces`.

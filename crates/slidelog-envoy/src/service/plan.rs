@@ -18,13 +18,36 @@ pub(super) enum Plan {
     Unlimited,
     /// `requests_per_unit: 0`: over the limit without asking the store.
     Blocked(Arc<Rule>),
+    /// A cost above the rule's `requests_per_unit` (within `--max-cost`) on
+    /// a rule that does not charge: it could never be admitted, so it is
+    /// over the limit, as in the reference, without asking the store (and,
+    /// a rejection, it records nothing).
+    TooCostly(Arc<Rule>),
     /// A limit the store decides on.
     Decide {
         /// The rule that applies.
         rule: Arc<Rule>,
         /// The validated request on the rule's store key.
         request: Request,
+        /// What is asked of the store.
+        ask: Ask,
     },
+}
+
+/// What the store is asked about one descriptor, by its cost (the
+/// reference service's semantics, docs/design.md's Envoy section).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ask {
+    /// A check: admitted and recorded when the cost fits, else rejected
+    /// and nothing recorded.
+    Check,
+    /// Cost 0: look without recording. `OK` while the log is not over the
+    /// limit (a full log is still `OK`, as the reference's `INCRBY 0` is).
+    /// Asked as a peek of cost 1 (every store takes one).
+    Look,
+    /// A positive cost on a `charge: true` rule: recorded without checking,
+    /// even over the limit; `OVER_LIMIT` when the log is then over.
+    Charge,
 }
 
 impl RateLimiter {
@@ -57,13 +80,38 @@ impl RateLimiter {
         req.descriptors
             .iter()
             .zip(&matched)
-            .map(|(d, rule)| match rule {
-                Some(rule) if !rule.name().is_some_and(|n| replaced.contains(n)) => {
-                    plan_rule(rule, &req.domain, d, request_cost)
+            .enumerate()
+            .map(|(i, (d, rule))| {
+                // Every descriptor's cost is bounded, limited or not.
+                let cost = self.cost_of(i, d, request_cost)?;
+                match rule {
+                    Some(rule) if !rule.name().is_some_and(|n| replaced.contains(n)) => {
+                        plan_rule(rule, &req.domain, d, cost)
+                    }
+                    _ => Ok(Plan::NotLimited),
                 }
-                _ => Ok(Plan::NotLimited),
             })
             .collect()
+    }
+
+    /// Returns the cost of descriptor `i`, as the reference service reads it:
+    /// its own `hits_addend` when set (0 included: a look that adds
+    /// nothing), else the request's `hits_addend`, 0 meaning 1. Bounded by
+    /// `--max-cost` whatever the rule, so no client number goes unchecked.
+    fn cost_of(
+        &self,
+        i: usize,
+        d: &RateLimitDescriptor,
+        request_cost: u64,
+    ) -> Result<u64, ServiceError> {
+        let (cost, field) = match d.hits_addend {
+            Some(n) => (n, "hits_addend"),
+            None => (request_cost, "request hits_addend"),
+        };
+        self.limiter.bounds().check_cost(cost).map_err(|e| {
+            ServiceError::InvalidArgument(format!("descriptors[{i}]: {field}: {e}"))
+        })?;
+        Ok(cost)
     }
 
     /// Finds the rule for one descriptor: a limit sent by the client applies when
@@ -97,7 +145,7 @@ fn plan_rule(
     rule: &Arc<Rule>,
     domain: &str,
     d: &RateLimitDescriptor,
-    request_cost: u64,
+    cost: u64,
 ) -> Result<Plan, ServiceError> {
     if rule.blocks_all() {
         return Ok(Plan::Blocked(Arc::clone(rule)));
@@ -105,17 +153,23 @@ fn plan_rule(
     let Some(limit) = rule.limit() else {
         return Ok(Plan::Unlimited);
     };
-    let cost = match d.hits_addend {
-        Some(n) if n > 0 => n,
-        _ => request_cost,
+    let ask = match cost {
+        0 => Ask::Look,
+        _ if rule.charge() => Ask::Charge,
+        c if c > limit.max() => return Ok(Plan::TooCostly(Arc::clone(rule))),
+        _ => Ask::Check,
     };
     let key = rule.store_key(domain, &entries(d));
-    let request = Request::new(key, vec![limit], cost).map_err(|e| {
-        ServiceError::InvalidArgument(format!("descriptor {}: hits_addend {e}", rule.path()))
-    })?;
+    let request = match ask {
+        Ask::Check => Request::new(key, vec![limit], cost),
+        Ask::Look => Request::new(key, vec![limit], 1),
+        Ask::Charge => Request::usage(key, vec![limit], vec![cost]),
+    }
+    .map_err(|e| ServiceError::InvalidArgument(format!("descriptor {}: {e}", rule.path())))?;
     Ok(Plan::Decide {
         rule: Arc::clone(rule),
         request,
+        ask,
     })
 }
 

@@ -30,9 +30,11 @@ pub(super) fn status_for(rule: &Rule, d: &Decision) -> DescriptorStatus {
     }
 }
 
-/// Reports a rule with `requests_per_unit: 0`: over the limit (OK in shadow
-/// mode), nothing remaining, and a whole window until anything could change.
-pub(super) fn blocked_status(rule: &Rule) -> DescriptorStatus {
+/// Reports a descriptor over the limit without asking the store (OK in
+/// shadow mode): a rule with `requests_per_unit: 0` (reported as 0), or a
+/// cost above the rule's limit (reported with its `requests_per_unit`);
+/// nothing remaining, and a whole window until anything could change.
+pub(super) fn blocked_status(rule: &Rule, requests_per_unit: u64) -> DescriptorStatus {
     let code = if rule.shadow_mode() {
         Code::Ok
     } else {
@@ -40,7 +42,7 @@ pub(super) fn blocked_status(rule: &Rule) -> DescriptorStatus {
     };
     DescriptorStatus {
         code: code as i32,
-        current_limit: Some(current_limit(rule, 0)),
+        current_limit: Some(current_limit(rule, requests_per_unit)),
         limit_remaining: 0,
         duration_until_reset: Some(duration(rule.window_ms())),
         quota: None,

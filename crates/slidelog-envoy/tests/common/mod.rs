@@ -96,6 +96,17 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 9}
 "#;
 
+/// Usage-based limits: requests per user, and tokens per model charged as
+/// Envoy reports them (`charge: true`, slidelog's).
+pub const USAGE: &str = r#"
+domain: usage
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: model
+    rate_limit: {unit: minute, requests_per_unit: 1000, charge: true}
+"#;
+
 pub fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
     RateLimitDescriptor {
         entries: entries

@@ -13,6 +13,15 @@ Usage: rls_client.py HOST:PORT DESCRIPTOR_SET_FILE [compat]
    share_threshold, requests_per_unit 0, unlimited without a unit) and checks
    that the answers are the reference's, and that bytes that are no protobuf
    message are refused with INVALID_ARGUMENT.
+4. With "usage": instead of 2, calls a server loaded with domain "usage"
+   (user: 3 per minute; model: 1000 per minute with charge: true) the way
+   Envoy and its gateways do for usage-based limits: per-descriptor
+   hits_addend (google.protobuf.UInt64Value) on a multi-descriptor request,
+   hits_addend 0 (a look that records nothing), a hits_addend above the limit
+   (OVER_LIMIT, nothing recorded) and above --max-cost (INVALID_ARGUMENT),
+   and the apply_on_stream_done pattern: a look at request time, then a
+   second ShouldRateLimit at stream end charging the counted usage, which
+   counts exactly, over the limit included.
 """
 import sys
 
@@ -164,10 +173,95 @@ def call_compat(addr):
     print("compat calls: wildcards, share_threshold, blocking, unlimited and bad bytes as the reference")
 
 
+def call_usage(addr):
+    Code = rls_pb2.RateLimitResponse.Code
+    Descriptor = ratelimit_pb2.RateLimitDescriptor
+    with grpc.insecure_channel(addr) as channel:
+        stub = rls_pb2_grpc.RateLimitServiceStub(channel)
+
+        def descriptor(key, value, hits=None):
+            d = Descriptor(entries=[Descriptor.Entry(key=key, value=value)])
+            if hits is not None:
+                # A wrapper: set, even to 0, it is the descriptor's own cost.
+                d.hits_addend.value = hits
+            return d
+
+        def ask(*descriptors, hits=0):
+            req = rls_pb2.RateLimitRequest(domain="usage", descriptors=descriptors, hits_addend=hits)
+            return stub.ShouldRateLimit(req, timeout=10)
+
+        def remaining(r):
+            return [(s.code, s.limit_remaining) for s in r.statuses]
+
+        def refused(*descriptors, hits=0):
+            try:
+                ask(*descriptors, hits=hits)
+            except grpc.RpcError as e:
+                assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, e
+                return e.details()
+            raise AssertionError("must be refused")
+
+        # Per-descriptor hits_addend on a multi-descriptor request: each
+        # descriptor's own cost; the request's (here 1) where none is set.
+        r = ask(descriptor("user", "a", 2), descriptor("model", "m1", 300),
+                descriptor("nothing", "x", 5), descriptor("user", "b"), hits=1)
+        assert r.overall_code == Code.OK, r
+        assert remaining(r) == [(Code.OK, 1), (Code.OK, 700), (Code.OK, 0), (Code.OK, 2)], r
+        assert not r.statuses[2].HasField("current_limit")
+
+        # hits_addend 0: a look that records nothing, OK while the log is not
+        # over (a full log included, as the reference's INCRBY 0 answers).
+        for _ in range(3):
+            r = ask(descriptor("user", "a", 0), descriptor("model", "m1", 0))
+            assert remaining(r) == [(Code.OK, 1), (Code.OK, 700)], r
+        assert remaining(ask(descriptor("user", "a", 1))) == [(Code.OK, 0)]
+        r = ask(descriptor("user", "a", 0))
+        assert r.overall_code == Code.OK and remaining(r) == [(Code.OK, 0)], r
+        r = ask(descriptor("user", "a", 1))
+        assert r.overall_code == Code.OVER_LIMIT, r
+
+        # Above the limit (3) but within --max-cost: OVER_LIMIT, as the
+        # reference; on a rule that does not charge it records nothing.
+        r = ask(descriptor("user", "c", 4))
+        assert r.overall_code == Code.OVER_LIMIT, r
+        assert r.statuses[0].current_limit.requests_per_unit == 3, r
+        assert remaining(ask(descriptor("user", "c", 1))) == [(Code.OK, 2)]
+
+        # Hostile values: refused with INVALID_ARGUMENT naming the field and
+        # the bound; nothing of the request is recorded.
+        msg = refused(descriptor("user", "d", 1), descriptor("model", "m1", 2**64 - 1))
+        assert "descriptors[1]: hits_addend" in msg and "--max-cost" in msg, msg
+        msg = refused(descriptor("user", "d"), hits=2**32 - 1)
+        assert "request hits_addend" in msg and "--max-cost" in msg, msg
+        assert remaining(ask(descriptor("user", "d", 0))) == [(Code.OK, 3)]
+
+        # apply_on_stream_done, as Envoy AI Gateway sends it: a look (0) at
+        # request time, then at stream end a second call charging the
+        # counted tokens. The charge counts exactly, even over the limit.
+        assert remaining(ask(descriptor("model", "m2", 0))) == [(Code.OK, 1000)]
+        assert remaining(ask(descriptor("model", "m2", 600))) == [(Code.OK, 400)]
+        assert remaining(ask(descriptor("model", "m2", 0))) == [(Code.OK, 400)]
+        assert remaining(ask(descriptor("model", "m2", 400))) == [(Code.OK, 0)]
+        assert remaining(ask(descriptor("model", "m2", 0))) == [(Code.OK, 0)]
+        # Tokens counted past the limit are recorded too: the stream-done
+        # call answers OVER_LIMIT (Envoy ignores it), and the next request's
+        # look is over until enough slides out.
+        r = ask(descriptor("model", "m2", 250))
+        assert r.overall_code == Code.OVER_LIMIT and r.statuses[0].limit_remaining == 0, r
+        r = ask(descriptor("model", "m2", 0))
+        assert r.overall_code == Code.OVER_LIMIT, r
+        assert 1 <= r.statuses[0].duration_until_reset.seconds <= 60, r
+        # Another model's budget is its own.
+        assert remaining(ask(descriptor("model", "m3", 0))) == [(Code.OK, 1000)]
+    print("usage calls: per-descriptor hits_addend, looks, charges at stream end and bounds as the reference")
+
+
 if __name__ == "__main__":
     check_descriptors(sys.argv[2])
     if sys.argv[3:] == ["compat"]:
         call_compat(sys.argv[1])
+    elif sys.argv[3:] == ["usage"]:
+        call_usage(sys.argv[1])
     else:
         call(sys.argv[1])
     print("python client: ok")
