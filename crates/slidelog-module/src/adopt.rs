@@ -12,9 +12,11 @@
 use slidelog_core::slot::slot;
 use slidelog_core::{Log, MAX_COST, MAX_LIMITS};
 
-/// The costs a member carries: digit runs after its first `#`, each clamped
-/// to 1 ..= the largest cost (a Lua `tonumber` of a run has no bound; a log
-/// holds none above it), at most 16; `[1]` for a plain member.
+/// The costs a member carries: digit runs after its first `#`, each at
+/// most the largest cost (a Lua `tonumber` of a run has no bound; a log
+/// holds none above it), at most 16; `[1]` for a plain member. A cost of 0
+/// stays 0: a record settled to 0 in a limit counts nowhere in it, as the
+/// scripts count it (`cost_of` - 1 extra units beside its ZCARD 1).
 pub fn member_costs(member: &[u8]) -> Vec<u64> {
     let Some(hash) = member.iter().position(|&b| b == b'#') else {
         return vec![1];
@@ -29,7 +31,7 @@ pub fn member_costs(member: &[u8]) -> Vec<u64> {
                     v.checked_mul(10)?.checked_add(u64::from(d - b'0'))
                 })
                 .unwrap_or(MAX_COST)
-                .clamp(1, MAX_COST)
+                .min(MAX_COST)
         })
         .collect();
     if costs.is_empty() { vec![1] } else { costs }
@@ -45,11 +47,16 @@ pub fn score_ms(score: f64) -> u64 {
     }
 }
 
-/// The log of a sorted set's `(member, score)` entries, in score order.
+/// The log of a sorted set's `(member, score)` entries, in score order. A
+/// member of cost 0 in every limit counts nowhere (the scripts never write
+/// one: a settle to 0 everywhere removes it) and is left out.
 pub fn log_of(entries: impl IntoIterator<Item = (Vec<u8>, f64)>) -> Log {
     let mut log = Log::new();
     for (member, score) in entries {
-        log.append(score_ms(score), &member_costs(&member));
+        let costs = member_costs(&member);
+        if costs.iter().any(|&c| c > 0) {
+            log.append(score_ms(score), &costs);
+        }
     }
     log
 }
@@ -80,7 +87,8 @@ mod tests {
         assert_eq!(member_costs(b"01HZX#1,4000"), vec![1, 4000]);
         assert_eq!(member_costs(b"01HZX#"), vec![1]);
         assert_eq!(member_costs(b"x#99999999999999999999999"), vec![MAX_COST]);
-        assert_eq!(member_costs(b"x#0"), vec![1]);
+        assert_eq!(member_costs(b"x#0"), vec![0]);
+        assert_eq!(member_costs(b"x#1,0"), vec![1, 0]);
     }
 
     #[test]
@@ -105,5 +113,18 @@ mod tests {
         assert_eq!(log.len(), 3);
         assert_eq!(log.units_from(0, 0), 5);
         assert_eq!(log.units_from(0, 1), 9);
+    }
+
+    #[test]
+    fn a_cost_of_0_counts_nowhere_in_its_limit() {
+        // Settled by usage.lua to 0 tokens: a request, no token.
+        let log = log_of([
+            (b"a#1,0".to_vec(), 10.0),
+            (b"b#1,40".to_vec(), 20.0),
+            (b"c#0".to_vec(), 30.0),
+        ]);
+        assert_eq!(log.len(), 2, "0 everywhere counts nowhere: left out");
+        assert_eq!((log.units_from(0, 0), log.units_from(0, 1)), (2, 40));
+        assert_eq!(log.newest_unit(0, 1), Some(20));
     }
 }

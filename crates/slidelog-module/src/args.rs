@@ -3,7 +3,9 @@
 //! field, and an error names the field and its bound.
 
 use crate::error::CommandError;
-use slidelog_core::{Limit, MAX_KEY_BYTES, MAX_LIMITS, MAX_NOW_MS, Mode, Request};
+use slidelog_core::{
+    Limit, MAX_COST, MAX_KEY_BYTES, MAX_LIMITS, MAX_NOW_MS, Mode, Receipt, RecordRef, Request,
+};
 
 /// A parsed `SLIDELOG.CHECK`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,12 +90,7 @@ pub fn check(args: &[&[u8]]) -> Result<Check, CommandError> {
     }
     key(args[0])?;
     let mode = mode(args[1])?;
-    let now_ms = match args[2] {
-        b"*" => None,
-        given => Some(number(given, Name("now_ms", 0), 0, MAX_NOW_MS)?),
-    };
-    let deadline_ms =
-        Some(number(args[3], Name("deadline_ms", 0), 0, MAX_NOW_MS)?).filter(|&d| d > 0);
+    let (now_ms, deadline_ms) = clock_args(args[2], args[3])?;
     let n = number(args[4], Name("n", 0), 1, MAX_LIMITS as u64)? as usize;
     if args.len() != 5 + 3 * n {
         return Err(arity(format!(
@@ -149,6 +146,146 @@ fn request(triples: &[&[u8]], n: usize) -> Result<Request, CommandError> {
     })
 }
 
+/// A parsed `SLIDELOG.SETTLE` or `SLIDELOG.CHARGE` (docs/design.md §4.3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Usage {
+    /// The caller's time, or `None` for the server's clock (`*`).
+    pub now_ms: Option<u64>,
+    /// The caller's deadline on the server's clock, `None` for `0`.
+    pub deadline_ms: Option<u64>,
+    /// Settle: the record the receipt names (its timestamp and costs);
+    /// `None` for a charge.
+    pub receipt: Option<Receipt>,
+    /// The costs to settle to or to charge ([`Request::usage`]: 0 allowed,
+    /// above a limit's max allowed, each at most [`MAX_COST`]).
+    pub request: Request,
+}
+
+/// The `<now_ms|*> <deadline_ms|0>` pair of a settle or charge.
+fn clock_args(now: &[u8], deadline: &[u8]) -> Result<(Option<u64>, Option<u64>), CommandError> {
+    let now_ms = match now {
+        b"*" => None,
+        given => Some(number(given, Name("now_ms", 0), 0, MAX_NOW_MS)?),
+    };
+    let deadline_ms =
+        Some(number(deadline, Name("deadline_ms", 0), 0, MAX_NOW_MS)?).filter(|&d| d > 0);
+    Ok((now_ms, deadline_ms))
+}
+
+/// `n` and its `<max> <window_ms> <cost>` triples at the end of `args`
+/// (from `at`), for `command` whose usage is `expected`.
+fn usage_limits(
+    args: &[&[u8]],
+    at: usize,
+    command: &'static str,
+    expected: &str,
+) -> Result<Request, CommandError> {
+    let n = number(args[at], Name("n", 0), 1, MAX_LIMITS as u64)? as usize;
+    let after = args.len() - at - 1;
+    if after != 3 * n {
+        return Err(CommandError::Arity {
+            command,
+            expected: format!(
+                "{expected}; n = {n} limits take {} arguments after n, got {after}",
+                3 * n
+            ),
+        });
+    }
+    let mut limits = Vec::with_capacity(n);
+    let mut costs: smallvec::SmallVec<[u64; MAX_LIMITS]> = smallvec::SmallVec::new();
+    for (i, triple) in args[at + 1..].chunks_exact(3).enumerate() {
+        let position = i + 1;
+        let max = number(triple[0], Name("max", position), 1, slidelog_core::MAX_MAX)?;
+        let window = number(
+            triple[1],
+            Name("window_ms", position),
+            1,
+            slidelog_core::MAX_WINDOW_MS,
+        )?;
+        // Usage known after the fact: 0 (counts nowhere in this limit) up
+        // to the absolute bound, above the limit's max included.
+        costs.push(number(triple[2], Name("cost", position), 0, MAX_COST)?);
+        limits.push(Limit::new(max, window)?);
+    }
+    Ok(Request::usage("k", limits, costs.to_vec())?)
+}
+
+/// The costs a receipt names its record by: `c1,c2,...`, 1 or `n` of them,
+/// each 0 ..= [`MAX_COST`], not all 0 (a receipt never names a record of no
+/// cost).
+fn record_costs(list: &[u8], n: usize) -> Result<Vec<u64>, CommandError> {
+    let parts: smallvec::SmallVec<[&[u8]; MAX_LIMITS]> = list.split(|&b| b == b',').collect();
+    if parts.len() != 1 && parts.len() != n {
+        return Err(bad(
+            "record_costs",
+            format!(
+                "must list 1 cost or n = {n} costs (the receipt's), got {}",
+                parts.len()
+            ),
+        ));
+    }
+    let costs = parts
+        .iter()
+        .enumerate()
+        .map(|(i, c)| number(c, Name("record_cost", i + 1), 0, MAX_COST))
+        .collect::<Result<Vec<u64>, _>>()?;
+    if costs.iter().all(|&c| c == 0) {
+        return Err(bad(
+            "record_costs",
+            "must not all be 0 (a receipt names a record of some cost)",
+        ));
+    }
+    Ok(costs)
+}
+
+const SETTLE_USAGE: &str = "SLIDELOG.SETTLE <key> <now_ms|*> <deadline_ms|0> <record_ts> <record_cost_1,...> <n> <max_1> <window_ms_1> <cost_1> ...";
+const CHARGE_USAGE: &str =
+    "SLIDELOG.CHARGE <key> <now_ms|*> <deadline_ms|0> <n> <max_1> <window_ms_1> <cost_1> ...";
+
+/// `<key> <now_ms|*> <deadline_ms|0> <record_ts> <record_costs> <n> (<max> <window_ms> <cost>){n}`
+/// (`args` without the command name): the record a receipt names (its
+/// timestamp and its costs as the receipt lists them) and the costs to
+/// settle it to.
+pub fn settle(args: &[&[u8]]) -> Result<Usage, CommandError> {
+    if args.len() < 6 {
+        return Err(CommandError::Arity {
+            command: "slidelog.settle",
+            expected: SETTLE_USAGE.into(),
+        });
+    }
+    key(args[0])?;
+    let (now_ms, deadline_ms) = clock_args(args[1], args[2])?;
+    let ts = number(args[3], Name("record_ts", 0), 0, MAX_NOW_MS)?;
+    let request = usage_limits(args, 5, "slidelog.settle", SETTLE_USAGE)?;
+    let old = record_costs(args[4], request.limits().len())?;
+    let named = Request::usage("k", request.limits().to_vec(), old)?;
+    Ok(Usage {
+        now_ms,
+        deadline_ms,
+        receipt: Some(Receipt::new(&named, RecordRef { ts, id: None })),
+        request,
+    })
+}
+
+/// `<key> <now_ms|*> <deadline_ms|0> <n> (<max> <window_ms> <cost>){n}`
+/// (`args` without the command name).
+pub fn charge(args: &[&[u8]]) -> Result<Usage, CommandError> {
+    if args.len() < 4 {
+        return Err(CommandError::Arity {
+            command: "slidelog.charge",
+            expected: CHARGE_USAGE.into(),
+        });
+    }
+    key(args[0])?;
+    let (now_ms, deadline_ms) = clock_args(args[1], args[2])?;
+    Ok(Usage {
+        now_ms,
+        deadline_ms,
+        receipt: None,
+        request: usage_limits(args, 3, "slidelog.charge", CHARGE_USAGE)?,
+    })
+}
+
 /// A parsed `SLIDELOG.APPLY` (the change a decision made, as replicated).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Apply {
@@ -158,21 +295,48 @@ pub struct Apply {
     pub expire_window_ms: u64,
     /// Set the key's absolute expiry, Unix ms (`None`: leave it).
     pub expire_at_ms: Option<u64>,
-    /// Append one record at `now_ms` with these costs (empty: append nothing).
+    /// Append one record at `now_ms` with these costs (empty: append
+    /// nothing); with [`settle`](Self::settle), the record's new costs
+    /// (empty: remove it).
+    pub costs: Vec<u64>,
+    /// A settle's record: change its costs instead of appending one.
+    pub settle: Option<Target>,
+}
+
+/// The record a settle changed, as APPLY finds it again: the first record
+/// at `ts` whose cost at each position `0..positions` is the listed one (a
+/// later position taking the last), exactly as `engine::settle` found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// The record's timestamp.
+    pub ts: u64,
+    /// The number of limits the settle compared.
+    pub positions: usize,
+    /// Its costs before the settle (1 or `positions` of them).
     pub costs: Vec<u64>,
 }
 
-/// `<key> <now_ms>:<expire_window_ms|0>:<expire_in_ms|_>:<costs|0>`: the
-/// key expires at `now_ms + expire_in_ms` (signed: the primary's clock may
-/// be behind a caller's time; `_` leaves the TTL), the costs as
-/// `c1,c2,...` or `0` for no record. The change is one argument:
+impl Target {
+    /// The record's cost before the settle at `position`.
+    pub fn cost_at(&self, position: usize) -> u64 {
+        self.costs[position.min(self.costs.len() - 1)]
+    }
+}
+
+/// `<key> <now_ms>:<expire_window_ms|0>:<expire_in_ms|_>:<costs|0>[:<ts>/<n>/<old costs>]`:
+/// the key expires at `now_ms + expire_in_ms` (signed: the primary's clock
+/// may be behind a caller's time; `_` leaves the TTL), the costs as
+/// `c1,c2,...` (0 allowed in a position) or `0` for no record. With the
+/// fifth part (a settle) the record at `ts` whose first `n` costs were the
+/// old ones gets the costs (`0`: it is removed) instead of a record being
+/// appended. The change is one argument:
 /// each argument the primary propagates is an object the server allocates,
 /// copies into its replication buffers and frees (callgrind, BENCHMARKS.md).
 pub fn apply(args: &[&[u8]]) -> Result<Apply, CommandError> {
     let arity = || {
         CommandError::Arity {
         command: "slidelog.apply",
-        expected: "SLIDELOG.APPLY <key> <now_ms>:<expire_window_ms|0>:<expire_in_ms|_>:<cost_1,cost_2,...|0>".into(),
+        expected: "SLIDELOG.APPLY <key> <now_ms>:<expire_window_ms|0>:<expire_in_ms|_>:<cost_1,cost_2,...|0>[:<record_ts>/<n>/<record_cost_1,...>]".into(),
     }
     };
     if args.len() != 2 {
@@ -180,7 +344,8 @@ pub fn apply(args: &[&[u8]]) -> Result<Apply, CommandError> {
     }
     key(args[0])?;
     let mut parts = args[1].split(|&b| b == b':');
-    let (Some(now), Some(window), Some(at), Some(list), None) = (
+    let (Some(now), Some(window), Some(at), Some(list), target, None) = (
+        parts.next(),
         parts.next(),
         parts.next(),
         parts.next(),
@@ -190,6 +355,7 @@ pub fn apply(args: &[&[u8]]) -> Result<Apply, CommandError> {
         return Err(arity());
     };
     let costs = apply_costs(list)?;
+    let settle = target.map(apply_target).transpose()?;
     let now_ms = number(now, Name("now_ms", 0), 0, MAX_NOW_MS)?;
     let expire_at_ms = apply_expire_at(at, now_ms)?;
     Ok(Apply {
@@ -202,10 +368,12 @@ pub fn apply(args: &[&[u8]]) -> Result<Apply, CommandError> {
         )?,
         expire_at_ms,
         costs,
+        settle,
     })
 }
 
-/// APPLY's costs: `c1,c2,...`, or `0` for no record (empty).
+/// APPLY's costs: `c1,c2,...` (0 allowed in a position), or `0` for no
+/// record; costs of 0 everywhere are no record too (empty).
 fn apply_costs(list: &[u8]) -> Result<Vec<u64>, CommandError> {
     if list == b"0" {
         return Ok(Vec::new());
@@ -214,11 +382,33 @@ fn apply_costs(list: &[u8]) -> Result<Vec<u64>, CommandError> {
     if parts.len() > MAX_LIMITS {
         return Err(bad("costs", format!("must list 1 to {MAX_LIMITS} costs")));
     }
-    parts
+    let costs = parts
         .iter()
         .enumerate()
-        .map(|(i, c)| number(c, Name("cost", i + 1), 1, slidelog_core::MAX_COST))
-        .collect()
+        .map(|(i, c)| number(c, Name("cost", i + 1), 0, MAX_COST))
+        .collect::<Result<Vec<u64>, _>>()?;
+    Ok(if costs.iter().all(|&c| c == 0) {
+        Vec::new()
+    } else {
+        costs
+    })
+}
+
+/// APPLY's settle target: `<record_ts>/<n>/<c1,c2,...>`.
+fn apply_target(text: &[u8]) -> Result<Target, CommandError> {
+    let mut parts = text.split(|&b| b == b'/');
+    let (Some(ts), Some(n), Some(list), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(bad("record", "must be <record_ts>/<n>/<record_cost_1,...>"));
+    };
+    let ts = number(ts, Name("record_ts", 0), 0, MAX_NOW_MS)?;
+    let positions = number(n, Name("n", 0), 1, MAX_LIMITS as u64)? as usize;
+    Ok(Target {
+        ts,
+        positions,
+        costs: record_costs(list, positions)?,
+    })
 }
 
 /// APPLY's absolute expiry: `now_ms` plus the signed `expire_in_ms`, or
@@ -285,12 +475,28 @@ pub fn change(
     if costs.is_empty() {
         out.push(b'0');
     }
+    cost_list(costs, out);
+}
+
+/// `c1,c2,...` into `out`.
+fn cost_list(costs: &[u64], out: &mut Change) {
     for (i, c) in costs.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
         digits(*c, out);
     }
+}
+
+/// Appends a settle's target to an APPLY change made by [`change`]:
+/// `:<ts>/<n>/<c1,c2,...>`.
+pub fn settle_target(ts: u64, positions: usize, costs: &[u64], out: &mut Change) {
+    out.push(b':');
+    digits(ts, out);
+    out.push(b'/');
+    digits(positions as u64, out);
+    out.push(b'/');
+    cost_list(costs, out);
 }
 
 /// The one argument of `SLIDELOG.RESET` / `SLIDELOG.INFO`: a key.
@@ -345,11 +551,46 @@ mod tests {
         assert!(err(" RECORD * 0 1 1 1 1").contains("key"));
     }
 
+    fn words(w: &str) -> Vec<&[u8]> {
+        w.split(' ').map(str::as_bytes).collect()
+    }
+
+    #[test]
+    fn settle_and_charge_parse_their_receipt_and_usage_costs() {
+        let s = settle(&words("k * 0 1700 1,40 2 3 1000 1 100 1000 0")).unwrap();
+        let receipt = s.receipt.unwrap();
+        assert_eq!((receipt.ts(), receipt.costs()), (1700, &[1, 40][..]));
+        assert_eq!((s.now_ms, s.deadline_ms), (None, None));
+        assert_eq!(s.request.costs(), &[1, 0]);
+        // Above a limit's max: usage known after the fact.
+        let c = charge(&words("k 5 9 1 10 1000 10000000")).unwrap();
+        assert_eq!(
+            (c.now_ms, c.deadline_ms, c.receipt),
+            (Some(5), Some(9), None)
+        );
+        assert_eq!(c.request.costs(), &[10_000_000]);
+        let err = |r: Result<Usage, CommandError>| r.unwrap_err().to_string();
+        assert!(
+            err(charge(&words("k * 0 1 10 1000 10000001")))
+                .contains("cost_1 must be an integer from 0 to 10000000")
+        );
+        assert!(
+            err(settle(&words("k * 0 5 0,0 2 3 1000 1 100 1000 0")))
+                .contains("record_costs must not all be 0")
+        );
+        assert!(
+            err(settle(&words("k * 0 5 1,2,3 2 3 1000 1 100 1000 0")))
+                .contains("record_costs must list 1 cost or n = 2")
+        );
+        assert!(err(settle(&words("k * 0 5 1,x 2 3 1000 1 100 1000 0"))).contains("record_cost_2"));
+        assert!(err(settle(&words("k * 0 9007199254740992 1 1 3 1000 1"))).contains("record_ts"));
+        assert!(err(settle(&words("k * 0 5 1 2 3 1000 1"))).contains("wrong number of arguments"));
+        assert!(err(charge(&words("k * 0 17"))).contains("n must be an integer from 1 to 16"));
+        assert!(err(charge(&words("k *"))).contains("wrong number of arguments"));
+    }
+
     #[test]
     fn apply_takes_its_change_as_one_argument() {
-        fn words(w: &str) -> Vec<&[u8]> {
-            w.split(' ').map(str::as_bytes).collect()
-        }
         let a = apply(&words("k 10:1000:5000:1,40")).unwrap();
         assert_eq!(
             (a.now_ms, a.expire_window_ms, a.expire_at_ms),
@@ -373,5 +614,32 @@ mod tests {
         out.clear();
         change(7, 1, None, &[], &mut out);
         assert_eq!(&out[..], b"7:1:_:0");
+    }
+
+    #[test]
+    fn apply_carries_a_settle_target_and_costs_of_0() {
+        let mut out = Change::new();
+        change(7, 1_000, Some(1_007), &[1, 0], &mut out);
+        settle_target(5, 2, &[1, 40], &mut out);
+        assert_eq!(&out[..], b"7:1000:1000:1,0:5/2/1,40");
+        let text = std::str::from_utf8(&out).unwrap();
+        let a = apply(&[b"k", text.as_bytes()]).unwrap();
+        assert_eq!(a.costs, vec![1, 0]);
+        let t = a.settle.unwrap();
+        assert_eq!(
+            (t.ts, t.positions, t.cost_at(0), t.cost_at(5)),
+            (5, 2, 1, 40)
+        );
+        // 0 everywhere: no record (a settle's removal).
+        assert!(apply(&words("k 7:0:_:0,0:5/1/3")).unwrap().costs.is_empty());
+        for bad in [
+            "k 7:0:_:1:5/1",
+            "k 7:0:_:1:5/0/1",
+            "k 7:0:_:1:5/1/0",
+            "k 7:0:_:1:5/2/1,2,3",
+            "k 7:0:_:1:5/1/1:x",
+        ] {
+            assert!(apply(&words(bad)).is_err(), "{bad}");
+        }
     }
 }

@@ -8,15 +8,25 @@
 //!   reset_after_ms, now_ms_used]`.
 //! - `SLIDELOG.RESET <key>`: 1 when a log (module or sorted set) was deleted, else 0.
 //! - `SLIDELOG.INFO <key>`: `records, units, oldest_ms, newest_ms, bytes, weighted`.
-//! - `SLIDELOG.APPLY <key> <now_ms>:<expire_window_ms|0>:<expire_in_ms|_>:<cost_1,cost_2,...|0>`:
-//!   the change a decision made, with the time it used; what CHECK
-//!   propagates to replicas and the AOF (they never read a clock).
+//! - `SLIDELOG.SETTLE <key> <now_ms|*> <deadline_ms|0> <record_ts> <record_cost_1,...> <n> (<max> <window_ms> <cost>){n}`:
+//!   `engine::settle` of the record a receipt names (its timestamp and
+//!   costs) to the costs given (0 in a limit: counts nowhere there; 0
+//!   everywhere: removed). Answers `[settled, allowed, limit, window_ms,
+//!   count, remaining, retry_after_ms, reset_after_ms, now_ms_used]`, the
+//!   limits as `engine::standing` gives them after the change.
+//! - `SLIDELOG.CHARGE <key> <now_ms|*> <deadline_ms|0> <n> (<max> <window_ms> <cost>){n}`:
+//!   `engine::charge`, one record appended unchecked (costs 0 everywhere:
+//!   none). Answers as SETTLE, its first field 1 when a record was appended.
+//! - `SLIDELOG.APPLY <key> <now_ms>:<expire_window_ms|0>:<expire_in_ms|_>:<cost_1,cost_2,...|0>[:<record_ts>/<n>/<record_cost_1,...>]`:
+//!   the change a decision, a settle or a charge made, with the time it
+//!   used; what they propagate to replicas and the AOF (which never read a
+//!   clock).
 
 use crate::adopt;
 use crate::args;
 use crate::error::CommandError;
 use crate::ffi::{Ctx, Key, Kind};
-use slidelog_core::{Decision, Log, Mode, engine};
+use slidelog_core::{Decision, Detailed, Log, Mode, engine};
 
 /// A successful reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,7 +136,12 @@ fn is_late(ctx: &Ctx, call: &args::Check, now: u64, allowed: bool) -> bool {
 
 /// CHECK's reply: the decision's fields and the time it used.
 fn decision_reply(decision: &Decision, now: u64) -> Reply {
-    Reply::Integers(vec![
+    Reply::Integers(decision_fields(decision, now).to_vec())
+}
+
+/// The decision's fields and the time it used, as CHECK answers them.
+fn decision_fields(decision: &Decision, now: u64) -> [i64; 8] {
+    [
         i64::from(decision.allowed),
         int(decision.limit),
         int(decision.window_ms),
@@ -135,7 +150,21 @@ fn decision_reply(decision: &Decision, now: u64) -> Reply {
         int(decision.retry_after_ms),
         int(decision.reset_after_ms),
         int(now),
-    ])
+    ]
+}
+
+/// Every limit's `count, remaining, retry_after_ms, reset_after_ms`, in
+/// the request's order, after a reply's decision fields (the shape the
+/// scripts answer, `slidelog_core::Detailed::with_counts`).
+fn each_limit(detailed: &Detailed, out: &mut Vec<i64>) {
+    for c in detailed.limits.iter().filter_map(|s| s.counts) {
+        out.extend([
+            int(c.count),
+            int(c.remaining),
+            int(c.retry_after_ms),
+            int(c.reset_after_ms),
+        ]);
+    }
 }
 
 /// What a check did to the key's log, to be stored and replicated.
@@ -224,7 +253,70 @@ pub fn check(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
     Ok(decision_reply(&decision, now))
 }
 
-/// `SLIDELOG.APPLY`: replays a decision's change exactly.
+/// `SLIDELOG.SETTLE`.
+pub fn settle(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
+    usage(ctx, argv, args::settle(argv)?)
+}
+
+/// `SLIDELOG.CHARGE`.
+pub fn charge(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
+    usage(ctx, argv, args::charge(argv)?)
+}
+
+/// A settle (`call.receipt` given) or a charge: refused past the caller's
+/// deadline before the key is touched; else `engine::settle` /
+/// `engine::charge` on the key's log, stored back, and, when the log
+/// changed (adopted, records expired, the record settled or appended),
+/// propagated as `SLIDELOG.APPLY` with the time used.
+fn usage(ctx: &Ctx, argv: &[&[u8]], call: args::Usage) -> Result<Reply, CommandError> {
+    let server = ctx.server_ms();
+    if call.deadline_ms.is_some_and(|d| server > d) {
+        return Err(CommandError::UsageDeadline);
+    }
+    let now = call.now_ms.unwrap_or(server);
+    let request = &call.request;
+    let mut key = ctx.open_key(true);
+    let kind = key.kind();
+    let (mut log, adopted) = take_log(ctx, &mut key, argv[0])?.unwrap_or_default();
+    let before = log.len();
+    let (done, detailed) = match &call.receipt {
+        Some(receipt) => {
+            let s = engine::settle(&mut log, now, request, receipt);
+            let detailed = Detailed {
+                decision: s.decision,
+                limits: s.limits,
+            };
+            (s.settled, detailed)
+        }
+        None => {
+            let d = engine::charge(&mut log, now, request);
+            (d.decision.record.is_some(), d)
+        }
+    };
+    let was_module = kind == Kind::Log;
+    if adopted || done || log.len() != before {
+        let at = expire_at(&log, now, server, request.longest_window_ms());
+        let mut change = args::Change::new();
+        let costs: &[u64] = if done { request.costs() } else { &[] };
+        args::change(now, request.longest_window_ms(), at, costs, &mut change);
+        if let (true, Some(receipt)) = (done, &call.receipt) {
+            let positions = request.limits().len();
+            args::settle_target(receipt.ts(), positions, receipt.costs(), &mut change);
+        }
+        store(&mut key, log, was_module, at)?;
+        ctx.replicate_apply(&change);
+    } else if was_module {
+        store(&mut key, log, true, None)?;
+    }
+    let mut reply = Vec::with_capacity(9 + 4 * detailed.limits.len());
+    reply.push(i64::from(done));
+    reply.extend(decision_fields(&detailed.decision, now));
+    each_limit(&detailed, &mut reply);
+    Ok(Reply::Integers(reply))
+}
+
+/// `SLIDELOG.APPLY`: replays a decision's, a settle's or a charge's change
+/// exactly.
 pub fn apply(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
     let call = args::apply(argv)?;
     let mut key = ctx.open_key(true);
@@ -233,8 +325,17 @@ pub fn apply(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
     if call.expire_window_ms > 0 {
         log.expire(call.now_ms, call.expire_window_ms);
     }
-    if !call.costs.is_empty() {
-        log.append(call.now_ms, &call.costs);
+    match &call.settle {
+        Some(target) => {
+            let found = log.find(target.ts, target.positions, |p| target.cost_at(p));
+            match found {
+                Some(j) if call.costs.is_empty() => log.remove(j),
+                Some(j) => log.set_costs(j, &call.costs),
+                None => {}
+            }
+        }
+        None if !call.costs.is_empty() => log.append(call.now_ms, &call.costs),
+        None => {}
     }
     let at = call.expire_at_ms;
     store(&mut key, log, kind == Kind::Log, at)?;

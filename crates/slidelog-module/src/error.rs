@@ -33,6 +33,11 @@ pub enum CommandError {
     /// the Lua scripts' refusal (crates/slidelog-redis/src/script.rs).
     #[error("DEADLINE the caller gave up on this check before it ran; nothing recorded")]
     Deadline,
+    /// A settle or charge whose caller's deadline had passed on the
+    /// server's clock before it ran: nothing changed. The same code and
+    /// text as `usage.lua`'s refusal (crates/slidelog-redis/src/usage.lua).
+    #[error("DEADLINE the caller gave up on this operation before it ran; nothing changed")]
+    UsageDeadline,
     /// A stored log that could not be read (never expected).
     #[error("ERR slidelog: {0}")]
     Internal(String),

@@ -88,6 +88,22 @@ extern "C" fn cmd_apply(
     run(c, v, n, commands::apply)
 }
 
+extern "C" fn cmd_settle(
+    c: *mut raw::RedisModuleCtx,
+    v: *mut *mut raw::RedisModuleString,
+    n: c_int,
+) -> c_int {
+    run(c, v, n, commands::settle)
+}
+
+extern "C" fn cmd_charge(
+    c: *mut raw::RedisModuleCtx,
+    v: *mut *mut raw::RedisModuleString,
+    n: c_int,
+) -> c_int {
+    run(c, v, n, commands::charge)
+}
+
 extern "C" fn cmd_reset(
     c: *mut raw::RedisModuleCtx,
     v: *mut *mut raw::RedisModuleString,
@@ -301,8 +317,12 @@ fn type_methods() -> raw::RedisModuleTypeMethods {
 
 /// Registers the module's commands: false when the server refused one.
 fn create_commands(ctx: *mut raw::RedisModuleCtx) -> bool {
-    let commands: [(&CStr, raw::RedisModuleCmdFunc, &CStr); 4] = [
+    // SETTLE may widen a log's cost sums and CHARGE appends: both can grow
+    // memory, so both are refused under maxmemory as CHECK is.
+    let commands: [(&CStr, raw::RedisModuleCmdFunc, &CStr); 6] = [
         (c"slidelog.check", Some(cmd_check), c"write deny-oom"),
+        (c"slidelog.settle", Some(cmd_settle), c"write deny-oom"),
+        (c"slidelog.charge", Some(cmd_charge), c"write deny-oom"),
         (c"slidelog.apply", Some(cmd_apply), c"write deny-oom"),
         (c"slidelog.reset", Some(cmd_reset), c"write fast"),
         (c"slidelog.info", Some(cmd_info), c"readonly fast"),
