@@ -35,8 +35,9 @@ pub async fn check(url: &str, options: &StoreOptions, timeout: Duration) -> Pref
     eager.lazy_connect = false;
     let store = match open_store(url, &eager, timeout).await {
         Ok(store) => store,
-        Err(e) if e.is_transient() => return Preflight::Unreachable(e.to_string()),
-        Err(e) => return Preflight::Misconfigured(e.to_string()),
+        // The message and its cause (the connect error), on one line.
+        Err(e) if e.is_transient() => return Preflight::Unreachable(e.with_causes()),
+        Err(e) => return Preflight::Misconfigured(e.with_causes()),
     };
     let request = match Limit::new(1, 1_000).and_then(|l| Request::single(PROBE_KEY, l)) {
         Ok(r) => r,

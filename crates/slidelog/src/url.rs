@@ -51,6 +51,11 @@ impl Default for StoreOptions {
 }
 
 /// A store URL that cannot be opened.
+///
+/// Its message names what failed (`cannot open store URL`); why is its
+/// [`source`](std::error::Error::source), which an error-chain printer
+/// (anyhow's `{:#}`) adds once. [`OpenError::with_causes`] is both on one
+/// line, for a log or a message that shows one string.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     /// The URL does not parse (an unknown scheme, a bad host list).
@@ -58,7 +63,7 @@ pub enum OpenError {
     Url(#[from] UrlError),
     /// The store could not be reached or configured.
     #[cfg(feature = "redis")]
-    #[error("cannot open store {url}: {}", connect_reason(.source))]
+    #[error("cannot open store {url}")]
     Open {
         /// The URL with any password masked.
         url: String,
@@ -85,13 +90,19 @@ impl OpenError {
             }
         }
     }
-}
 
-#[cfg(feature = "redis")]
-fn connect_reason(e: &slidelog_redis::ConnectError) -> &str {
-    use slidelog_redis::ConnectError;
-    match e {
-        ConnectError::InvalidUrl { reason, .. } | ConnectError::Connect { reason, .. } => reason,
+    /// This error and its causes on one line, each said once: `cannot open
+    /// store redis://127.0.0.1:1: cannot connect to redis://127.0.0.1:1:
+    /// Connection refused (os error 111)`.
+    pub fn with_causes(&self) -> String {
+        let mut text = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        while let Some(c) = cause {
+            text.push_str(": ");
+            text.push_str(&c.to_string());
+            cause = c.source();
+        }
+        text
     }
 }
 
@@ -196,4 +207,35 @@ async fn open_redis(
         url: mask_password(url),
         source,
     })
+}
+
+#[cfg(all(test, feature = "redis"))]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[tokio::test]
+    async fn a_refused_store_says_its_cause_once_in_the_chain() {
+        // Nothing listens on port 1: the connection is refused at once.
+        let url = "redis://user:secret@127.0.0.1:1";
+        let options = StoreOptions::default().connect_timeout(Duration::from_secs(2));
+        let Err(e) = open_store(url, &options, DEFAULT_TIMEOUT).await else {
+            panic!("opened a store on port 1");
+        };
+        assert!(e.is_transient(), "{e}");
+        // The message names what failed; the cause is its source.
+        assert_eq!(
+            e.to_string(),
+            "cannot open store redis://user:***@127.0.0.1:1"
+        );
+        let source = e
+            .source()
+            .expect("the connect error is the source")
+            .to_string();
+        assert!(source.contains("refused"), "{source}");
+        let line = e.with_causes();
+        assert_eq!(line, format!("{e}: {source}"));
+        assert_eq!(line.matches("refused").count(), 1, "{line}");
+        assert!(!line.contains("secret"), "{line}");
+    }
 }

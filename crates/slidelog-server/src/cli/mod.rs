@@ -142,80 +142,10 @@ pub fn main() -> ExitCode {
             Command::Bench(args) => bench::run(args).await,
         };
         result.unwrap_or_else(|e| {
-            eprintln!("error: {}", said_once(&e));
+            // The error and its causes ({:#}); each error type says what
+            // failed and leaves the why to its source, so each is said once.
+            eprintln!("error: {e:#}");
             ExitCode::from(2)
         })
     })
-}
-
-/// The error and its causes, each said once: many errors already quote
-/// their source in their own message (a Redis error quotes the I/O error
-/// that it also returns as its source), so a cause whose text the message
-/// so far already contains adds nothing.
-///
-/// A cause that leads again to the root cause the message has already
-/// named adds nothing either: "cannot open store X: Connection refused"
-/// followed by its source "cannot connect to Y: Connection refused" would
-/// say the cause twice.
-pub fn said_once(e: &anyhow::Error) -> String {
-    let root = e.root_cause().to_string();
-    let mut out = String::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        let root_again = out.contains(&root) && text.contains(&root);
-        if text.is_empty() || out.contains(&text) || root_again {
-            continue;
-        }
-        if !out.is_empty() {
-            out.push_str(": ");
-        }
-        out.push_str(&text);
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::said_once;
-
-    #[derive(Debug, thiserror::Error)]
-    #[error("{text}")]
-    struct Layer {
-        text: String,
-        #[source]
-        source: Option<Box<dyn std::error::Error + Send + Sync>>,
-    }
-
-    fn layer(text: &str, source: Option<Layer>) -> Layer {
-        Layer {
-            text: text.into(),
-            source: source.map(|s| Box::new(s) as _),
-        }
-    }
-
-    #[test]
-    fn each_cause_is_said_once() {
-        let refused = "Connection refused (os error 111)";
-        let root = layer(refused, None);
-        let connect = layer(
-            &format!("cannot connect to 127.0.0.1:1: {refused}"),
-            Some(root),
-        );
-        let open = layer(
-            &format!("cannot open store redis://127.0.0.1:1: {refused}"),
-            Some(connect),
-        );
-        assert_eq!(
-            said_once(&anyhow::Error::new(open)),
-            format!("cannot open store redis://127.0.0.1:1: {refused}")
-        );
-        // A layer that does not quote its source still gets it appended.
-        let root = layer(refused, None);
-        let connect = layer("cannot connect to 127.0.0.1:1", Some(root));
-        let open = layer("cannot open store", Some(connect));
-        assert_eq!(
-            said_once(&anyhow::Error::new(open)),
-            format!("cannot open store: cannot connect to 127.0.0.1:1: {refused}")
-        );
-    }
 }

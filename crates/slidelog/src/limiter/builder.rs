@@ -154,7 +154,7 @@ impl LimiterBuilder {
         let store = match open_store(url, &options, self.timeout).await {
             Err(e) if e.is_transient() && self.policy == FailurePolicy::FailOpen => {
                 tracing::warn!(
-                    error = %e,
+                    error = %e.with_causes(),
                     "store unreachable at startup; fail-open: starting anyway, decisions are degraded until it answers"
                 );
                 let lazy = StoreOptions {
