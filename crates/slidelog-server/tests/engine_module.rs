@@ -3,11 +3,16 @@
 //! module refuse to start (exit 2) naming the module and how to load it, as
 //! for a wrong password; an unknown engine is a bad URL (exit 2); against a
 //! Redis with the module, `check` decides through it (the key holds the
-//! module's type) and `serve` logs the engine it uses.
+//! module's type) and `serve` logs the engine it uses, once: its store
+//! check's answer is the one it serves with.
 
 use slidelog_testkit::{RedisServer, ServerKind};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+mod common;
+
+use common::{child, raw_http};
 
 const BIN: &str = env!("CARGO_BIN_EXE_slidelog");
 
@@ -118,4 +123,39 @@ fn check_decides_through_the_module_where_it_is_loaded() {
         .query(&mut server.client())
         .unwrap();
     assert_eq!(t, "zset");
+}
+
+#[test]
+fn serve_asks_for_the_engine_and_logs_it_once() {
+    let server = RedisServer::start();
+    let mut command = Command::new(BIN);
+    command
+        .args(["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
+        .args(["--store", &server.url()])
+        .env_remove("SLIDELOG_STORE")
+        .env("RUST_LOG", "info");
+    let service = child::spawn(command);
+    // Decisions after the start: a store that had not asked yet would ask
+    // now (in the background) and log the engine a second time.
+    for _ in 0..3 {
+        let (status, body) =
+            raw_http::check(&service.addr, r#"{"key":"e","max":100,"window_ms":60000}"#);
+        assert_eq!(status, 200, "{body}");
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let mut log = service.early_log.clone();
+    log.extend(service.log.try_iter());
+    // The answer to `auto` (the URL names no engine). A store also logs the
+    // scripts as its default choice when it is made (`requested="script"`),
+    // before the URL's choice replaces it: slidelog-redis's, not counted.
+    let engine: Vec<&String> = log
+        .iter()
+        .filter(|l| l.contains("decisions go through") && l.contains(r#"requested="auto""#))
+        .collect();
+    assert_eq!(
+        engine.len(),
+        1,
+        "the engine asked and logged once: {log:#?}"
+    );
+    assert!(engine[0].contains("Lua scripts"), "{log:#?}");
 }

@@ -24,7 +24,8 @@ pub(super) async fn build_app(args: &ServeArgs) -> anyhow::Result<App> {
     }
     // A misconfiguration will not pass by itself: refuse to start on one.
     let timeout = args.store.store_timeout;
-    let preflight = crate::preflight::check(&args.store.store, &options, timeout).await;
+    let checked = crate::preflight::check(&args.store.store, &options, timeout).await;
+    let preflight = checked.found;
     if let Preflight::Misconfigured(cause) = &preflight
         && !args.allow_store_misconfig
     {
@@ -33,10 +34,18 @@ pub(super) async fn build_app(args: &ServeArgs) -> anyhow::Result<App> {
              or the server, or start anyway with --allow-store-misconfig"
         );
     }
-    // Start even while Redis is down: /readyz says unready and the failure
-    // policy answers until it comes up, as it would during any later outage.
-    options.lazy_connect = true;
-    let store = open_store(&args.store.store, &options, args.store.store_timeout).await?;
+    let store = match checked.store {
+        // The preflight's store, connected and its engine settled: asking
+        // the server again would only log the engine a second time.
+        Some(store) => store,
+        // Start even while Redis is down: /readyz says unready and the
+        // failure policy answers until it comes up, as it would during any
+        // later outage.
+        None => {
+            options.lazy_connect = true;
+            open_store(&args.store.store, &options, timeout).await?
+        }
+    };
     let time = args.store.time_mode();
     let no_cache = args.no_rejection_cache;
     let app = App::with_builder(store, config, |b| {
