@@ -315,7 +315,7 @@ impl ConnectionLike for ClusterConnection {
                 return self.send_to_slot(cmd, slot).await;
             }
             if is_plain_ping(cmd)
-                && let Some(answer) = self.nodes.ping(&mut self.inner.current()).await
+                && let Some(answer) = self.nodes.ping(&self.inner).await
             {
                 return answer;
             }
@@ -343,8 +343,24 @@ impl ClusterStore {
     pub async fn connect_cluster(url: &str, options: RedisOptions) -> Result<Self, ConnectError> {
         let client = cluster_client(url, &options)?;
         let connect = async {
-            let mut conn = client.get_async_connection().await?;
-            redis::cmd("PING").query_async::<String>(&mut conn).await?;
+            let raw = client.get_async_connection().await?;
+            let make = maker(client.clone(), &options);
+            let conn = ClusterConnection::new(raw, make, options.timeout, options.probe_timeout);
+            let read = conn.nodes.refresh(&mut conn.raw()).await;
+            match redis::cmd("PING")
+                .query_async::<String>(&mut conn.clone())
+                .await
+            {
+                Ok(_) => {}
+                // The cluster answers but a master does not: its slots are
+                // answered by policy while its probe runs ([`nodes`]).
+                Err(e) if read && crate::errors::is_transient(&e) => tracing::warn!(
+                    store = "redis-cluster",
+                    error = %e,
+                    "a cluster master does not answer at connect; the others decide"
+                ),
+                Err(e) => return Err(e),
+            }
             redis::RedisResult::Ok(conn)
         };
         let conn = match tokio::time::timeout(options.connect_timeout, connect).await {
@@ -364,13 +380,6 @@ impl ClusterStore {
                 });
             }
         };
-        let conn = ClusterConnection::new(
-            conn,
-            maker(client, &options),
-            options.timeout,
-            options.probe_timeout,
-        );
-        conn.nodes.refresh(&mut conn.raw()).await;
         let store = ScriptStore::with_connection(conn, &options, "redis-cluster")
             .set_engine_select(crate::engine::cluster_select_for(url, &options)?);
         store.check_clock().await;

@@ -215,3 +215,55 @@ async fn a_killed_master_answers_its_slots_at_once_and_the_others_exactly() {
     );
     drop(cluster);
 }
+
+/// A master already down when the store connects: the store connects (the
+/// other masters answer), finds that master down, answers its keys at once
+/// and decides the others' exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_down_at_connect_answers_its_slots_at_once() {
+    let mut cluster = tokio::task::spawn_blocking(partial_cluster).await.unwrap();
+    let options = common::options_with_timeout("cluster_outage_connect", TIMEOUT);
+    let victim = cluster.master_ports()[2];
+    let prefix = options.key_prefix.clone();
+    // The keys, from a store connected before the kill (same prefix).
+    let before = ClusterStore::connect_cluster(&cluster.url(), options.clone())
+        .await
+        .expect("connect");
+    let (dead, live) = keys(&before, &cluster, victim, 4);
+    drop(before);
+    cluster.kill(victim);
+    let started = Instant::now();
+    let store = ClusterStore::connect_cluster(&cluster.url(), options)
+        .await
+        .expect("connects while one master is down");
+    let connected = started.elapsed();
+    assert_eq!(store.prefix(), prefix);
+    let request = |key: &str| Request::single(key, Limit::new(10, 60_000).unwrap()).unwrap();
+    // Found down by the connect's PING (or by the first call).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while store.connection().nodes_down().is_empty() {
+        let _ = store.check(&request(&dead[0])).await;
+        assert!(Instant::now() < deadline, "never known down");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut samples = Vec::new();
+    for _ in 0..50 {
+        for key in &dead {
+            let started = Instant::now();
+            let err = store.check(&request(key)).await.expect_err("dead slot");
+            samples.push(started.elapsed());
+            assert!(err.is_transient(), "{err}");
+        }
+    }
+    for (i, key) in live.iter().enumerate() {
+        let d = store
+            .check(&request(key))
+            .await
+            .expect("a live master decides");
+        assert_eq!(d.count, 1, "{i}: {d:?}");
+    }
+    store.ping().await.expect("the masters up answer");
+    let p99 = percentile(&mut samples, 99);
+    eprintln!("cluster outage at connect: connected in {connected:?}; dead slots p99 {p99:?}");
+    assert!(p99 <= OUTAGE_P99_BOUND, "dead slots p99 {p99:?}");
+}

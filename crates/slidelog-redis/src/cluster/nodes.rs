@@ -256,15 +256,25 @@ impl Nodes {
     }
 
     /// A keyless `PING`: every master not known down (nor being probed) is
-    /// asked, and must answer; an error when every master is down. `None`
-    /// when the slot map is not known (the caller sends it as it is).
-    pub(crate) async fn ping(&self, conn: &mut RawClusterConnection) -> Option<RedisResult<Value>> {
+    /// asked, each within half the timeout, and must answer; one that does
+    /// not is made suspect (so a master down since before any call is found
+    /// too). An error when no master is known up. `None` when the slot map
+    /// cannot be read (the caller sends the `PING` as it is).
+    pub(crate) async fn ping(
+        &self,
+        healing: &Healing<RawClusterConnection>,
+    ) -> Option<RedisResult<Value>> {
         let shared = &self.shared;
-        let targets: Vec<(u16, String)> = {
-            let map = shared.map.read();
-            if map.nodes.is_empty() {
+        let conn = healing.current();
+        if shared.map.read().nodes.is_empty() {
+            let mut first = conn.clone();
+            let read = tokio::time::timeout(shared.suspect_after, refresh(shared, &mut first));
+            if !matches!(read.await, Ok(true)) {
                 return None;
             }
+        }
+        let targets: Vec<(u16, String)> = {
+            let map = shared.map.read();
             map.nodes
                 .iter()
                 .filter(|n| n.down.is_none() && !n.probing && n.slots > 0)
@@ -272,14 +282,17 @@ impl Nodes {
                 .collect()
         };
         if targets.is_empty() {
-            let down = self.down();
-            let what: Vec<String> = down
+            let down: Vec<String> = self
+                .down()
                 .iter()
                 .map(|d| format!("{} ({})", d.addr, d.cause))
                 .collect();
             return Some(Err(RedisError::from(std::io::Error::new(
                 std::io::ErrorKind::ConnectionRefused,
-                format!("every cluster master is known down: {}", what.join(", ")),
+                format!(
+                    "no cluster master is known up (down: {}; the others are being probed)",
+                    down.join(", ")
+                ),
             ))));
         }
         let some_down = shared.any_down.load(Ordering::Acquire);
@@ -291,25 +304,37 @@ impl Nodes {
         {
             return Some(Ok(Value::SimpleString("PONG".into())));
         }
+        let bound = shared.suspect_after;
         let pings = targets.iter().map(|(slot, _)| {
             let mut conn = conn.clone();
             async move {
-                conn.route_command(redis::cmd("PING"), route_to(*slot))
-                    .await
+                let ping = conn.route_command(redis::cmd("PING"), route_to(*slot));
+                match tokio::time::timeout(bound, ping).await {
+                    Ok(answer) => answer,
+                    Err(_) => Err(RedisError::from(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("no answer within {bound:?}"),
+                    ))),
+                }
             }
         });
-        for (result, (_, addr)) in futures::future::join_all(pings)
+        let mut failed = None;
+        for (result, (slot, addr)) in futures::future::join_all(pings)
             .await
             .into_iter()
             .zip(&targets)
         {
             if let Err(e) = result {
-                return Some(Err(RedisError::from((
+                self.suspect(*slot, healing);
+                failed = Some(RedisError::from((
                     e.kind(),
                     "cluster master did not answer PING",
                     format!("{addr}: {e}"),
-                ))));
+                )));
             }
+        }
+        if let Some(e) = failed {
+            return Some(Err(e));
         }
         *shared.pinged.lock() = Some(Instant::now());
         Some(Ok(Value::SimpleString("PONG".into())))
