@@ -48,21 +48,23 @@ pub fn limiter(app: &App, config: Arc<ConfigHandle>, response_headers: bool) -> 
 }
 
 /// Binds `--grpc` and serves `ShouldRateLimit` until `shutdown` fires,
-/// within the connection limits of `hygiene`.
+/// within the connection limits of `hygiene`; returns the bound address and
+/// the server's task, which ends once the calls in flight at shutdown have
+/// been answered (join it before anything that must see their decisions).
 pub async fn spawn_grpc(
     addr: &str,
     limiter: Arc<RateLimiter>,
     shutdown: Shutdown,
     hygiene: crate::server::Hygiene,
-) -> anyhow::Result<std::net::SocketAddr> {
+) -> anyhow::Result<(std::net::SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on --grpc {addr}"))?;
     let local = listener.local_addr()?;
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         if let Err(e) = crate::server::serve_grpc(listener, limiter, shutdown, &hygiene).await {
             tracing::error!(error = %e, "gRPC server stopped");
         }
     });
-    Ok(local)
+    Ok((local, task))
 }

@@ -179,6 +179,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     listen::announce(&args, &bound);
     let listen::Bound {
         http,
+        grpc_task,
         hygiene,
         trigger,
         shutdown,
@@ -195,12 +196,42 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         args.max_body_bytes,
         slidelog_envoy::json::router(limiter),
     );
-    match server::serve_http_with(http, router, shutdown, args.shutdown_grace, &hygiene).await? {
-        Stopped::Drained => tracing::info!("stopped"),
-        Stopped::GraceExpired => tracing::warn!("stopped with requests cut off"),
+    // Both servers drain at once, each within the grace period; the final
+    // snapshot below then holds every decision either of them answered.
+    let grpc = drain_grpc(grpc_task, shutdown.clone(), args.shutdown_grace);
+    let http = server::serve_http_with(http, router, shutdown, args.shutdown_grace, &hygiene);
+    let (http, grpc) = tokio::join!(http, grpc);
+    match (http?, grpc) {
+        (Stopped::Drained, Stopped::Drained) => tracing::info!("stopped"),
+        _ => tracing::warn!("stopped with requests cut off"),
     }
     if let Some(snapshots) = snapshots {
         snapshots.finish().await;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Waits for the gRPC server (none with `--no-grpc`) to answer the calls in
+/// flight once `shutdown` fires, for at most `grace`; then drops the rest.
+async fn drain_grpc(
+    task: Option<tokio::task::JoinHandle<()>>,
+    shutdown: crate::shutdown::Shutdown,
+    grace: Duration,
+) -> Stopped {
+    let Some(mut task) = task else {
+        return Stopped::Drained;
+    };
+    tokio::select! {
+        // Ended before shutdown: it said why ("gRPC server stopped").
+        _ = &mut task => return Stopped::Drained,
+        () = shutdown.wait() => {}
+    }
+    match tokio::time::timeout(grace, &mut task).await {
+        Ok(_) => Stopped::Drained,
+        Err(_) => {
+            tracing::warn!(grace = ?grace, "grace period over: dropping gRPC calls still in flight");
+            task.abort();
+            Stopped::GraceExpired
+        }
+    }
 }

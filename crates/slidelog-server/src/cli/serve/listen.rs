@@ -15,6 +15,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
 
 /// The bound ports and what serving them needs.
 pub(super) struct Bound {
@@ -24,6 +25,9 @@ pub(super) struct Bound {
     pub http_addr: SocketAddr,
     /// The address of the gRPC server, already serving; none with `--no-grpc`.
     pub grpc_addr: Option<SocketAddr>,
+    /// The gRPC server's task: it ends once the calls in flight at shutdown
+    /// are answered. None with `--no-grpc`.
+    pub grpc_task: Option<JoinHandle<()>>,
     /// The connection limits of both ports.
     pub hygiene: Hygiene,
     /// Fires the shutdown of both servers.
@@ -58,11 +62,12 @@ pub(super) async fn bind(args: &ServeArgs, limiter: Arc<RateLimiter>) -> anyhow:
         "connection cap (HTTP and gRPC together)"
     );
     let signal = Signal::install().await;
-    let grpc_addr = bind_grpc(args, limiter, &shutdown, &hygiene).await?;
+    let (grpc_addr, grpc_task) = bind_grpc(args, limiter, &shutdown, &hygiene).await?.unzip();
     Ok(Bound {
         http,
         http_addr,
         grpc_addr,
+        grpc_task,
         hygiene,
         trigger,
         shutdown,
@@ -70,13 +75,13 @@ pub(super) async fn bind(args: &ServeArgs, limiter: Arc<RateLimiter>) -> anyhow:
     })
 }
 
-/// Binds `--grpc` and serves it, unless `--no-grpc`.
+/// Binds `--grpc` and serves it, unless `--no-grpc`: its address and task.
 async fn bind_grpc(
     args: &ServeArgs,
     limiter: Arc<RateLimiter>,
     shutdown: &Shutdown,
     hygiene: &Hygiene,
-) -> anyhow::Result<Option<SocketAddr>> {
+) -> anyhow::Result<Option<(SocketAddr, JoinHandle<()>)>> {
     if args.no_grpc {
         return Ok(None);
     }

@@ -1,0 +1,151 @@
+//! SIGTERM drains the gRPC server as well as HTTP, before the final memory
+//! snapshot: a `ShouldRateLimit` call in flight when the signal arrives is
+//! answered, the service exits 0, and the snapshot holds that decision (the
+//! restarted service refuses the call after it). Before, the gRPC task was
+//! not joined: serve wrote the snapshot and exited under the call.
+
+use slidelog_envoy::codec::RequestCodec;
+use slidelog_envoy::proto::{
+    RateLimitDescriptor, RateLimitRequest, RateLimitResponse, RateLimitServiceClient,
+    rate_limit_descriptor::Entry, rate_limit_response::Code,
+};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use tonic::codegen::http::uri::PathAndQuery;
+use tonic::transport::Channel;
+
+mod common;
+
+use common::child;
+
+/// Two an hour: the third call within the test is over the limit.
+const CONFIG: &str = "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 2}\n";
+const PATH: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+
+/// `serve` on both ports with [`CONFIG`] and a memory snapshot written only
+/// at shutdown (the interval is far longer than the test).
+fn serve(config: &Path, snapshot: &Path) -> child::Serve {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_slidelog"));
+    command
+        .args(["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
+        .arg("--config")
+        .arg(config)
+        .arg("--memory-snapshot")
+        .arg(snapshot)
+        .args(["--memory-snapshot-interval", "1h"])
+        .env_remove("SLIDELOG_STORE")
+        .env("RUST_LOG", "info");
+    child::spawn(command)
+}
+
+fn request() -> RateLimitRequest {
+    RateLimitRequest {
+        domain: "api".into(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![Entry {
+                key: "user".into(),
+                value: "in-flight".into(),
+            }],
+            ..Default::default()
+        }],
+        hits_addend: 0,
+    }
+}
+
+async fn connect(service: &child::Serve) -> Channel {
+    Channel::from_shared(format!("http://{}", service.grpc_addr()))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap()
+}
+
+/// Waits (at most 10 s) for a log line containing `text`.
+async fn logged(service: &child::Serve, text: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if service.log.try_iter().any(|l| l.contains(text)) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no log line with {text:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits (at most 30 s) for the service to exit; asserts it exited 0.
+async fn exited_cleanly(service: &mut child::Serve) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = service.child.try_wait().unwrap() {
+            assert!(status.success(), "serve exited with {status}");
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "serve did not exit after SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_call_in_flight_at_sigterm_is_answered_and_in_the_final_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let (config, snapshot) = (
+        dir.path().join("limits.yaml"),
+        dir.path().join("memory.snap"),
+    );
+    std::fs::write(&config, CONFIG).unwrap();
+    let mut service = serve(&config, &snapshot);
+    let channel = connect(&service).await;
+    // One decision answered before the signal.
+    let first = RateLimitServiceClient::new(channel.clone())
+        .should_rate_limit(request())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(first.overall_code, Code::Ok as i32, "{first:?}");
+    assert_eq!(first.statuses[0].limit_remaining, 1, "{first:?}");
+    // One in flight: its headers are sent now, its message only after the
+    // service has begun shutting down.
+    let (release, held) = tokio::sync::oneshot::channel::<()>();
+    let message = futures::stream::once(async move {
+        let _ = held.await;
+        request()
+    });
+    let mut grpc = tonic::client::Grpc::new(channel);
+    let call = tokio::spawn(async move {
+        grpc.ready().await.expect("the channel is ready");
+        grpc.client_streaming(
+            tonic::Request::new(message),
+            PathAndQuery::from_static(PATH),
+            RequestCodec::<RateLimitRequest, RateLimitResponse>::default(),
+        )
+        .await
+    });
+    // Time for the call's headers to reach the service.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    child::signal(&service.child, "-TERM");
+    logged(&service, "shutting down").await;
+    // HTTP (idle) has drained by now: a service that did not wait for gRPC
+    // would write its snapshot and exit meanwhile.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _ = release.send(());
+    let second = call
+        .await
+        .unwrap()
+        .expect("the call in flight at SIGTERM is answered")
+        .into_inner();
+    assert_eq!(second.overall_code, Code::Ok as i32, "{second:?}");
+    assert_eq!(second.statuses[0].limit_remaining, 0, "{second:?}");
+    exited_cleanly(&mut service).await;
+    // Restarted on the snapshot: both decisions are there.
+    let service = serve(&config, &snapshot);
+    let third = RateLimitServiceClient::new(connect(&service).await)
+        .should_rate_limit(request())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(third.overall_code, Code::OverLimit as i32, "{third:?}");
+}
