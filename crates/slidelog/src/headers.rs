@@ -25,7 +25,8 @@
 //!   `RateLimit` lists every limit the store reported, the deciding one
 //!   first (a client that reads one item reads what it read before); each
 //!   item's `t` is that limit's wait when it refuses the request, else the
-//!   time until its log is empty.
+//!   time until its log is empty. The tower layer writes these: its
+//!   answers list every limit of the route.
 //!
 //! Every function takes the request's limits first, then the decision.
 //! [`insert`] writes all the fields into an `http::HeaderMap`, for a
@@ -46,6 +47,7 @@
 use http::header::RETRY_AFTER;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use slidelog_core::{Decision, Detailed, Limit};
+use std::fmt::Write as _;
 
 /// `RateLimit-Policy` (lower case: HTTP/2 field names).
 pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
@@ -179,27 +181,50 @@ pub fn insert(headers: &mut HeaderMap, limits: &[Limit], decision: &Decision) {
 /// # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
 /// ```
 pub fn ratelimit_value_each(each: &Detailed) -> String {
-    let limits: Vec<Limit> = each.limits.iter().map(|s| s.limit).collect();
+    // One string, no intermediate vectors: the tower layer formats this for
+    // every admitted request.
+    let mut out = String::with_capacity(24 * each.limits.len());
+    let alone = each.limits.len() == 1;
     let deciding = each.deciding().map(|s| s.limit);
     let first = each.limits.iter().filter(|s| Some(s.limit) == deciding);
     let rest = each.limits.iter().filter(|s| Some(s.limit) != deciding);
-    first
-        .chain(rest)
-        .filter_map(|s| {
-            let counts = s.counts?;
-            let t_ms = match counts.retry_after_ms {
-                0 => counts.reset_after_ms,
-                wait => wait,
-            };
-            let name = policy_name(&limits, &s.limit);
-            Some(format!(
-                "\"{name}\";r={};t={}",
-                counts.remaining,
-                ceil_secs(t_ms)
-            ))
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
+    for state in first.chain(rest) {
+        let Some(counts) = state.counts else {
+            continue;
+        };
+        let t_ms = match counts.retry_after_ms {
+            0 => counts.reset_after_ms,
+            wait => wait,
+        };
+        if !out.is_empty() {
+            out.push_str(", ");
+        }
+        out.push('"');
+        match state.limit.name() {
+            Some(name) => out.push_str(name),
+            None if alone => out.push_str("default"),
+            None => {
+                let _ = write!(out, "{}per{}ms", state.limit.max(), state.limit.window_ms());
+            }
+        }
+        let _ = write!(out, "\";r={};t={}", counts.remaining, ceil_secs(t_ms));
+    }
+    out
+}
+
+/// Returns the `RateLimit` header value of [`ratelimit_value_each`], or
+/// `None` for a degraded decision (nothing was counted) or when the store
+/// reported no limit's counts.
+#[cfg(feature = "tower")]
+pub(crate) fn ratelimit_header_each(each: &Detailed) -> Option<HeaderValue> {
+    if each.decision.degraded {
+        return None;
+    }
+    let value = ratelimit_value_each(each);
+    // From the String itself: no copy.
+    (!value.is_empty())
+        .then(|| HeaderValue::try_from(value).ok())
+        .flatten()
 }
 
 /// Returns every header value for `each`: the policy of every limit, and

@@ -76,11 +76,18 @@ async fn per_limit_costs_charge_each_limit_its_own_units() {
     // 0 tokens: charged 1 request only, decided on the request limit.
     let r = post_units(&base, "0").await;
     assert_eq!(r.status(), 200);
-    assert_eq!(r.headers()["ratelimit"], "\"3per60000ms\";r=1;t=60");
+    // Every limit is listed (issue 23), the deciding one first.
+    assert_eq!(
+        r.headers()["ratelimit"],
+        "\"3per60000ms\";r=1;t=60, \"100per60000ms\";r=40;t=60"
+    );
     // 60 + 50 tokens is over 100: refused by the token limit.
     let r = post_units(&base, "50").await;
     assert_eq!(r.status(), 429);
-    assert_eq!(r.headers()["ratelimit"], "\"100per60000ms\";r=40;t=60");
+    assert_eq!(
+        r.headers()["ratelimit"],
+        "\"100per60000ms\";r=40;t=60, \"3per60000ms\";r=1;t=60"
+    );
     assert_eq!(post_units(&base, "40").await.status(), 200);
     // 101 tokens can never be admitted.
     let r = post_units(&base, "101").await;

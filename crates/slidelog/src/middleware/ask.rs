@@ -7,42 +7,46 @@ use super::config::{Config, MissingKey};
 use super::cost::Charge;
 use super::extract::KeyExtractor;
 use super::response::Rejection;
-use http::HeaderValue;
-use http::request::Parts;
+use super::routes::Rule;
 use slidelog_core::{Limit, Request};
 use std::sync::Arc;
 
 /// What the request side found.
-pub(crate) enum Asked<B> {
+pub(crate) enum Asked<'a, B> {
     /// No limit applies (an unlimited route, or no key under
     /// [`MissingKey::PassThrough`]): the inner service answers.
     Pass(B),
     /// The request cannot be decided (no key, a bad cost): the layer answers.
     Refuse(Rejection),
     /// A request to decide on.
-    Decide(Ask<B>),
+    Decide(Ask<'a, B>),
 }
 
-/// A request to decide on, with what the response side needs of its route.
-pub(crate) struct Ask<B> {
+/// A request to decide on, with the route rule it matched.
+pub(crate) struct Ask<'a, B> {
     /// The validated request: namespaced key, the route's limits, the cost.
     pub(crate) request: Request,
-    /// The route's limits (for the RateLimit fields and refusals).
-    pub(crate) limits: Arc<[Limit]>,
-    /// The route's `RateLimit-Policy` value.
-    pub(crate) policy: Option<HeaderValue>,
+    /// The route's limits (for refusals).
+    pub(crate) limits: &'a Arc<[Limit]>,
+    /// The route's rule: its `RateLimit-Policy` value and, with costs by
+    /// name, where they go (for the settle too).
+    pub(crate) rule: &'a Rule,
     /// The body, handed on whole (read only by a body cost).
     pub(crate) body: B,
 }
 
 /// Returns what a layer configured by `config` makes of the request `parts` + `body`.
-pub(crate) async fn ask<K, C, B>(config: &Config<K, C>, parts: &Parts, body: B) -> Asked<B>
+pub(crate) async fn ask<'a, K, C, U, B>(
+    config: &'a Config<K, C, U>,
+    parts: &http::request::Parts,
+    body: B,
+) -> Asked<'a, B>
 where
     K: KeyExtractor,
     C: Charge<B>,
 {
     let rule = config.routes.rule_for(parts);
-    let Some(limits) = rule.limits.clone() else {
+    let Some(limits) = rule.limits.as_ref() else {
         return Asked::Pass(body);
     };
     let Some(key) = config.extractor.extract(parts) else {
@@ -55,21 +59,26 @@ where
         Ok(charged) => charged,
         Err(e) => return Asked::Refuse(Rejection::cost(&e)),
     };
+    // Costs given by name go where the layer resolved them when it was built.
+    let cost = match &rule.named {
+        Some(positions) => super::cost::spread(cost, positions, limits.len()),
+        None => cost,
+    };
     // A key that breaks the bounds (over 512 bytes with its namespace and
     // scope) is always refused, whatever `MissingKey` says: passing it
     // through would let a client escape its limit by sending a long key.
     let key = format!("{}:{}:{key}", config.namespace.as_str(), rule.scope);
     // A cost of 0 charges nothing in its limit; 0 in every limit, nothing.
-    let Some(request) = super::cost::charged(cost, key, &limits) else {
+    let Some(request) = super::cost::charged(cost, key, limits) else {
         return Asked::Pass(body);
     };
     match request {
         Ok(request) => Asked::Decide(Ask {
             request,
             limits,
-            policy: rule.policy.clone(),
+            rule,
             body,
         }),
-        Err(e) => Asked::Refuse(Rejection::input(&e, limits)),
+        Err(e) => Asked::Refuse(Rejection::input(&e, limits.clone())),
     }
 }

@@ -1,11 +1,12 @@
 //! The configuration of a rate limit layer, built by [`RateLimitLayer`](super::RateLimitLayer)
 //! and read by its service on every request: the limiter, the key
 //! extractor, the route limits, what a missing key does, the namespace, how
-//! a request is charged, and the hooks.
+//! a request is charged, how it is settled after the response, and the hooks.
 
 use super::namespace::Namespace;
 use super::response::RejectionHook;
 use super::routes::RouteLimits;
+use super::settle::Settling;
 use crate::{Decision, Limiter};
 use http::request::Parts;
 use std::sync::Arc;
@@ -26,20 +27,27 @@ pub enum MissingKey {
 pub(crate) type DegradedHook = Arc<dyn Fn(&Parts, &Decision) + Send + Sync>;
 
 /// What a layer decides with, shared by every service it made.
-pub(crate) struct Config<K, C> {
+pub(crate) struct Config<K, C, U> {
     pub(crate) limiter: Limiter,
     pub(crate) extractor: Arc<K>,
     pub(crate) routes: Arc<RouteLimits>,
     pub(crate) missing: MissingKey,
     pub(crate) namespace: Arc<Namespace>,
     pub(crate) charge: Arc<C>,
+    /// Reads a real cost from a response body ([`super::settle::ReadUsage`]).
+    pub(crate) usage: Arc<U>,
+    /// The head sources of a real cost, the refund rule, the settle hook.
+    pub(crate) settling: Settling,
+    /// True when the layer settles at all (a source, a body reader or a
+    /// refund rule): otherwise nothing of the settle path runs.
+    pub(crate) settles: bool,
     pub(crate) on_rejection: Option<RejectionHook>,
     pub(crate) on_degraded: Option<DegradedHook>,
 }
 
-impl<K, C> Config<K, C> {
+impl<K, C, U> Config<K, C, U> {
     /// Returns this configuration charging with `charge`.
-    pub(crate) fn charging<C2>(self, charge: C2) -> Config<K, C2> {
+    pub(crate) fn charging<C2>(self, charge: C2) -> Config<K, C2, U> {
         Config {
             limiter: self.limiter,
             extractor: self.extractor,
@@ -47,23 +55,44 @@ impl<K, C> Config<K, C> {
             missing: self.missing,
             namespace: self.namespace,
             charge: Arc::new(charge),
+            usage: self.usage,
+            settling: self.settling,
+            settles: self.settles,
+            on_rejection: self.on_rejection,
+            on_degraded: self.on_degraded,
+        }
+    }
+
+    /// Returns this configuration reading real costs from bodies with `usage`.
+    pub(crate) fn reading<U2>(self, usage: U2) -> Config<K, C, U2> {
+        Config {
+            limiter: self.limiter,
+            extractor: self.extractor,
+            routes: self.routes,
+            missing: self.missing,
+            namespace: self.namespace,
+            charge: self.charge,
+            usage: Arc::new(usage),
+            settling: self.settling,
+            settles: true,
             on_rejection: self.on_rejection,
             on_degraded: self.on_degraded,
         }
     }
 }
 
-impl<K, C> std::fmt::Debug for Config<K, C> {
+impl<K, C, U> std::fmt::Debug for Config<K, C, U> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Config")
             .field("namespace", &self.namespace.as_str())
             .field("routes", &self.routes)
             .field("missing", &self.missing)
+            .field("settles", &self.settles)
             .finish_non_exhaustive()
     }
 }
 
-impl<K, C> Clone for Config<K, C> {
+impl<K, C, U> Clone for Config<K, C, U> {
     fn clone(&self) -> Self {
         Self {
             limiter: self.limiter.clone(),
@@ -72,6 +101,9 @@ impl<K, C> Clone for Config<K, C> {
             missing: self.missing,
             namespace: self.namespace.clone(),
             charge: self.charge.clone(),
+            usage: self.usage.clone(),
+            settling: self.settling.clone(),
+            settles: self.settles,
             on_rejection: self.on_rejection.clone(),
             on_degraded: self.on_degraded.clone(),
         }

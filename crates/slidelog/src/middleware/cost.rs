@@ -32,6 +32,44 @@ pub enum CostError {
     Body(String),
 }
 
+/// A cost list given by limit name
+/// ([`RateLimitLayer::cost_by_name`](super::RateLimitLayer::cost_by_name),
+/// [`body_cost_by_name`](super::RateLimitLayer::body_cost_by_name)) that
+/// does not fit the layer's limits: refused when the layer is built, never
+/// per request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CostListError {
+    /// No names, or more than a request has limits.
+    #[error("cost names: must list 1 to 16 limit names, got {got}")]
+    Count {
+        /// How many names were given.
+        got: usize,
+    },
+    /// A name given twice.
+    #[error("cost names[{index}]: {name:?} is given twice")]
+    DuplicateName {
+        /// Its position in the list.
+        index: usize,
+        /// The name.
+        name: String,
+    },
+    /// A name that no limit of a limited route carries.
+    #[error(
+        "cost names[{index}]: {name:?} names no limit of route {route:?} (its limits: {limits}); name limits with Limit::named or \"name=60/minute\""
+    )]
+    UnknownName {
+        /// Its position in the list.
+        index: usize,
+        /// The name.
+        name: String,
+        /// The route whose limits lack it (`default` for the default).
+        route: String,
+        /// That route's limits, as `RateLimit-Policy` lists them.
+        limits: String,
+    },
+}
+
 /// How a layer finds a request's cost. Implemented by [`UnitCost`] (the
 /// default), [`HeadCost`] and [`BodyCost`]; the layer calls it, users pick
 /// one through the layer's builder methods.
@@ -149,6 +187,24 @@ where
     }
 }
 
+/// Returns the costs of `limits.len()` limits from costs given by name:
+/// `named[i]` goes to the limit at `positions[i]` (resolved when the layer
+/// was built), every other limit costs 1. Reuses `named`'s allocation.
+pub(crate) fn spread(cost: Cost, positions: &[usize], len: usize) -> Cost {
+    let Cost::PerLimit(mut named) = cost else {
+        return cost;
+    };
+    let mut all = [1u64; slidelog_core::MAX_LIMITS];
+    for (&position, &c) in positions.iter().zip(&named) {
+        if let Some(slot) = all.get_mut(position) {
+            *slot = c;
+        }
+    }
+    named.clear();
+    named.extend_from_slice(&all[..len.min(all.len())]);
+    Cost::PerLimit(named)
+}
+
 /// Returns the request that `cost` makes of `key` under `limits`, or `None`
 /// when it charges nothing: a cost of 0 charges nothing in its limit (as a
 /// settle of 0 does), so 0 in every limit is no request at all, and 0 in
@@ -197,6 +253,19 @@ mod tests {
         assert!(charge(Cost::PerLimit(vec![61, 0])).unwrap().is_err());
         // The wrong number of costs is refused by the request.
         assert!(charge(Cost::PerLimit(vec![0])).unwrap().is_err());
+    }
+
+    #[test]
+    fn costs_by_name_go_to_their_limits_and_the_others_cost_one() {
+        let spread_of = |named: Vec<u64>, positions: &[usize], len| {
+            spread(Cost::PerLimit(named), positions, len)
+        };
+        assert_eq!(spread_of(vec![400], &[1], 2), Cost::PerLimit(vec![1, 400]));
+        assert_eq!(
+            spread_of(vec![400, 2], &[2, 0], 3),
+            Cost::PerLimit(vec![2, 1, 400])
+        );
+        assert_eq!(spread(Cost::All(3), &[1], 2), Cost::All(3));
     }
 
     fn parts(len: Option<usize>) -> Parts {

@@ -1,18 +1,23 @@
 //! The tower [`Layer`]: builds the configuration of rate limiting
 //! ([`super::config`]: limiter, extractor, route limits, cost, namespace,
-//! hooks), as tower's own `RateLimitLayer` holds only its rate, and hands
-//! it to the service it makes. The behaviour lives in [`super::service`].
+//! settle, hooks), as tower's own `RateLimitLayer` holds only its rate, and
+//! hands it to the service it makes. The behaviour lives in
+//! [`super::service`]. What can be wrong in a configuration (a name, a cost
+//! list that does not fit the limits, a header name) is an error of the
+//! builder method that takes it, never of a request.
 
 use super::config::{Config, MissingKey};
-use super::cost::{BodyCost, Cost, HeadCost, UnitCost};
+use super::cost::{BodyCost, Cost, CostListError, HeadCost, UnitCost};
 use super::extract::KeyExtractor;
 use super::namespace::{MAX_NAME_BYTES, Namespace};
 use super::response::Rejection;
 use super::routes::RouteLimits;
 use super::service::RateLimitService;
+use super::settle::{BodyUsage, HeadSource, NoBodyUsage, SettleOutcome, Settling};
 use crate::{Decision, Limiter};
-use http::Response;
+use http::header::InvalidHeaderName;
 use http::request::Parts;
+use http::{HeaderName, Response, StatusCode, response};
 use std::sync::Arc;
 use tower::Layer;
 
@@ -62,17 +67,17 @@ pub struct NameError(pub String);
 ///     .route("/upload", get(|| async { "stored" }).layer(upload));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct RateLimitLayer<K, C = UnitCost> {
-    config: Config<K, C>,
+pub struct RateLimitLayer<K, C = UnitCost, U = NoBodyUsage> {
+    config: Config<K, C, U>,
 }
 
-impl<K, C> std::fmt::Debug for RateLimitLayer<K, C> {
+impl<K, C, U> std::fmt::Debug for RateLimitLayer<K, C, U> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_tuple("RateLimitLayer").field(&self.config).finish()
     }
 }
 
-impl<K, C> Clone for RateLimitLayer<K, C> {
+impl<K, C, U> Clone for RateLimitLayer<K, C, U> {
     fn clone(&self) -> Self {
         Self {
             config: self.config.clone(),
@@ -103,6 +108,9 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
             missing: MissingKey::default(),
             namespace,
             charge: Arc::new(UnitCost),
+            usage: Arc::new(NoBodyUsage),
+            settling: Settling::default(),
+            settles: false,
             on_rejection: None,
             on_degraded: None,
         };
@@ -110,7 +118,7 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
     }
 }
 
-impl<K: KeyExtractor, C> RateLimitLayer<K, C> {
+impl<K: KeyExtractor, C, U> RateLimitLayer<K, C, U> {
     /// Counts this layer's requests under `name` (1 to 64 bytes, no `:`)
     /// instead of a derived namespace. Layers given the same name on one
     /// store share their logs: that is how two layers share a budget.
@@ -163,15 +171,151 @@ impl<K: KeyExtractor, C> RateLimitLayer<K, C> {
     }
 
     /// Returns this layer charging with `charge` instead.
-    fn charging<C2>(self, charge: C2) -> RateLimitLayer<K, C2> {
+    fn charging<C2>(self, charge: C2) -> RateLimitLayer<K, C2, U> {
         RateLimitLayer {
             config: self.config.charging(charge),
+        }
+    }
+
+    /// Returns this layer with costs given by `names`, resolved against
+    /// every limited route.
+    fn naming(mut self, names: &[&str]) -> Result<Self, CostListError> {
+        let mut routes = (*self.config.routes).clone();
+        routes.name_costs(names)?;
+        self.config.routes = Arc::new(routes);
+        Ok(self)
+    }
+
+    /// Returns this layer with one more place to find a response's real cost.
+    fn source(mut self, source: HeadSource) -> Self {
+        self.config.settling.sources.push(source);
+        self.config.settles = true;
+        self
+    }
+
+    /// Settles each admitted request to the real cost its response reports
+    /// in the header `name` (a decimal number, e.g. `x-usage-tokens: 1250`):
+    /// the record the admission appended is changed to that cost, in one
+    /// atomic step ([`Limiter::settle`]), before the response is handed on.
+    /// The cost replaces the reserved one in the limits the cost source
+    /// names ([`cost_by_name`](Self::cost_by_name): e.g. `tokens`, the
+    /// others keep what they reserved), or in every limit when it names
+    /// none. A response without the header (or with a value that is not a
+    /// number) keeps the estimate.
+    ///
+    /// Sources are tried in the order they were added (a header, an
+    /// [extension](Self::settle_from_extension), [a closure over the
+    /// head](Self::settle_from), then [the body](Self::settle_with)); the
+    /// first that reports a cost is settled to. A settle never counts
+    /// twice (it sets the record's costs, it adds nothing) and never fails
+    /// the response: a store error leaves the estimate, is logged and told
+    /// to [`on_settle`](Self::on_settle). The RateLimit fields of the
+    /// response are those of the admission (before the settle).
+    ///
+    /// ```
+    /// use slidelog::{Limiter, RateLimitLayer, middleware::Header};
+    /// let layer = RateLimitLayer::new(
+    ///     Limiter::memory(),
+    ///     Header::named("x-api-key")?,
+    ///     "requests=60/minute, tokens=20000/minute".parse()?,
+    /// )
+    /// .cost_by_name(["tokens"], |_parts| [1_000])? // reserve 1,000 tokens (and 1 request)
+    /// .settle_from_header("x-usage-tokens")?      // settle tokens to what the response used
+    /// .refund_on(|status| status.is_server_error()); // a 5xx costs nothing
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn settle_from_header(self, name: &str) -> Result<Self, InvalidHeaderName> {
+        let name = HeaderName::try_from(name)?;
+        Ok(self.source(HeadSource::Header(name)))
+    }
+
+    /// Settles each admitted request to the [`Usage`](super::Usage) its
+    /// handler put in the response's extensions
+    /// (`response.extensions_mut().insert(Usage(n))`), as
+    /// [`settle_from_header`](Self::settle_from_header) does with a header.
+    pub fn settle_from_extension(self) -> Self {
+        self.source(HeadSource::Extension)
+    }
+
+    /// Settles each admitted request to the real cost `usage` reads from the
+    /// response head (`None`: keep the estimate), as
+    /// [`settle_from_header`](Self::settle_from_header) does with a header.
+    pub fn settle_from(
+        self,
+        usage: impl Fn(&response::Parts) -> Option<u64> + Send + Sync + 'static,
+    ) -> Self {
+        self.source(HeadSource::Head(Arc::new(usage)))
+    }
+
+    /// Refunds each admitted request whose response status `refund` picks
+    /// (e.g. `|status| status.is_server_error()`): its record is removed
+    /// (settled to 0 in every limit), so it counts nowhere. An inner
+    /// service that fails without a response is refunded too. Called
+    /// again, a status either rule picks is refunded. A refund takes
+    /// precedence over the real cost a response reports.
+    pub fn refund_on(
+        mut self,
+        refund: impl Fn(StatusCode) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        let rule: super::settle::RefundRule = match self.config.settling.refund.take() {
+            Some(before) => Arc::new(move |status| before(status) || refund(status)),
+            None => Arc::new(refund),
+        };
+        self.config.settling.refund = Some(rule);
+        self.config.settles = true;
+        self
+    }
+
+    /// Called with what became of each reservation after its response
+    /// ([`SettleOutcome`]: settled, refunded, gone, no usage, failed): count
+    /// them (`outcome.label()`), alert on failures. Failures are also logged
+    /// (warn) and the limiter's [`MetricsHook`](crate::metrics::MetricsHook)
+    /// sees the store error. Replaces an earlier hook.
+    pub fn on_settle(mut self, hook: impl Fn(&SettleOutcome) + Send + Sync + 'static) -> Self {
+        self.config.settling.hook = Some(Arc::new(hook));
+        self
+    }
+}
+
+/// The body source of a real cost: only on a layer that has none yet.
+impl<K: KeyExtractor, C> RateLimitLayer<K, C, NoBodyUsage> {
+    /// Settles each admitted request to the real cost `usage` reads from the
+    /// response head and whole body (`None`: keep the estimate), e.g. the
+    /// `usage.total_tokens` of an LLM API's JSON answer. Only a body whose
+    /// length is known and at most `max_bytes` is read (a buffered body:
+    /// axum's `Json`, `String`, `Bytes`); it is handed on unchanged. A
+    /// streamed body, or a longer one, is not read, and its estimate stays.
+    /// Tried after the head sources
+    /// ([`settle_from_header`](Self::settle_from_header)). Needs a body type
+    /// the layer can rebuild ([`BufferedBody`](super::BufferedBody)).
+    ///
+    /// ```
+    /// use slidelog::{Limiter, RateLimitLayer, middleware::Header};
+    /// let layer = RateLimitLayer::new(Limiter::memory(), Header::named("x-api-key")?, "tokens=20000/minute".parse()?)
+    ///     .cost(|_parts| 500u64)
+    ///     .settle_with(64 * 1024, |_parts, body| {
+    ///         let text = std::str::from_utf8(body).ok()?;
+    ///         // {"usage":{"total_tokens":1250}}; a real service parses its JSON.
+    ///         let after = text.split(r#""total_tokens":"#).nth(1)?;
+    ///         after.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+    ///     });
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn settle_with<F>(self, max_bytes: usize, usage: F) -> RateLimitLayer<K, C, BodyUsage<F>>
+    where
+        F: Fn(&response::Parts, &[u8]) -> Option<u64> + Send + Sync + 'static,
+    {
+        RateLimitLayer {
+            config: self.config.reading(BodyUsage {
+                max_bytes,
+                f: usage,
+            }),
         }
     }
 }
 
 /// The cost sources: only on a layer that charges 1 (has none yet).
-impl<K: KeyExtractor> RateLimitLayer<K, UnitCost> {
+impl<K: KeyExtractor, U> RateLimitLayer<K, UnitCost, U> {
     /// Each request costs what `cost` says of its head: one cost for every
     /// limit (`u64`), or one per limit (`[u64; N]`, `Vec<u64>`, matched by
     /// position). A cost above a limit's `max` (or the limiter's bounds) is
@@ -179,6 +323,11 @@ impl<K: KeyExtractor> RateLimitLayer<K, UnitCost> {
     /// limit (as a settle of 0 does): a request costing 0 in every limit is
     /// handed to the inner service without a decision, one costing 0 in some
     /// limits is decided on the others only.
+    ///
+    /// A list matched by position is checked per request (the wrong number
+    /// of costs answers 500, [`Misconfigured`](super::RejectionKind::Misconfigured));
+    /// [`cost_by_name`](Self::cost_by_name) names the limits instead and is
+    /// checked when the layer is built.
     ///
     /// A layer has one cost source: `cost` and [`body_cost`](Self::body_cost)
     /// exist only on a layer that has none yet, so a second one does not
@@ -202,7 +351,7 @@ impl<K: KeyExtractor> RateLimitLayer<K, UnitCost> {
     ///     });
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn cost<F, R>(self, cost: F) -> RateLimitLayer<K, HeadCost<F>>
+    pub fn cost<F, R>(self, cost: F) -> RateLimitLayer<K, HeadCost<F>, U>
     where
         F: Fn(&Parts) -> R + Send + Sync + 'static,
         R: Into<Cost>,
@@ -216,17 +365,69 @@ impl<K: KeyExtractor> RateLimitLayer<K, UnitCost> {
     /// handed on to the inner service unchanged. Needs a body type the layer
     /// can rebuild ([`BufferedBody`](super::BufferedBody): axum's and
     /// tonic's with their features).
-    pub fn body_cost<F, R>(self, max_bytes: usize, cost: F) -> RateLimitLayer<K, BodyCost<F>>
+    pub fn body_cost<F, R>(self, max_bytes: usize, cost: F) -> RateLimitLayer<K, BodyCost<F>, U>
     where
         F: Fn(&Parts, &[u8]) -> R + Send + Sync + 'static,
         R: Into<Cost>,
     {
         self.charging(BodyCost { max_bytes, f: cost })
     }
+
+    /// Each request costs what `cost` says of its head, given by limit name:
+    /// `cost` returns one cost per name, in the order of `names`; a limit
+    /// the names leave out costs 1. The names are checked against every
+    /// limited route when the layer is built: a name no limit of a route
+    /// carries, or one given twice, is a [`CostListError`] naming it (never
+    /// a cost charged to the wrong limit, as a list matched by position can
+    /// be). Costs of 0 and above a limit's `max` are treated as with
+    /// [`cost`](Self::cost).
+    ///
+    /// ```
+    /// use slidelog::{Limiter, RateLimitLayer, middleware::Header};
+    /// let tokens = |parts: &http::request::Parts| {
+    ///     let n = parts.headers.get("x-max-tokens").and_then(|v| v.to_str().ok()?.parse().ok());
+    ///     n.unwrap_or(256u64)
+    /// };
+    /// let routes = "requests=60/minute, tokens=20000/minute".parse()?;
+    /// let layer = RateLimitLayer::new(Limiter::memory(), Header::named("x-api-key")?, routes)
+    ///     .cost_by_name(["tokens"], move |parts| [tokens(parts)])?; // and 1 request
+    /// // A name the limits do not carry fails here, not on a request:
+    /// let typo = RateLimitLayer::new(Limiter::memory(), Header::named("x-api-key")?, "requests=60/minute, tokens=20000/minute".parse()?)
+    ///     .cost_by_name(["tokenz"], |_| [1]);
+    /// assert!(typo.unwrap_err().to_string().starts_with("cost names[0]: \"tokenz\" names no limit of route \"default\""));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn cost_by_name<const N: usize, F>(
+        self,
+        names: [&str; N],
+        cost: F,
+    ) -> Result<RateLimitLayer<K, HeadCost<F>, U>, CostListError>
+    where
+        F: Fn(&Parts) -> [u64; N] + Send + Sync + 'static,
+    {
+        Ok(self.naming(&names)?.charging(HeadCost(cost)))
+    }
+
+    /// [`body_cost`](Self::body_cost) with the costs given by limit name, as
+    /// [`cost_by_name`](Self::cost_by_name) gives them (checked when the
+    /// layer is built).
+    pub fn body_cost_by_name<const N: usize, F>(
+        self,
+        max_bytes: usize,
+        names: [&str; N],
+        cost: F,
+    ) -> Result<RateLimitLayer<K, BodyCost<F>, U>, CostListError>
+    where
+        F: Fn(&Parts, &[u8]) -> [u64; N] + Send + Sync + 'static,
+    {
+        Ok(self
+            .naming(&names)?
+            .charging(BodyCost { max_bytes, f: cost }))
+    }
 }
 
-impl<S, K, C> Layer<S> for RateLimitLayer<K, C> {
-    type Service = RateLimitService<S, K, C>;
+impl<S, K, C, U> Layer<S> for RateLimitLayer<K, C, U> {
+    type Service = RateLimitService<S, K, C, U>;
 
     fn layer(&self, inner: S) -> Self::Service {
         RateLimitService::new(inner, Arc::new(self.config.clone()))

@@ -12,8 +12,15 @@
 //! one derived from its extractor), so layers on one limiter never share a
 //! log by accident. A request costs 1 unless [`RateLimitLayer::cost`] (the
 //! head) or [`RateLimitLayer::body_cost`] (a bounded body: tokens, bytes)
-//! says otherwise, for every limit or per limit ([`Cost`]); a cost no limit
-//! admits is answered 413 with the reason. [`RateLimitLayer::on_rejection`]
+//! says otherwise, for every limit or per limit ([`Cost`];
+//! [`RateLimitLayer::cost_by_name`] names the limits, checked when the layer
+//! is built); a cost no limit admits is answered 413 with the reason.
+//! Usage known only after the response (tokens an LLM used) settles the
+//! reservation: [`RateLimitLayer::settle_from_header`],
+//! [`settle_from_extension`](RateLimitLayer::settle_from_extension),
+//! [`settle_with`](RateLimitLayer::settle_with) (the body), and
+//! [`refund_on`](RateLimitLayer::refund_on) chosen statuses (the
+//! `llm_gateway` example). [`RateLimitLayer::on_rejection`]
 //! makes the refusals' bodies (JSON), [`RateLimitLayer::on_degraded`] is told
 //! of fail-open admissions.
 //!
@@ -55,10 +62,13 @@ mod namespace;
 mod response;
 mod routes;
 mod service;
+mod settle;
 
 pub use crate::headers::{RATELIMIT, RATELIMIT_POLICY};
 pub use config::MissingKey;
-pub use cost::{BodyCost, BufferedBody, Charge, Cost, CostError, HeadCost, UnitCost};
+pub use cost::{
+    BodyCost, BufferedBody, Charge, Cost, CostError, CostListError, HeadCost, UnitCost,
+};
 pub use extract::{Constant, Header, KeyExtractor, PeerIp, Route};
 pub use layer::{NameError, RateLimitLayer};
 pub use namespace::MAX_NAME_BYTES;
@@ -66,3 +76,4 @@ pub(crate) use namespace::Names;
 pub use response::{Rejection, RejectionBody, RejectionKind};
 pub use routes::RouteLimits;
 pub use service::{RateLimitService, ResponseFuture};
+pub use settle::{BodyUsage, NoBodyUsage, ReadUsage, SettleOutcome, Usage};

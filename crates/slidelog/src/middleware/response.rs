@@ -1,11 +1,11 @@
 //! The answers the layer makes itself (429, 400, 503, or their gRPC
 //! statuses) and the RateLimit fields it adds to the inner service's answers.
 
-use crate::headers::{RateLimitFields, insert_fields, ratelimit_fields};
+use crate::headers::{RateLimitFields, insert_fields, ratelimit_fields_each};
 use bytes::Bytes;
 use http::header::CONTENT_TYPE;
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
-use slidelog_core::{Decision, InputError, Limit};
+use slidelog_core::{Decision, Detailed, InputError, Limit, LimitState};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -100,7 +100,8 @@ pub enum RejectionKind {
 pub struct Rejection {
     kind: RejectionKind,
     message: String,
-    decision: Option<Decision>,
+    /// The decision with every limit's state, for [`RejectionKind::Limited`].
+    each: Option<Detailed>,
     limits: Option<Arc<[Limit]>>,
     /// Seconds to wait before trying again (a full store says when a log expires).
     retry_after_ms: Option<u64>,
@@ -139,12 +140,20 @@ impl Rejection {
 
     /// Returns the decision, for [`RejectionKind::Limited`].
     pub fn decision(&self) -> Option<&Decision> {
-        self.decision.as_ref()
+        self.each.as_ref().map(|each| &each.decision)
+    }
+
+    /// Returns every limit's state, in the route's order, for
+    /// [`RejectionKind::Limited`] (empty otherwise): what a JSON body lists
+    /// (a store that reports only the deciding limit leaves the others'
+    /// counts empty).
+    pub fn limit_states(&self) -> &[LimitState] {
+        self.each.as_ref().map_or(&[], |each| &each.limits)
     }
 
     /// Returns the wait before the same request may be admitted, when known.
     pub fn retry_after(&self) -> Option<Duration> {
-        self.decision
+        self.decision()
             .filter(|d| !d.allowed)
             .map(|d| d.retry_after())
             .or(self.retry_after_ms.map(Duration::from_millis))
@@ -171,16 +180,21 @@ impl Rejection {
     }
 
     /// 429 / RESOURCE_EXHAUSTED with `Retry-After` and the RateLimit fields.
-    pub(crate) fn limited(decision: Decision, limits: Arc<[Limit]>) -> Self {
+    pub(crate) fn limited(each: Detailed, limits: Arc<[Limit]>) -> Self {
+        let decision = &each.decision;
+        let name = each
+            .deciding()
+            .and_then(|s| s.limit.name())
+            .map_or(String::new(), |name| format!("{name}: "));
         Self {
             kind: RejectionKind::Limited,
             message: format!(
-                "rate limit exceeded: {} per {} ms; retry after {} s",
+                "rate limit exceeded: {name}{} per {} ms; retry after {} s",
                 decision.limit,
                 decision.window_ms,
                 crate::headers::ceil_secs(decision.retry_after_ms).max(1)
             ),
-            decision: Some(decision),
+            each: Some(each),
             limits: Some(limits),
             retry_after_ms: None,
         }
@@ -190,7 +204,7 @@ impl Rejection {
         Self {
             kind,
             message,
-            decision: None,
+            each: None,
             limits: None,
             retry_after_ms: None,
         }
@@ -265,8 +279,8 @@ impl Rejection {
     /// over the limit, the policy for another refusal of a limited request.
     fn fields(&self) -> Option<RateLimitFields> {
         let limits = self.limits.as_deref()?;
-        Some(match &self.decision {
-            Some(decision) => ratelimit_fields(limits, decision),
+        Some(match &self.each {
+            Some(each) => ratelimit_fields_each(each),
             None => RateLimitFields {
                 policy: crate::headers::policy_value(limits),
                 ratelimit: None,
@@ -304,7 +318,7 @@ impl Rejection {
         if let Some(fields) = self.fields() {
             insert_fields(headers, &fields);
         }
-        if let (None, Some(wait)) = (&self.decision, self.retry_after()) {
+        if let (None, Some(wait)) = (&self.each, self.retry_after()) {
             let secs = crate::headers::ceil_secs(wait.as_millis() as u64).max(1);
             headers.insert(http::header::RETRY_AFTER, HeaderValue::from(secs));
         }

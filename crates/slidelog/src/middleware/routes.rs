@@ -1,6 +1,7 @@
 //! Which limits apply to a request: a small table of route rules, first match
 //! wins, with a default for every other request.
 
+use super::cost::CostListError;
 use http::request::Parts;
 use http::{HeaderValue, Method};
 use slidelog_core::{InputError, Limit, LimitParseError, MAX_LIMITS};
@@ -16,6 +17,9 @@ pub(crate) struct Rule {
     pub(crate) limits: Option<Arc<[Limit]>>,
     /// `RateLimit-Policy` of the limits, formatted once: it never changes.
     pub(crate) policy: Option<HeaderValue>,
+    /// With costs given by name ([`RouteLimits::name_costs`]): the position
+    /// of each named limit among `limits`, in the order of the names.
+    pub(crate) named: Option<Arc<[usize]>>,
 }
 
 impl Rule {
@@ -27,6 +31,7 @@ impl Rule {
             scope: scope.into(),
             limits,
             policy,
+            named: None,
         }
     }
 }
@@ -157,6 +162,47 @@ impl RouteLimits {
         format!("{:08x}", hash as u32 ^ (hash >> 32) as u32)
     }
 
+    /// Resolves a cost list given by limit name against every limited rule,
+    /// once, when the layer is built: each name must be carried by one limit
+    /// of every limited route (limits not named cost 1). The rules then
+    /// remember where each named cost goes.
+    pub(crate) fn name_costs(&mut self, names: &[&str]) -> Result<(), CostListError> {
+        if names.is_empty() || names.len() > MAX_LIMITS {
+            return Err(CostListError::Count { got: names.len() });
+        }
+        for (index, name) in names.iter().enumerate() {
+            if names[..index].contains(name) {
+                return Err(CostListError::DuplicateName {
+                    index,
+                    name: (*name).to_owned(),
+                });
+            }
+        }
+        let rules = self.routes.iter_mut().map(|r| &mut r.rule);
+        for rule in rules.chain([&mut self.default]) {
+            let Some(limits) = rule.limits.as_deref() else {
+                continue;
+            };
+            let positions = names
+                .iter()
+                .enumerate()
+                .map(|(index, name)| {
+                    limits
+                        .iter()
+                        .position(|l| l.name() == Some(*name))
+                        .ok_or_else(|| CostListError::UnknownName {
+                            index,
+                            name: (*name).to_owned(),
+                            route: rule.scope.to_string(),
+                            limits: crate::headers::policy_value(limits),
+                        })
+                })
+                .collect::<Result<Arc<[usize]>, _>>()?;
+            rule.named = Some(positions);
+        }
+        Ok(())
+    }
+
     /// Returns the rule for a request.
     pub(crate) fn rule_for(&self, parts: &Parts) -> &Rule {
         let path = parts.uri.path();
@@ -193,19 +239,16 @@ impl std::str::FromStr for RouteLimits {
     type Err = LimitParseError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let limits = text
-            .split(',')
-            .map(str::parse)
-            .collect::<Result<Vec<Limit>, _>>()?;
-        Ok(Self::new(limits)?)
+        Ok(Self::new(slidelog_core::limit::parse_list(text)?)?)
     }
 }
 
-/// 1 to 16 limits, as a request needs them.
+/// 1 to 16 limits, no name given twice, as a request needs them.
 fn validated(limits: Vec<Limit>) -> Result<Arc<[Limit]>, InputError> {
     if limits.is_empty() || limits.len() > MAX_LIMITS {
         return Err(InputError::LimitCount { got: limits.len() });
     }
+    slidelog_core::limit::check_names(&limits)?;
     Ok(limits.into())
 }
 

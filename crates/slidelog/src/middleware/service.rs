@@ -1,7 +1,7 @@
 //! The tower [`Service`]: the behaviour of rate limiting. Each request goes
 //! through the request side ([`super::ask`]: route, key, cost, validation),
 //! one decision on the limiter, and the response side ([`super::answer`]:
-//! hooks, headers, refusals). The configuration is the layer's
+//! hooks, headers, refusals, and the settle of [`super::settle`]). The configuration is the layer's
 //! ([`super::config`], built by [`RateLimitLayer`](super::RateLimitLayer)).
 
 use super::answer;
@@ -10,6 +10,7 @@ use super::config::Config;
 use super::cost::{Charge, UnitCost};
 use super::extract::KeyExtractor;
 use super::response::RejectionBody;
+use super::settle::{NoBodyUsage, ReadUsage};
 use crate::Limiter;
 use http::{Request, Response};
 use slidelog_core::Mode;
@@ -20,13 +21,13 @@ use std::task::{Context, Poll};
 use tower::Service;
 
 /// The service that [`RateLimitLayer`](super::RateLimitLayer) wraps around an inner service.
-pub struct RateLimitService<S, K, C = UnitCost> {
+pub struct RateLimitService<S, K, C = UnitCost, U = NoBodyUsage> {
     inner: S,
     /// The layer's configuration, shared by every service it made.
-    config: Arc<Config<K, C>>,
+    config: Arc<Config<K, C, U>>,
 }
 
-impl<S: std::fmt::Debug, K, C> std::fmt::Debug for RateLimitService<S, K, C> {
+impl<S: std::fmt::Debug, K, C, U> std::fmt::Debug for RateLimitService<S, K, C, U> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RateLimitService")
             .field("inner", &self.inner)
@@ -35,7 +36,7 @@ impl<S: std::fmt::Debug, K, C> std::fmt::Debug for RateLimitService<S, K, C> {
     }
 }
 
-impl<S: Clone, K, C> Clone for RateLimitService<S, K, C> {
+impl<S: Clone, K, C, U> Clone for RateLimitService<S, K, C, U> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
@@ -44,9 +45,9 @@ impl<S: Clone, K, C> Clone for RateLimitService<S, K, C> {
     }
 }
 
-impl<S, K, C> RateLimitService<S, K, C> {
+impl<S, K, C, U> RateLimitService<S, K, C, U> {
     /// Returns the service deciding with `config` before `inner`.
-    pub(crate) fn new(inner: S, config: Arc<Config<K, C>>) -> Self {
+    pub(crate) fn new(inner: S, config: Arc<Config<K, C, U>>) -> Self {
         Self { inner, config }
     }
 
@@ -74,7 +75,7 @@ impl<S, K, C> RateLimitService<S, K, C> {
 /// The future of [`RateLimitService`]: the decision, then the inner call.
 pub type ResponseFuture<B, E> = Pin<Box<dyn Future<Output = Result<Response<B>, E>> + Send>>;
 
-impl<S, K, C, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimitService<S, K, C>
+impl<S, K, C, U, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimitService<S, K, C, U>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
     S::Future: Send + 'static,
@@ -83,6 +84,7 @@ where
     ResBody: RejectionBody + Send + 'static,
     K: KeyExtractor,
     C: Charge<ReqBody>,
+    U: ReadUsage<ResBody>,
 {
     type Response = Response<ResBody>;
     type Error = S::Error;
@@ -105,8 +107,8 @@ where
 }
 
 /// Decides on one request: the request side, the decision, the response side.
-async fn handle<S, K, C, ReqBody, ResBody>(
-    config: &Config<K, C>,
+async fn handle<S, K, C, U, ReqBody, ResBody>(
+    config: &Config<K, C, U>,
     inner: S,
     request: Request<ReqBody>,
 ) -> Result<Response<ResBody>, S::Error>
@@ -115,13 +117,18 @@ where
     ResBody: RejectionBody,
     K: KeyExtractor,
     C: Charge<ReqBody>,
+    U: ReadUsage<ResBody>,
 {
     let (parts, body) = request.into_parts();
     match ask::ask(config, &parts, body).await {
         Asked::Pass(body) => answer::pass(inner, parts, body).await,
         Asked::Refuse(rejection) => Ok(answer::refuse(config, &parts, rejection)),
         Asked::Decide(asked) => {
-            let decided = config.limiter.decide(&asked.request, Mode::Record).await;
+            // Every limit's state: the answer lists them all (RateLimit).
+            let decided = config
+                .limiter
+                .decide_each(&asked.request, Mode::Record)
+                .await;
             answer::decided(config, inner, parts, asked, decided).await
         }
     }
