@@ -18,6 +18,8 @@ pub struct Check {
     pub deadline_ms: Option<u64>,
     /// The validated request (its key is a stand-in: keys are binary).
     pub request: Request,
+    /// Answer every limit's state too (a trailing `EACH`).
+    pub each: bool,
 }
 
 fn bad(field: impl Into<String>, problem: impl Into<String>) -> CommandError {
@@ -76,7 +78,7 @@ pub fn key(bytes: &[u8]) -> Result<(), CommandError> {
     Ok(())
 }
 
-/// `<key> <RECORD|PEEK> <now_ms|*> <deadline_ms|0> <n> (<max> <window_ms> <cost>){n}`
+/// `<key> <RECORD|PEEK> <now_ms|*> <deadline_ms|0> <n> (<max> <window_ms> <cost>){n} [EACH]`
 /// (`args` without the command name).
 pub fn check(args: &[&[u8]]) -> Result<Check, CommandError> {
     let arity = |expected: String| CommandError::Arity {
@@ -85,16 +87,20 @@ pub fn check(args: &[&[u8]]) -> Result<Check, CommandError> {
     };
     if args.len() < 5 {
         return Err(arity(
-            "SLIDELOG.CHECK <key> <RECORD|PEEK> <now_ms|*> <deadline_ms|0> <n> <max_1> <window_ms_1> <cost_1> ...".into(),
+            "SLIDELOG.CHECK <key> <RECORD|PEEK> <now_ms|*> <deadline_ms|0> <n> <max_1> <window_ms_1> <cost_1> ... [EACH]".into(),
         ));
     }
     key(args[0])?;
     let mode = mode(args[1])?;
     let (now_ms, deadline_ms) = clock_args(args[2], args[3])?;
     let n = number(args[4], Name("n", 0), 1, MAX_LIMITS as u64)? as usize;
-    if args.len() != 5 + 3 * n {
+    let each = args.len() == 6 + 3 * n;
+    if each && !args[5 + 3 * n].eq_ignore_ascii_case(b"EACH") {
+        return Err(bad("option", "after the limits must be EACH or nothing"));
+    }
+    if args.len() != 5 + 3 * n && !each {
         return Err(arity(format!(
-            "n = {n} limits take {} arguments after the key's four, got {}",
+            "n = {n} limits take {} arguments after the key's four (then EACH or nothing), got {}",
             3 * n,
             args.len() - 5
         )));
@@ -103,7 +109,8 @@ pub fn check(args: &[&[u8]]) -> Result<Check, CommandError> {
         mode,
         now_ms,
         deadline_ms,
-        request: request(&args[5..], n)?,
+        request: request(&args[5..5 + 3 * n], n)?,
+        each,
     })
 }
 
@@ -529,9 +536,17 @@ mod tests {
         assert_eq!(c.request.costs(), &[1, 40]);
         let c = parse("k peek 17 99 1 3 10 3").unwrap();
         assert_eq!(
-            (c.mode, c.now_ms, c.deadline_ms),
-            (Mode::Peek, Some(17), Some(99))
+            (c.mode, c.now_ms, c.deadline_ms, c.each),
+            (Mode::Peek, Some(17), Some(99), false)
         );
+        assert!(parse("k RECORD * 0 1 3 10 1 each").unwrap().each);
+        assert!(
+            parse("k RECORD * 0 1 3 10 1 ALL")
+                .unwrap_err()
+                .to_string()
+                .contains("option after the limits must be EACH")
+        );
+        assert!(parse("k RECORD * 0 1 3 10 1 EACH x").is_err());
     }
 
     #[test]

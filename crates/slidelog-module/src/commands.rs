@@ -3,9 +3,11 @@
 //! on the key's `slidelog_core::Log`, so the module and the memory store
 //! decide by the same code.
 //!
-//! - `SLIDELOG.CHECK <key> <RECORD|PEEK> <now_ms|*> <deadline_ms|0> <n> (<max> <window_ms> <cost>){n}`
+//! - `SLIDELOG.CHECK <key> <RECORD|PEEK> <now_ms|*> <deadline_ms|0> <n> (<max> <window_ms> <cost>){n} [EACH]`
 //!   answers `[allowed, limit, window_ms, count, remaining, retry_after_ms,
-//!   reset_after_ms, now_ms_used]`.
+//!   reset_after_ms, now_ms_used]`; with `EACH`, followed by every limit's
+//!   `count_i, remaining_i, retry_after_ms_i, reset_after_ms_i` in the
+//!   request's order (`engine::evaluate_each`: the scripts' reply shape).
 //! - `SLIDELOG.RESET <key>`: 1 when a log (module or sorted set) was deleted, else 0.
 //! - `SLIDELOG.INFO <key>`: `records, units, oldest_ms, newest_ms, bytes, weighted`.
 //! - `SLIDELOG.SETTLE <key> <now_ms|*> <deadline_ms|0> <record_ts> <record_cost_1,...> <n> (<max> <window_ms> <cost>){n}`:
@@ -134,11 +136,6 @@ fn is_late(ctx: &Ctx, call: &args::Check, now: u64, allowed: bool) -> bool {
             .is_some_and(|d| server_clock(ctx, call, now) > d)
 }
 
-/// CHECK's reply: the decision's fields and the time it used.
-fn decision_reply(decision: &Decision, now: u64) -> Reply {
-    Reply::Integers(decision_fields(decision, now).to_vec())
-}
-
 /// The decision's fields and the time it used, as CHECK answers them.
 fn decision_fields(decision: &Decision, now: u64) -> [i64; 8] {
     [
@@ -231,7 +228,15 @@ pub fn check(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
     // after the caller gave up is refused, changing nothing. Evaluating
     // before the expiry gives the same decision (expired records are not
     // live for any of the request's windows).
-    let decision = engine::evaluate(&log, now, request);
+    let detailed = if call.each {
+        engine::evaluate_each(&log, now, request)
+    } else {
+        Detailed {
+            decision: engine::evaluate(&log, now, request),
+            limits: Vec::new(),
+        }
+    };
+    let decision = detailed.decision;
     let late = is_late(ctx, &call, now, decision.allowed);
     let mut outcome = Outcome {
         adopted,
@@ -250,7 +255,10 @@ pub fn check(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
     if late {
         return Err(CommandError::Deadline);
     }
-    Ok(decision_reply(&decision, now))
+    let mut reply = Vec::with_capacity(8 + 4 * detailed.limits.len());
+    reply.extend(decision_fields(&decision, now));
+    each_limit(&detailed, &mut reply);
+    Ok(Reply::Integers(reply))
 }
 
 /// `SLIDELOG.SETTLE`.

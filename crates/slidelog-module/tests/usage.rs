@@ -7,8 +7,9 @@
 //! cost per limit (1 request + N tokens): settles down, up past the max,
 //! to 0 in a limit, refunds (0 everywhere), settles of expired, reset and
 //! already settled records, charges above the max. Every field of every
-//! answer equal (the scripts' too, as far as their reply goes), on Redis
-//! and on Valkey. Then a sorted set the scripts settled is adopted by the
+//! answer equal (the scripts' too, as far as their reply goes), checks and
+//! peeks with and without `EACH` (every limit's counts), on Redis and on
+//! Valkey. Then a sorted set the scripts settled is adopted by the
 //! module with its costs of 0 kept.
 
 mod common;
@@ -125,20 +126,31 @@ fn triples(cmd: &mut redis::Cmd, set: &[(u64, u64)], costs: &[u64]) {
     }
 }
 
-fn module_check(conn: &mut Connection, k: &Key, record: bool, now: u64, costs: &[u64]) -> Vec<i64> {
+/// `SLIDELOG.CHECK`, with `EACH` (every limit's counts) when `each`.
+fn module_check(
+    conn: &mut Connection,
+    k: &Key,
+    (record, each): (bool, bool),
+    now: u64,
+    costs: &[u64],
+) -> Vec<i64> {
     let mut cmd = redis::cmd("SLIDELOG.CHECK");
     cmd.arg(&k.module)
         .arg(if record { "RECORD" } else { "PEEK" })
         .arg(now)
         .arg(0);
     triples(&mut cmd, &k.set, costs);
+    if each {
+        cmd.arg("EACH");
+    }
     cmd.query(conn).unwrap()
 }
 
+/// `sliding_log.lua` (mode 2 / 3: with every limit's counts, when `each`).
 fn script_check(
     conn: &mut Connection,
     k: &Key,
-    record: bool,
+    (record, each): (bool, bool),
     now: u64,
     costs: &[u64],
     id: &str,
@@ -148,7 +160,7 @@ fn script_check(
         .arg(2)
         .arg(&k.script)
         .arg(format!("{{{}}}#w", k.script))
-        .arg(i32::from(record))
+        .arg(i32::from(record) + 2 * i32::from(each))
         .arg(now);
     triples(&mut cmd, &k.set, costs);
     if record {
@@ -225,12 +237,22 @@ fn script_usage(
 /// decision's fields, now, every limit's four counts]`.
 fn usage_reply(done: bool, d: &Detailed, now: u64) -> Vec<i64> {
     let mut out = vec![i64::from(done)];
-    out.extend(check_reply(d, now));
+    out.extend(check_reply(d, now, true));
     out
 }
 
-/// A check's reply as the engine gives it (the decision's fields, now).
-fn check_reply(d: &Detailed, now: u64) -> Vec<i64> {
+/// A check's reply as the engine gives it (the decision's fields, now;
+/// then every limit's four counts when `each`).
+fn check_reply(d: &Detailed, now: u64, each_too: bool) -> Vec<i64> {
+    let mut out = decision_fields(d, now);
+    if each_too {
+        out.extend(each(d));
+    }
+    out
+}
+
+/// The decision's fields and now.
+fn decision_fields(d: &Detailed, now: u64) -> Vec<i64> {
     let x = d.decision;
     let v = [
         u64::from(x.allowed),
@@ -321,21 +343,24 @@ fn trace(conn: &mut Connection, seed: u64, ops: usize) -> [usize; 4] {
                 keys[k].log = Log::new();
             }
             1..=2 => {
+                let each_too = rng.random_bool(0.5);
                 let costs = check_costs(&mut rng, &keys[k].set);
                 let req = request(&keys[k], &costs, false);
-                let got = module_check(conn, &keys[k], false, now, &costs);
+                let got = module_check(conn, &keys[k], (false, each_too), now, &costs);
                 let want = engine::evaluate_each(&keys[k].log, now, &req);
-                assert_eq!(got[..8], check_reply(&want, now)[..], "{ctx}: peek");
-                let script = script_check(conn, &keys[k], false, now, &costs, "");
+                assert_eq!(got, check_reply(&want, now, each_too), "{ctx}: peek");
+                let script = script_check(conn, &keys[k], (false, each_too), now, &costs, "");
                 same_as_scripts(&got, &script, &ctx);
             }
             3..=9 => {
+                let each_too = rng.random_bool(0.5);
                 let costs = check_costs(&mut rng, &keys[k].set);
                 let req = request(&keys[k], &costs, false);
-                let got = module_check(conn, &keys[k], true, now, &costs);
+                let got = module_check(conn, &keys[k], (true, each_too), now, &costs);
                 let want = engine::decide_and_record_each(&mut keys[k].log, now, &req);
-                assert_eq!(got[..8], check_reply(&want, now)[..], "{ctx}: check");
-                let script = script_check(conn, &keys[k], true, now, req.costs(), &id);
+                assert_eq!(got, check_reply(&want, now, each_too), "{ctx}: check");
+                let flags = (true, each_too);
+                let script = script_check(conn, &keys[k], flags, now, req.costs(), &id);
                 same_as_scripts(&got, &script, &ctx);
                 if want.decision.allowed {
                     held.push(Held {
@@ -367,8 +392,7 @@ fn trace(conn: &mut Connection, seed: u64, ops: usize) -> [usize; 4] {
                     decision: s.decision,
                     limits: s.limits,
                 };
-                let mut want = usage_reply(s.settled, &d, now);
-                want.extend(each(&d));
+                let want = usage_reply(s.settled, &d, now);
                 assert_eq!(
                     got,
                     want,
@@ -397,8 +421,7 @@ fn trace(conn: &mut Connection, seed: u64, ops: usize) -> [usize; 4] {
                 let req = request(&keys[k], &costs, true);
                 let got = module_usage(conn, &keys[k], now, &costs, None);
                 let d = engine::charge(&mut keys[k].log, now, &req);
-                let mut want = usage_reply(d.decision.record.is_some(), &d, now);
-                want.extend(each(&d));
+                let want = usage_reply(d.decision.record.is_some(), &d, now);
                 assert_eq!(got, want, "{ctx}: charge {costs:?}");
                 // The member lists the request's costs (one for all when equal),
                 // as the client makes it.
@@ -456,8 +479,8 @@ fn adoption_keeps_a_cost_of_0() {
         log: Log::new(),
     };
     let now = wall_ms();
-    script_check(&mut conn, &key, true, now, &[1, 60], "a");
-    script_check(&mut conn, &key, true, now + 1, &[1, 30], "b");
+    script_check(&mut conn, &key, (true, false), now, &[1, 60], "a");
+    script_check(&mut conn, &key, (true, false), now + 1, &[1, 30], "b");
     let held = Held {
         key: 0,
         ts: now + 1,
@@ -471,13 +494,13 @@ fn adoption_keeps_a_cost_of_0() {
     model.append(now + 1, &[1, 0]);
     // A peek of 41 tokens: 60 live (not 61), so it fits; reset from the
     // first record (the second counts no token).
-    let got = module_check(&mut conn, &key, false, now + 3, &[1, 40]);
+    let got = module_check(&mut conn, &key, (false, true), now + 3, &[1, 40]);
     let req = request(&key, &[1, 40], false);
     let want = engine::evaluate_each(&model, now + 3, &req);
-    assert_eq!(got[..8], check_reply(&want, now + 3)[..]);
-    let got = module_check(&mut conn, &key, true, now + 3, &[1, 40]);
+    assert_eq!(got, check_reply(&want, now + 3, true));
+    let got = module_check(&mut conn, &key, (true, true), now + 3, &[1, 40]);
     let want = engine::decide_and_record_each(&mut model, now + 3, &req);
-    assert_eq!(got[..8], check_reply(&want, now + 3)[..]);
+    assert_eq!(got, check_reply(&want, now + 3, true));
     let kind: String = redis::cmd("TYPE").arg("adopted").query(&mut conn).unwrap();
     assert_eq!(kind, "slide-log");
     // The adopted record settles through the module like any other.
