@@ -103,6 +103,8 @@ pub(crate) struct Nodes {
 struct Shared {
     /// Read on every call: true while some master is known down.
     any_down: AtomicBool,
+    /// True while a suspect call's task reads the slot map.
+    refreshing: AtomicBool,
     map: RwLock<Topology>,
     /// A call unanswered this long makes its master suspect.
     suspect_after: Duration,
@@ -163,6 +165,7 @@ impl Nodes {
         Self {
             shared: Arc::new(Shared {
                 any_down: AtomicBool::new(false),
+                refreshing: AtomicBool::new(false),
                 map: RwLock::new(Topology::default()),
                 suspect_after: timeout / 2,
                 probe_timeout,
@@ -235,8 +238,12 @@ impl Nodes {
         let (weak, healing) = (Arc::downgrade(&self.shared), healing.clone());
         runtime.spawn(async move {
             let Some(shared) = weak.upgrade() else { return };
-            // The map may be stale (a failover, a resharding): read it first.
-            refresh(&shared, &mut healing.current()).await;
+            // The map may be stale (a failover, a resharding): read it
+            // first, once for a burst of failing calls.
+            if !shared.refreshing.swap(true, Ordering::AcqRel) {
+                refresh(&shared, &mut healing.current()).await;
+                shared.refreshing.store(false, Ordering::Release);
+            }
             let target = {
                 let mut map = shared.map.write();
                 let Some(&i) = map.owner.get(usize::from(slot)) else {
