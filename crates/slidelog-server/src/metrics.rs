@@ -6,8 +6,15 @@
 //! key. The `rule` label (`max/window`) is chosen by clients of the HTTP API,
 //! so at most [`MAX_RULE_LABELS`] distinct rules get their own series; the
 //! rest share `rule="other"`.
+//!
+//! The series a decision touches are resolved once, not looked up by name
+//! and labels for every request (a registry lookup hashes the key and
+//! clones it): the check and peek series when the metrics are made, a
+//! rule's pair of series the first time that rule decides, a failure's
+//! series the first time that failure happens. A series still appears in
+//! the exposition only once it has been touched, as before.
 
-use metrics::{SharedString, counter, gauge, histogram};
+use metrics::{Counter, Gauge, Histogram, Key, Label, Recorder, SharedString, counter, gauge};
 use metrics_exporter_prometheus::{
     Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
 };
@@ -16,7 +23,7 @@ use slidelog::metrics::{MetricsHook, Op};
 use slidelog::store::MemoryStore;
 use slidelog::{Decision, StoreError};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// Distinct `rule` label values kept before new rules count as `other`.
@@ -46,7 +53,20 @@ use slidelog_inspect::names::{
 pub struct Metrics {
     recorder: Arc<PrometheusRecorder>,
     handle: PrometheusHandle,
-    rules: RwLock<HashMap<(u64, u64), SharedString>>,
+    /// The series of check and peek decisions, resolved at start.
+    deciding: [Deciding; 2],
+    /// `slidelog_store_up`, registered when first set (it is absent until
+    /// the store was first heard from).
+    store_up: OnceLock<Gauge>,
+    /// Each rule's `slidelog_rule_decisions_total` series (allowed, rejected).
+    rules: RwLock<HashMap<(u64, u64), Arc<RuleSeries>>>,
+    /// The series of `rule="other"`, once a rule beyond the cap decides.
+    other_rule: OnceLock<Arc<RuleSeries>>,
+    /// `slidelog_store_errors_total` by op, kind and transient, resolved
+    /// the first time each happens.
+    store_errors: [[[OnceLock<Counter>; 2]; KINDS.len()]; OPS.len()],
+    /// `slidelog_bad_requests_total` by field, resolved the first time.
+    bad_requests: RwLock<HashMap<&'static str, Counter>>,
     memory: Option<Arc<MemoryStore>>,
     /// The limiter's rejection cache, when on: its counters are exported.
     rejections: std::sync::OnceLock<Arc<slidelog::rejection_cache::RejectionCache>>,
@@ -62,6 +82,60 @@ impl std::fmt::Debug for Metrics {
     }
 }
 
+/// The ops of [`Op`], in the order of [`Metrics::store_errors`].
+const OPS: [Op; 6] = [
+    Op::Check,
+    Op::Peek,
+    Op::Reset,
+    Op::Ping,
+    Op::Settle,
+    Op::Charge,
+];
+
+/// The `kind` label values of `slidelog_store_errors_total`.
+const KINDS: [&str; 6] = [
+    "timeout",
+    "unavailable",
+    "full",
+    "backend",
+    "misconfigured",
+    "unsupported",
+];
+
+/// The series of one deciding op (check or peek).
+struct Deciding {
+    /// `slidelog_decisions_total{op, result="allowed"}`.
+    allowed: Counter,
+    /// `slidelog_decisions_total{op, result="rejected"}`.
+    rejected: Counter,
+    /// `slidelog_degraded_decisions_total{op}`.
+    degraded: Counter,
+    /// `slidelog_decision_duration_seconds{op}`, registered when first
+    /// recorded into (an empty histogram would show as a series of zeros).
+    latency: OnceLock<Histogram>,
+}
+
+/// One rule's `slidelog_rule_decisions_total` series, each registered the
+/// first time the rule decides with that result.
+struct RuleSeries {
+    label: SharedString,
+    allowed: OnceLock<Counter>,
+    rejected: OnceLock<Counter>,
+}
+
+/// Where `op` is in [`Metrics::deciding`]; `None` for an op that decides nothing.
+fn deciding_index(op: Op) -> Option<usize> {
+    match op {
+        Op::Check => Some(0),
+        Op::Peek => Some(1),
+        _ => None,
+    }
+}
+
+/// The recorder's metadata of every series (the Prometheus recorder ignores it).
+static METADATA: metrics::Metadata<'static> =
+    metrics::Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
+
 impl Metrics {
     /// A fresh set of metrics. `memory` is the in-memory store, when that is
     /// the store, so that its key count is reported.
@@ -71,10 +145,29 @@ impl Metrics {
             .expect("the bucket list is a non-empty constant")
             .build_recorder();
         let handle = recorder.handle();
+        let deciding = [Op::Check, Op::Peek].map(|op| Deciding {
+            allowed: counter_of(
+                &recorder,
+                DECISIONS,
+                &[("op", op.as_str()), ("result", "allowed")],
+            ),
+            rejected: counter_of(
+                &recorder,
+                DECISIONS,
+                &[("op", op.as_str()), ("result", "rejected")],
+            ),
+            degraded: counter_of(&recorder, DEGRADED, &[("op", op.as_str())]),
+            latency: OnceLock::new(),
+        });
         let metrics = Self {
             recorder: Arc::new(recorder),
             handle,
+            deciding,
+            store_up: OnceLock::new(),
             rules: RwLock::new(HashMap::new()),
+            other_rule: OnceLock::new(),
+            store_errors: Default::default(),
+            bad_requests: RwLock::new(HashMap::new()),
             memory,
             rejections: std::sync::OnceLock::new(),
             store: std::sync::OnceLock::new(),
@@ -145,18 +238,48 @@ impl Metrics {
 
     /// Counts one decision the store made.
     pub fn decision(&self, op: Op, decision: &Decision, elapsed: Duration) {
-        let result = if decision.allowed {
-            "allowed"
+        let rule = self.rule_series(decision.limit, decision.window_ms);
+        let (series, result) = if decision.allowed {
+            (&rule.allowed, "allowed")
         } else {
-            "rejected"
+            (&rule.rejected, "rejected")
         };
-        let rule = self.rule_label(decision.limit, decision.window_ms);
-        metrics::with_local_recorder(self.recorder.as_ref(), || {
-            counter!(DECISIONS, "op" => op.as_str(), "result" => result).increment(1);
-            counter!(RULE_DECISIONS, "rule" => rule, "result" => result).increment(1);
-            histogram!(LATENCY, "op" => op.as_str()).record(elapsed.as_secs_f64());
-            gauge!(STORE_UP).set(1.0);
-        });
+        series
+            .get_or_init(|| {
+                let labels = [
+                    Label::new("rule", rule.label.clone()),
+                    Label::from_static_parts("result", result),
+                ];
+                let key = Key::from_parts(RULE_DECISIONS, labels.to_vec());
+                self.recorder.register_counter(&key, &METADATA)
+            })
+            .increment(1);
+        match deciding_index(op) {
+            Some(i) => {
+                let deciding = &self.deciding[i];
+                if decision.allowed {
+                    deciding.allowed.increment(1);
+                } else {
+                    deciding.rejected.increment(1);
+                }
+                self.latency(i).record(elapsed.as_secs_f64());
+            }
+            // Only checks and peeks decide; counted by name should another op ever report.
+            None => metrics::with_local_recorder(self.recorder.as_ref(), || {
+                counter!(DECISIONS, "op" => op.as_str(), "result" => result).increment(1);
+                metrics::histogram!(LATENCY, "op" => op.as_str()).record(elapsed.as_secs_f64());
+            }),
+        }
+        self.set_store_up(1.0);
+    }
+
+    /// The latency histogram of the deciding op at `index`.
+    fn latency(&self, index: usize) -> &Histogram {
+        self.deciding[index].latency.get_or_init(|| {
+            let op = [Op::Check, Op::Peek][index].as_str();
+            let key = Key::from_parts(LATENCY, vec![Label::from_static_parts("op", op)]);
+            self.recorder.register_histogram(&key, &METADATA)
+        })
     }
 
     /// Counts a failed store call, and whether fail-open answered for it.
@@ -169,36 +292,59 @@ impl Metrics {
             StoreError::Misconfigured(_) => "misconfigured",
             StoreError::Unsupported { .. } => "unsupported",
         };
-        let transient = if error.is_transient() {
-            "true"
-        } else {
-            "false"
-        };
-        metrics::with_local_recorder(self.recorder.as_ref(), || {
-            counter!(STORE_ERRORS, "op" => op.as_str(), "kind" => kind, "transient" => transient)
-                .increment(1);
-            if degraded {
+        let transient = error.is_transient();
+        let op_index = OPS.iter().position(|o| *o == op).unwrap_or(0);
+        let kind_index = KINDS.iter().position(|k| *k == kind).unwrap_or(0);
+        self.store_errors[op_index][kind_index][usize::from(transient)]
+            .get_or_init(|| {
+                let labels = vec![
+                    Label::from_static_parts("op", op.as_str()),
+                    Label::from_static_parts("kind", kind),
+                    Label::from_static_parts("transient", if transient { "true" } else { "false" }),
+                ];
+                self.recorder
+                    .register_counter(&Key::from_parts(STORE_ERRORS, labels), &METADATA)
+            })
+            .increment(1);
+        match deciding_index(op) {
+            Some(i) => {
+                if degraded {
+                    self.deciding[i].degraded.increment(1);
+                }
+                self.latency(i).record(elapsed.as_secs_f64());
+            }
+            None if degraded => metrics::with_local_recorder(self.recorder.as_ref(), || {
                 counter!(DEGRADED, "op" => op.as_str()).increment(1);
-            }
-            if op.decides() {
-                histogram!(LATENCY, "op" => op.as_str()).record(elapsed.as_secs_f64());
-            }
-            gauge!(STORE_UP).set(0.0);
-        });
+            }),
+            None => {}
+        }
+        self.set_store_up(0.0);
     }
 
     /// Records the outcome of a readiness probe.
     pub fn store_up(&self, up: bool) {
-        metrics::with_local_recorder(self.recorder.as_ref(), || {
-            gauge!(STORE_UP).set(if up { 1.0 } else { 0.0 });
-        });
+        self.set_store_up(if up { 1.0 } else { 0.0 });
+    }
+
+    fn set_store_up(&self, value: f64) {
+        self.store_up
+            .get_or_init(|| {
+                self.recorder
+                    .register_gauge(&Key::from_static_name(STORE_UP), &METADATA)
+            })
+            .set(value);
     }
 
     /// Counts a request refused as bad input; `field` is a fixed name.
     pub fn bad_request(&self, field: &'static str) {
-        metrics::with_local_recorder(self.recorder.as_ref(), || {
-            counter!(BAD_REQUESTS, "field" => field).increment(1);
-        });
+        if let Some(counter) = self.bad_requests.read().get(field) {
+            counter.increment(1);
+            return;
+        }
+        let key = Key::from_parts(BAD_REQUESTS, vec![Label::from_static_parts("field", field)]);
+        let counter = self.recorder.register_counter(&key, &METADATA);
+        counter.increment(1);
+        self.bad_requests.write().insert(field, counter);
     }
 
     /// Runs `f` with this server's recorder current, for figures recorded
@@ -268,22 +414,52 @@ impl Metrics {
         self.handle.run_upkeep();
     }
 
-    fn rule_label(&self, max: u64, window_ms: u64) -> SharedString {
+    /// The series of the rule `max`/`window_ms`: its own among the first
+    /// [`MAX_RULE_LABELS`] rules, else those of `rule="other"`.
+    fn rule_series(&self, max: u64, window_ms: u64) -> Arc<RuleSeries> {
         // Read-locked on the hot path: a rule is inserted once, then only read.
-        if let Some(label) = self.rules.read().get(&(max, window_ms)) {
-            return label.clone();
+        if let Some(series) = self.rules.read().get(&(max, window_ms)) {
+            return series.clone();
         }
         let mut rules = self.rules.write();
-        if let Some(label) = rules.get(&(max, window_ms)) {
-            return label.clone();
+        if let Some(series) = rules.get(&(max, window_ms)) {
+            return series.clone();
         }
         if rules.len() >= MAX_RULE_LABELS {
-            return SharedString::const_str("other");
+            return self
+                .other_rule
+                .get_or_init(|| RuleSeries::new(SharedString::const_str("other")))
+                .clone();
         }
-        let label = SharedString::from(format!("{max}/{window_ms}ms"));
-        rules.insert((max, window_ms), label.clone());
-        label
+        let series = RuleSeries::new(SharedString::from(format!("{max}/{window_ms}ms")));
+        rules.insert((max, window_ms), series.clone());
+        series
     }
+}
+
+impl RuleSeries {
+    fn new(label: SharedString) -> Arc<Self> {
+        // Shared, so that each series' key clones it without copying.
+        let label = SharedString::from_shared(Arc::from(label.as_ref()));
+        Arc::new(Self {
+            label,
+            allowed: OnceLock::new(),
+            rejected: OnceLock::new(),
+        })
+    }
+}
+
+/// Registers the counter `name{labels}` with `recorder`.
+fn counter_of(
+    recorder: &PrometheusRecorder,
+    name: &'static str,
+    labels: &[(&'static str, &'static str)],
+) -> Counter {
+    let labels: Vec<Label> = labels
+        .iter()
+        .map(|&(k, v)| Label::from_static_parts(k, v))
+        .collect();
+    recorder.register_counter(&Key::from_parts(name, labels), &METADATA)
 }
 
 /// The limiter reports here: every transport's decisions are counted by
@@ -352,6 +528,51 @@ mod tests {
             rendered.contains(r#"slidelog_decisions_total{op="check",result="allowed"} 0"#),
             "{rendered}"
         );
+    }
+
+    #[test]
+    fn a_series_shows_once_touched_as_when_looked_up_by_name() {
+        let m = Metrics::new(None);
+        let text = m.render();
+        // At start: the decision and degraded series at 0, nothing else.
+        assert!(text.contains(r#"slidelog_decisions_total{op="peek",result="rejected"} 0"#));
+        assert!(text.contains(r#"slidelog_degraded_decisions_total{op="check"} 0"#));
+        for absent in [
+            "slidelog_store_up ",
+            "rule=",
+            "duration_seconds_bucket",
+            "field=",
+        ] {
+            assert!(!text.contains(absent), "{absent}: {text}");
+        }
+        let mut rejected = allowed(5, 1000);
+        rejected.allowed = false;
+        m.decision(Op::Check, &allowed(5, 1000), Duration::from_micros(80));
+        m.decision(Op::Peek, &rejected, Duration::from_micros(80));
+        m.decision(Op::Check, &allowed(5, 1000), Duration::from_micros(80));
+        m.bad_request("key");
+        m.bad_request("key");
+        m.store_error(
+            Op::Check,
+            &StoreError::Timeout(Duration::from_millis(5)),
+            true,
+            Duration::ZERO,
+        );
+        let text = m.render();
+        for line in [
+            r#"slidelog_decisions_total{op="check",result="allowed"} 2"#,
+            r#"slidelog_decisions_total{op="peek",result="rejected"} 1"#,
+            r#"slidelog_rule_decisions_total{rule="5/1000ms",result="allowed"} 2"#,
+            r#"slidelog_rule_decisions_total{rule="5/1000ms",result="rejected"} 1"#,
+            r#"slidelog_bad_requests_total{field="key"} 2"#,
+            r#"slidelog_store_errors_total{op="check",kind="timeout",transient="true"} 1"#,
+            r#"slidelog_degraded_decisions_total{op="check"} 1"#,
+            r#"slidelog_decision_duration_seconds_count{op="check"} 3"#,
+            r#"slidelog_decision_duration_seconds_count{op="peek"} 1"#,
+            "slidelog_store_up 0",
+        ] {
+            assert!(text.contains(line), "{line}: {text}");
+        }
     }
 
     #[test]

@@ -1,8 +1,7 @@
 //! The handlers of the HTTP API (docs/design.md §5): check, peek, reset, health,
 //! readiness and metrics.
 
-use super::answer::Answer;
-use super::body::{DecisionBody, JsonBody, MAX_NOW_MS};
+use super::body::{DecisionBody, JsonBytes, MAX_NOW_MS, Text, parse};
 use super::error::ApiError;
 use crate::app::App;
 use axum::Json;
@@ -12,22 +11,16 @@ use axum::response::{IntoResponse, Response};
 use slidelog::{LimiterError, Mode, Now, StoreError};
 
 /// `POST /v1/check`: decide and record.
-pub async fn check(
-    State(app): State<App>,
-    body: Result<JsonBody<DecisionBody>, ApiError>,
-) -> Response {
+pub async fn check(State(app): State<App>, body: Result<JsonBytes, ApiError>) -> Response {
     decide(app, body, Mode::Record).await
 }
 
 /// `POST /v1/peek`: decide, record nothing.
-pub async fn peek(
-    State(app): State<App>,
-    body: Result<JsonBody<DecisionBody>, ApiError>,
-) -> Response {
+pub async fn peek(State(app): State<App>, body: Result<JsonBytes, ApiError>) -> Response {
     decide(app, body, Mode::Peek).await
 }
 
-async fn decide(app: App, body: Result<JsonBody<DecisionBody>, ApiError>, mode: Mode) -> Response {
+async fn decide(app: App, body: Result<JsonBytes, ApiError>, mode: Mode) -> Response {
     match decide_inner(&app, body, mode).await {
         Ok(response) => response,
         Err(error) => {
@@ -41,26 +34,23 @@ async fn decide(app: App, body: Result<JsonBody<DecisionBody>, ApiError>, mode: 
 
 async fn decide_inner(
     app: &App,
-    body: Result<JsonBody<DecisionBody>, ApiError>,
+    body: Result<JsonBytes, ApiError>,
     mode: Mode,
 ) -> Result<Response, ApiError> {
-    let JsonBody(body) = body?;
+    let JsonBytes(bytes) = body?;
+    // The key and names borrowed from the body's bytes.
+    let body: DecisionBody<Text<'_>> = parse(&bytes)?;
     let now = client_now(app, body.now_ms)?;
     let request = body.to_request()?;
+    drop(body);
     let each = app
         .limiter()
         .decide_each_at(&request, mode, now)
         .await
         .map_err(|e| decision_error(app, e))?;
-    let status = if each.decision.allowed {
-        StatusCode::OK
-    } else {
-        StatusCode::TOO_MANY_REQUESTS
-    };
-    let answer = Answer::new(&each).with_receipt(&request);
-    let mut response = (status, Json(answer)).into_response();
-    slidelog::headers::insert_each(response.headers_mut(), &each);
-    Ok(response)
+    // The answer and its header fields written straight from the decision
+    // (the same bytes as `Answer` and `slidelog::headers::insert_each`).
+    Ok(super::respond::decision(&each, &request))
 }
 
 /// The time a body asks to be decided at: the server's clock, or its

@@ -7,6 +7,12 @@
 //! `"cots": 5` or `"window": 60000` would otherwise be dropped silently and
 //! the request decided under a cost or limit the caller did not mean, which
 //! is exactly the kind of silent mistake a rate limiter must not make.
+//!
+//! A check or a peek reads its body as [`DecisionBody<Text>`]: the key and
+//! the limits' names borrowed from the request's bytes (copied only when
+//! they hold JSON escapes), and the body parsed without serde's path
+//! tracking, which copies every field name; only a body that fails is
+//! parsed again with it, so that the answer names the field at fault.
 
 use super::error::ApiError;
 use axum::body::Bytes;
@@ -14,17 +20,20 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{FromRequest, Request as HttpRequest};
 use axum::http::{StatusCode, header};
 use slidelog::{InputError, Limit, Request};
+use std::borrow::Cow;
 
 /// Largest `now_ms` accepted: 2^53 - 1, the largest integer that a double
 /// (a Redis sorted-set score) holds exactly; the one bound of every store.
 pub use slidelog::store::MAX_NOW_MS;
 
-/// The request body of a check or a peek.
+/// The request body of a check or a peek (and, with `receipt`, of a
+/// settle or a charge). `S` is how its strings are held: owned
+/// (`String`, the default), or borrowed from the body's bytes ([`Text`]).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct DecisionBody {
+pub struct DecisionBody<S = String> {
     /// The identity decided on, 1 to 512 bytes.
-    pub key: String,
+    pub key: S,
     /// Units per window (1 to 10,000,000); with `window_ms`, in place of `limits`.
     #[serde(default)]
     pub max: Option<u64>,
@@ -36,26 +45,32 @@ pub struct DecisionBody {
     #[serde(default)]
     pub cost: Option<u64>,
     /// 1 to 16 limits that all apply, in place of `max`/`window_ms`.
-    #[serde(default)]
-    pub limits: Option<Vec<LimitBody>>,
+    #[serde(default = "none")]
+    pub limits: Option<Vec<LimitBody<S>>>,
     /// The caller's time in Unix ms; only with `--trust-client-time`.
     #[serde(default)]
     pub now_ms: Option<u64>,
     /// `POST /v1/settle` only: the receipt a check answered (docs/design.md §4.6).
-    #[serde(default)]
-    pub receipt: Option<String>,
+    #[serde(default = "none")]
+    pub receipt: Option<S>,
+}
+
+/// The default of an optional field (`#[serde(default)]` would ask `S:
+/// Default`).
+fn none<T>() -> Option<T> {
+    None
 }
 
 /// One entry of `limits`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct LimitBody {
+pub struct LimitBody<S = String> {
     /// The limit's name (`requests`, `tokens`): 1 to 32 bytes of ASCII
     /// letters, digits, `_`, `-`, `.`, starting with a letter, unique within
     /// the request. The answer's `limits` and the RateLimit header fields
     /// report the limit by it.
-    #[serde(default)]
-    pub name: Option<String>,
+    #[serde(default = "none")]
+    pub name: Option<S>,
     /// Units per window.
     pub max: u64,
     /// Window in ms.
@@ -66,7 +81,43 @@ pub struct LimitBody {
     pub cost: Option<u64>,
 }
 
-impl DecisionBody {
+/// A string of a body, borrowed from its bytes unless it holds escapes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Text<'a>(pub Cow<'a, str>);
+
+impl AsRef<str> for Text<'_> {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Text<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Text<'de>;
+            // As `String` says it, so that an answer reads the same.
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(
+                self,
+                v: &'de str,
+            ) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v)))
+            }
+        }
+        deserializer.deserialize_string(Visitor)
+    }
+}
+
+impl<S: AsRef<str>> DecisionBody<S> {
     /// Validates the body into a request (every bound of docs/design.md §1),
     /// naming the field at fault.
     pub fn to_request(&self) -> Result<Request, ApiError> {
@@ -86,9 +137,9 @@ impl DecisionBody {
             // One cost per limit: an entry without its own takes `cost`.
             Some(entries) => {
                 let costs: Vec<u64> = entries.iter().map(|l| l.cost.unwrap_or(cost)).collect();
-                Request::with_costs(self.key.clone(), limits, costs).map_err(input_error)
+                Request::with_costs(self.key.as_ref(), limits, costs).map_err(input_error)
             }
-            None => Request::new(self.key.clone(), limits, cost).map_err(input_error),
+            None => Request::new(self.key.as_ref(), limits, cost).map_err(input_error),
         }
     }
 
@@ -118,7 +169,7 @@ impl DecisionBody {
         } else {
             vec![cost]
         };
-        Request::usage(self.key.clone(), limits, costs).map_err(input_error)
+        Request::usage(self.key.as_ref(), limits, costs).map_err(input_error)
     }
 
     /// Validates the limits: `max` and `window_ms`, or `limits`, never both.
@@ -134,7 +185,7 @@ impl DecisionBody {
                 .map(|(i, l)| {
                     let limit = Limit::new(l.max, l.window_ms);
                     match &l.name {
-                        Some(name) => limit.and_then(|limit| limit.named(name)),
+                        Some(name) => limit.and_then(|limit| limit.named(name.as_ref())),
                         None => limit,
                     }
                     .map_err(|e| ApiError::bad_request(e.field(), format!("limits[{i}].{e}")))
@@ -186,19 +237,34 @@ where
     }
 }
 
+/// A body's bytes, read within the router's body limit from a request
+/// whose `Content-Type` is JSON (or absent), to be parsed by the handler
+/// with [`parse`], borrowing from them.
+#[derive(Debug, Clone)]
+pub struct JsonBytes(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for JsonBytes {
+    type Rejection = ApiError;
+
+    async fn from_request(req: HttpRequest, state: &S) -> Result<Self, Self::Rejection> {
+        require_json(&req)?;
+        let bytes = Bytes::from_request(req, state)
+            .await
+            .map_err(body_rejection)?;
+        Ok(JsonBytes(bytes))
+    }
+}
+
 /// Refuses a body whose `Content-Type` says it is not JSON (none is fine).
 fn require_json(req: &HttpRequest) -> Result<(), ApiError> {
     let Some(content_type) = req.headers().get(header::CONTENT_TYPE) else {
         return Ok(());
     };
     let is_json = content_type.to_str().is_ok_and(|ct| {
-        let essence = ct
-            .split(';')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase();
-        essence == "application/json" || essence.ends_with("+json")
+        // Compared without case, in place (no lower-cased copy).
+        let essence = ct.split(';').next().unwrap_or("").trim().as_bytes();
+        essence.eq_ignore_ascii_case(b"application/json")
+            || essence.len() >= 5 && essence[essence.len() - 5..].eq_ignore_ascii_case(b"+json")
     });
     if is_json {
         return Ok(());
@@ -230,8 +296,13 @@ fn body_rejection(rejection: BytesRejection) -> ApiError {
 }
 
 /// Parses JSON, naming the field at fault (its path) and its bound.
-pub fn parse<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+pub fn parse<'de, T: serde::Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, ApiError> {
     require_object(bytes)?;
+    // A body that parses needs no path: parse it without tracking one (the
+    // tracker copies every field name); parse a failed one again with it.
+    if let Ok(value) = serde_json::from_slice(bytes) {
+        return Ok(value);
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de).map_err(path_error)?;
     // Trailing bytes after the value are an error too.
@@ -380,6 +451,37 @@ mod tests {
             for part in says {
                 assert!(e.message.contains(part), "{body}: {e:?}");
             }
+        }
+    }
+
+    #[test]
+    fn a_borrowed_body_reads_and_fails_as_an_owned_one() {
+        let body: DecisionBody<Text<'_>> =
+            parse(br#"{"key":"user-7","limits":[{"name":"tokens","max":10,"window_ms":1000}]}"#)
+                .unwrap();
+        assert!(matches!(body.key.0, Cow::Borrowed("user-7")));
+        let name = &body.limits.as_ref().unwrap()[0].name;
+        assert!(matches!(name, Some(Text(Cow::Borrowed("tokens")))));
+        // Escapes are decoded into an owned copy.
+        let escaped: DecisionBody<Text<'_>> =
+            parse(br#"{"key":"a\"b\u00e9","max":1,"window_ms":1}"#).unwrap();
+        assert_eq!(escaped.key.as_ref(), "a\"b\u{e9}");
+        assert_eq!(escaped.to_request().unwrap().key(), "a\"b\u{e9}");
+        // Every failure answers exactly as the owned body's does.
+        for json in [
+            r#"{"key":5,"max":1,"window_ms":1}"#,
+            r#"{"key":"k","max":1,"window_ms":1,"cots":2}"#,
+            r#"{"key":"k","limits":[{"name":7,"max":1,"window_ms":1}]}"#,
+            r#"{"key":"k","limits":[{"max":1,"window_ms":1,"x":1}]}"#,
+            r#"{"key":"k","receipt":false,"max":1,"window_ms":1}"#,
+            r#"{"max":1,"window_ms":1}"#,
+            r#"{"key":"k","max":1,"window_ms":1} x"#,
+            r#"{"key":"k","max":1,"window_ms":1"#,
+            r#"["k",1,1]"#,
+        ] {
+            let owned = parse::<DecisionBody>(json.as_bytes()).unwrap_err();
+            let borrowed = parse::<DecisionBody<Text<'_>>>(json.as_bytes()).unwrap_err();
+            assert_eq!(owned, borrowed, "{json}");
         }
     }
 

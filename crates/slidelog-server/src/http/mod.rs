@@ -16,6 +16,7 @@ pub mod api;
 pub mod body;
 pub mod error;
 pub mod headers;
+pub mod respond;
 pub mod usage;
 
 use crate::app::App;

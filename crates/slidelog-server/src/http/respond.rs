@@ -1,0 +1,316 @@
+//! The answer of a check or a peek, written without building it first: the
+//! JSON of [`Answer`](super::answer::Answer) and the RateLimit header
+//! fields of `slidelog::headers`, byte for byte the same (the tests compare
+//! them), written straight from the decision into a per-thread buffer.
+//!
+//! Each piece (the body, each header value) is split off that buffer as a
+//! `Bytes` that shares it, so an answer allocates nothing of its own: the
+//! buffer is allocated again only when it is full, every [`CHUNK`] bytes
+//! of answers, or when a piece of it is still in flight. A chunk is small,
+//! so an answer held by a slow client keeps little else alive.
+
+use axum::body::{Body, Bytes};
+use axum::http::header::{CONTENT_TYPE, RETRY_AFTER};
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::Response;
+use bytes::{BufMut, BytesMut};
+use slidelog::headers::{RATELIMIT, RATELIMIT_POLICY, ceil_secs};
+use slidelog::{Detailed, Limit, LimitState, Request};
+use std::cell::RefCell;
+
+/// Bytes allocated at a time for answers (some 15-25 of them).
+pub const CHUNK: usize = 4 * 1024;
+
+thread_local! {
+    static BUFFER: RefCell<BytesMut> = RefCell::new(BytesMut::new());
+}
+
+/// Writes with `write` into this thread's buffer and splits the written
+/// bytes off, shared.
+fn piece(write: impl FnOnce(&mut BytesMut)) -> Bytes {
+    BUFFER.with(|buffer| {
+        let mut buffer = buffer.borrow_mut();
+        // Room for the largest answer of one limit; a larger one grows the
+        // buffer as it is written.
+        if buffer.capacity() < 512 {
+            buffer.reserve(CHUNK);
+        }
+        write(&mut buffer);
+        buffer.split().freeze()
+    })
+}
+
+/// The HTTP answer of a decision: 200 admitted, 429 rejected, the decision
+/// JSON (with the receipt of `request`'s record when one was appended) and
+/// the RateLimit header fields.
+pub fn decision(each: &Detailed, request: &Request) -> Response {
+    let receipt = slidelog::Receipt::issue(request, each.decision.record);
+    let body = piece(|out| write_json(out, each, receipt.as_deref()));
+    let mut response = Response::new(Body::from(body));
+    if !each.decision.allowed {
+        *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    }
+    let headers = response.headers_mut();
+    headers.reserve(4);
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    // Every value is ASCII digits, letters, quotes and `;=,-._` (a limit's
+    // name is checked to be such): always valid, so a failure cannot
+    // happen and is skipped rather than unwrapped.
+    let mut put = |name, value: Bytes| {
+        if let Ok(value) = HeaderValue::from_maybe_shared(value) {
+            headers.insert(name, value);
+        }
+    };
+    put(
+        RATELIMIT_POLICY,
+        piece(|out| write_policy(out, &each.limits)),
+    );
+    if !each.decision.degraded {
+        put(RATELIMIT, piece(|out| write_ratelimit(out, each)));
+    }
+    if !each.decision.allowed {
+        put(
+            RETRY_AFTER,
+            piece(|out| put_u64(out, ceil_secs(each.decision.retry_after_ms))),
+        );
+    }
+    response
+}
+
+/// `n` in decimal.
+fn put_u64(out: &mut BytesMut, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.put_slice(&digits[at..]);
+}
+
+fn put_opt(out: &mut BytesMut, n: Option<u64>) {
+    match n {
+        Some(n) => put_u64(out, n),
+        None => out.put_slice(b"null"),
+    }
+}
+
+/// A JSON string (names and receipts never need escapes; any would be
+/// escaped as serde_json does).
+fn put_str(out: &mut BytesMut, s: &str) {
+    let mut writer = out.writer();
+    // Writing into memory cannot fail.
+    let _ = serde_json::to_writer(&mut writer, s);
+}
+
+/// The policy name of `limit` (`slidelog::headers::policy_name`): its own
+/// name, else `default` alone, else `<max>per<window_ms>ms`.
+fn put_name(out: &mut BytesMut, limit: &Limit, alone: bool) {
+    match limit.name() {
+        Some(name) => out.put_slice(name.as_bytes()),
+        None if alone => out.put_slice(b"default"),
+        None => {
+            put_u64(out, limit.max());
+            out.put_slice(b"per");
+            put_u64(out, limit.window_ms());
+            out.put_slice(b"ms");
+        }
+    }
+}
+
+/// The JSON of `Answer::new(each)` with `receipt` (see `answer.rs`).
+fn write_json(out: &mut BytesMut, each: &Detailed, receipt: Option<&str>) {
+    let d = &each.decision;
+    out.put_slice(if d.allowed {
+        b"{\"allowed\":true,\"limit\":"
+    } else {
+        b"{\"allowed\":false,\"limit\":"
+    });
+    put_u64(out, d.limit);
+    out.put_slice(b",\"window_ms\":");
+    put_u64(out, d.window_ms);
+    out.put_slice(b",\"count\":");
+    put_u64(out, d.count);
+    out.put_slice(b",\"remaining\":");
+    put_u64(out, d.remaining);
+    out.put_slice(b",\"retry_after_ms\":");
+    put_u64(out, d.retry_after_ms);
+    out.put_slice(b",\"reset_after_ms\":");
+    put_u64(out, d.reset_after_ms);
+    if d.degraded {
+        out.put_slice(b",\"degraded\":true");
+    }
+    let alone = each.limits.len() == 1;
+    let listed = !alone || each.limits.iter().any(|s| s.limit.name().is_some());
+    if listed {
+        out.put_slice(b",\"limits\":[");
+        for (i, state) in each.limits.iter().enumerate() {
+            if i > 0 {
+                out.put_u8(b',');
+            }
+            write_limit(out, state, alone);
+        }
+        out.put_u8(b']');
+    }
+    if let Some(receipt) = receipt {
+        out.put_slice(b",\"receipt\":");
+        put_str(out, receipt);
+    }
+    out.put_u8(b'}');
+}
+
+/// One entry of the answer's `limits`.
+fn write_limit(out: &mut BytesMut, state: &LimitState, alone: bool) {
+    out.put_slice(b"{\"name\":");
+    match state.limit.name() {
+        Some(name) => put_str(out, name),
+        None => {
+            out.put_u8(b'"');
+            put_name(out, &state.limit, alone);
+            out.put_u8(b'"');
+        }
+    }
+    out.put_slice(b",\"limit\":");
+    put_u64(out, state.limit.max());
+    out.put_slice(b",\"window_ms\":");
+    put_u64(out, state.limit.window_ms());
+    let counts = state.counts;
+    out.put_slice(b",\"count\":");
+    put_opt(out, counts.map(|c| c.count));
+    out.put_slice(b",\"remaining\":");
+    put_opt(out, counts.map(|c| c.remaining));
+    out.put_slice(b",\"retry_after_ms\":");
+    put_opt(out, counts.map(|c| c.retry_after_ms));
+    out.put_slice(b",\"reset_after_ms\":");
+    put_opt(out, counts.map(|c| c.reset_after_ms));
+    out.put_u8(b'}');
+}
+
+/// `RateLimit-Policy` (`slidelog::headers::policy_value`).
+fn write_policy(out: &mut BytesMut, limits: &[LimitState]) {
+    let alone = limits.len() == 1;
+    for (i, state) in limits.iter().enumerate() {
+        if i > 0 {
+            out.put_slice(b", ");
+        }
+        out.put_u8(b'"');
+        put_name(out, &state.limit, alone);
+        out.put_slice(b"\";q=");
+        put_u64(out, state.limit.max());
+        out.put_slice(b";w=");
+        put_u64(out, ceil_secs(state.limit.window_ms()).max(1));
+    }
+}
+
+/// `RateLimit` (`slidelog::headers::ratelimit_value_each`): every limit
+/// with counts, the deciding one first.
+fn write_ratelimit(out: &mut BytesMut, each: &Detailed) {
+    let alone = each.limits.len() == 1;
+    let deciding = each.deciding().map(|s| s.limit);
+    let first = each.limits.iter().filter(|s| Some(s.limit) == deciding);
+    let rest = each.limits.iter().filter(|s| Some(s.limit) != deciding);
+    let mut written = false;
+    for state in first.chain(rest) {
+        let Some(counts) = state.counts else {
+            continue;
+        };
+        let t_ms = match counts.retry_after_ms {
+            0 => counts.reset_after_ms,
+            wait => wait,
+        };
+        if written {
+            out.put_slice(b", ");
+        }
+        written = true;
+        out.put_u8(b'"');
+        put_name(out, &state.limit, alone);
+        out.put_slice(b"\";r=");
+        put_u64(out, counts.remaining);
+        out.put_slice(b";t=");
+        put_u64(out, ceil_secs(t_ms));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::answer::Answer;
+    use slidelog::{Decision, Mode};
+
+    /// Checks the written answer against `Answer`'s serde JSON and
+    /// `slidelog::headers`' fields.
+    fn same_as_before(each: &Detailed, request: &Request) {
+        let response = decision(each, request);
+        let expected_status = if each.decision.allowed { 200 } else { 429 };
+        assert_eq!(response.status().as_u16(), expected_status);
+        let fields = slidelog::headers::ratelimit_fields_each(each);
+        let headers = response.headers();
+        assert_eq!(headers[CONTENT_TYPE], "application/json");
+        assert_eq!(headers[RATELIMIT_POLICY], fields.policy.as_str());
+        assert_eq!(
+            headers
+                .get(RATELIMIT)
+                .map(|v| v.to_str().unwrap().to_owned()),
+            fields.ratelimit,
+            "{each:?}"
+        );
+        assert_eq!(
+            headers
+                .get(RETRY_AFTER)
+                .map(|v| v.to_str().unwrap().to_owned()),
+            fields.retry_after
+        );
+        let expected = serde_json::to_vec(&Answer::new(each).with_receipt(request)).unwrap();
+        let json = piece(|out| {
+            let receipt = slidelog::Receipt::issue(request, each.decision.record);
+            write_json(out, each, receipt.as_deref());
+        });
+        assert_eq!(
+            std::str::from_utf8(&json).unwrap(),
+            std::str::from_utf8(&expected).unwrap()
+        );
+    }
+
+    #[tokio::test]
+    async fn answers_are_byte_for_byte_those_of_answer_and_slidelog_headers() {
+        let limiter = slidelog::Limiter::memory();
+        let shapes = [
+            "5/minute",
+            "requests=2/minute",
+            "2/1500ms, 100/minute",
+            "requests=2/minute, tokens=100/hour",
+            "3/second, a-b.c_d=2/minute, 10/day",
+        ];
+        for (n, shape) in shapes.iter().enumerate() {
+            let limits = slidelog::limit::parse_list(shape).unwrap();
+            let key = format!("k{n}");
+            let request = Request::new(key.as_str(), limits.clone(), 1).unwrap();
+            // Admitted, then rejected (every shape admits 2 at most in its
+            // smallest limit... or more: decide until one is rejected).
+            for mode in [
+                Mode::Peek,
+                Mode::Record,
+                Mode::Record,
+                Mode::Record,
+                Mode::Record,
+            ] {
+                let each = limiter.decide_each(&request, mode).await.unwrap();
+                same_as_before(&each, &request);
+                // As a store that reports only the deciding limit answers.
+                let only = Detailed::deciding_only(&request, each.decision);
+                same_as_before(&only, &request);
+            }
+            // A degraded answer: no counts, no RateLimit field.
+            let degraded = Decision {
+                degraded: true,
+                record: None,
+                ..limiter.decide(&request, Mode::Peek).await.unwrap()
+            };
+            same_as_before(&Detailed::deciding_only(&request, degraded), &request);
+        }
+    }
+}

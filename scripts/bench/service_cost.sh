@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Issue 26: the service's own cost. `slidelog serve` against the peer-like
+# baseline (examples/transport_baseline.rs: the same two protocols on axum
+# and tonic answering a fixed body), alternating, ROUNDS rounds; prints one
+# row per run and the medians, with the server's CPU per request (utime +
+# stime of the server process from /proc, whole run) and, on Redis, Redis's
+# CPU per request (INFO cpu) beside.
+#
+#   HTTP/1.1 POST /v1/check: wrk -t2 -c64, 10,000 keys, max 1,000,000 per
+#     60 s (scripts/bench/http_check.lua): every check admits and records.
+#   Envoy ShouldRateLimit: h2load -t2 -c8 -m8, one gRPC-framed request body
+#     (domain bench, descriptor user=hot, 10,000,000 per minute): every call
+#     admits and records. h2load sends one fixed body, hence one key.
+#
+#   scripts/bench/service_cost.sh                 # memory store, 3 rounds of 10 s
+#   STORE=redis scripts/bench/service_cost.sh     # a redis-server of its own, on a free port
+#   ONLY=http|grpc  DURATION=10  ROUNDS=3  BIN=…  BASELINE=…
+# Needs wrk and h2load (apt-get install -y wrk nghttp2-client), and
+# redis-server for STORE=redis.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+DURATION=${DURATION:-10}
+ROUNDS=${ROUNDS:-3}
+STORE=${STORE:-memory}
+ONLY=${ONLY:-}
+BIN=${BIN:-target/release/slidelog}
+BASELINE=${BASELINE:-target/release/examples/transport_baseline}
+for tool in wrk h2load; do
+  command -v $tool >/dev/null || { echo "$tool is missing: apt-get install -y wrk nghttp2-client" >&2; exit 2; }
+done
+[ -x "$BIN" ] || cargo build --release -q -p slidelog-server --bin slidelog
+[ -x "$BASELINE" ] || cargo build --release -q -p slidelog-server --example transport_baseline
+source scripts/bench/lib.sh
+
+printf 'domain: bench\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 10000000}\n' >"$WORK/envoy.yaml"
+grpc_request "$WORK/grpc.bin"
+
+STORE_URL=memory://
+RPID=
+if [ "$STORE" = redis ]; then
+  RPORT=$(free_port)
+  redis-server --port "$RPORT" --bind 127.0.0.1 --save "" --appendonly no --daemonize no \
+    >"$WORK/redis.log" 2>&1 &
+  RPID=$!
+  PIDS+=("$RPID")
+  for _ in $(seq 50); do redis-cli -p "$RPORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  STORE_URL="redis://127.0.0.1:$RPORT"
+fi
+
+HPORT=$(free_port); GPORT=$(free_port)
+"$BIN" serve --store "$STORE_URL" --http "127.0.0.1:$HPORT" --grpc "127.0.0.1:$GPORT" \
+  --max-limit 10000000 --config "$WORK/envoy.yaml" 2>"$WORK/serve.log" &
+SPID=$!
+PIDS+=("$SPID")
+for _ in $(seq 100); do curl -fs "http://127.0.0.1:$HPORT/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+BHPORT=$(free_port); BGPORT=$(free_port)
+"$BASELINE" "127.0.0.1:$BHPORT" "127.0.0.1:$BGPORT" 2>"$WORK/baseline.log" &
+BPID=$!
+PIDS+=("$BPID")
+for _ in $(seq 100); do grep -q listening "$WORK/baseline.log" && break; sleep 0.1; done
+
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+redis_cpu() { # seconds of Redis CPU (user + sys) so far
+  [ -n "$RPID" ] || { echo 0; return; }
+  redis-cli -p "$RPORT" info cpu | awk -F: '/^used_cpu_(user|sys):/ {s += $2} END {printf "%.6f", s}'
+}
+HZ=$(getconf CLK_TCK)
+
+# run API SERVER_PID PORT -> "rate requests server_us_per_req redis_us_per_req"
+run() {
+  local api=$1 pid=$2 port=$3 out rate n t0 t1 r0 r1
+  t0=$(ticks "$pid"); r0=$(redis_cpu)
+  if [ "$api" = http ]; then
+    out=$(KEYS=10000 MAX=1000000 WINDOW_MS=60000 wrk -t2 -c64 -d"${DURATION}s" \
+      -s scripts/bench/http_check.lua "http://127.0.0.1:$port/v1/check")
+    rate=$(echo "$out" | awk '/^Requests\/sec/ {print $2}')
+    n=$(echo "$out" | awk '/requests in/ {print $1}')
+    echo "$out" | grep -q 'other=0' || { echo "non-200/429 answers: $out" >&2; }
+  else
+    out=$(h2load -t2 -c8 -m8 -D "$DURATION" -d "$WORK/grpc.bin" -H 'content-type: application/grpc' \
+      -H 'te: trailers' "http://127.0.0.1:$port/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit" 2>&1)
+    rate=$(echo "$out" | awk '/^finished in/ {print $4}')
+    n=$(echo "$out" | awk '/^requests:/ {print $8}')
+  fi
+  t1=$(ticks "$pid"); r1=$(redis_cpu)
+  python3 -c "
+n = $n; print(f'$rate {n} {($t1 - $t0) / $HZ * 1e6 / n:.2f} {($r1 - $r0) * 1e6 / n:.2f}')"
+}
+
+declare -A RATES CPU RCPU
+echo "| round | API | server | requests/s | requests | server CPU µs/request | Redis CPU µs/request |"
+echo "|---|---|---|---|---|---|---|"
+apis="http grpc"
+[ -n "$ONLY" ] && apis=$ONLY
+for round in $(seq "$ROUNDS"); do
+  for api in $apis; do
+    # Alternate which server goes first.
+    if [ $((round % 2)) = 1 ]; then order="serve baseline"; else order="baseline serve"; fi
+    for who in $order; do
+      if [ "$who" = serve ]; then pid=$SPID; [ "$api" = http ] && port=$HPORT || port=$GPORT
+      else pid=$BPID; [ "$api" = http ] && port=$BHPORT || port=$BGPORT; fi
+      read -r rate n us rus < <(run "$api" "$pid" "$port")
+      RATES[$api.$who]+="$rate "; CPU[$api.$who]+="$us "; RCPU[$api.$who]+="$rus "
+      [ "$who" = serve ] || rus=-
+      echo "| $round | $api | $who | $rate | $n | $us | $rus |"
+    done
+  done
+done
+median() { python3 -c "import statistics,sys; print(f'{statistics.median(float(v) for v in sys.argv[1:]):.2f}')" $1; }
+echo
+echo "| API | store | serve requests/s (median) | baseline requests/s (median) | serve / baseline | serve CPU µs/request | baseline CPU µs/request | Redis CPU µs/request |"
+echo "|---|---|---|---|---|---|---|---|"
+for api in $apis; do
+  s=$(median "${RATES[$api.serve]}"); b=$(median "${RATES[$api.baseline]}")
+  echo "| $api | $STORE | $s | $b | $(python3 -c "print(f'{$s / $b:.2f}')") | $(median "${CPU[$api.serve]}") | $(median "${CPU[$api.baseline]}") | $( [ -n "$RPID" ] && median "${RCPU[$api.serve]}" || echo -) |"
+done
+rejected=$(curl -fs "http://127.0.0.1:$HPORT/metrics" | awk '/^slidelog_decisions_total\{op="check",result="rejected"\}/ {print $2}')
+echo
+echo "serve: rejected checks over the whole run: ${rejected:-?} (every check should admit)"
