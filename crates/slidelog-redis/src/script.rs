@@ -38,6 +38,12 @@ pub struct Check<'a> {
     /// A check's deadline on the server's clock: past it the check is
     /// refused, recording nothing.
     pub deadline_ms: Option<u64>,
+    /// Ask for every limit's state too ([`Outcome::each`]; `Store::decide_each`).
+    /// The general script then answers 4 more numbers per limit; a request of
+    /// one limit needs none (the deciding limit is all of it), so it is sent
+    /// as a plain decision. An engine that cannot answer them leaves
+    /// [`Outcome::each`] empty.
+    pub each: bool,
 }
 
 /// The error code of a check refused because its deadline had passed.
@@ -84,7 +90,10 @@ pub async fn run<C: ConnectionLike>(conn: &mut C, check: Check<'_>) -> RedisResu
         mode,
         now_ms,
         deadline_ms,
+        each,
     } = check;
+    // One limit: the deciding limit is every limit.
+    let each = each && request.limits().len() > 1;
     // The member is made here, so an admitted check's receipt names it
     // (its ULID and the time the script used) without changing the reply.
     let (member, id) = if mode == Mode::Record {
@@ -92,7 +101,7 @@ pub async fn run<C: ConnectionLike>(conn: &mut C, check: Check<'_>) -> RedisResu
     } else {
         (String::new(), 0)
     };
-    if mode == Mode::Record && request.limits().len() == 1 && request.cost_for(0) == 1 {
+    if mode == Mode::Record && !each && request.limits().len() == 1 && request.cost_for(0) == 1 {
         if let Some(outcome) =
             run_single(conn, redis_key, request, &member, now_ms, deadline_ms).await?
         {
@@ -102,7 +111,12 @@ pub async fn run<C: ConnectionLike>(conn: &mut C, check: Check<'_>) -> RedisResu
     let mut invocation = SCRIPT.key(redis_key);
     invocation
         .key(crate::keys::weights_key(redis_key))
-        .arg(if mode == Mode::Record { 1 } else { 0 })
+        .arg(match (mode, each) {
+            (Mode::Peek, false) => 0,
+            (Mode::Record, false) => 1,
+            (Mode::Peek, true) => 2,
+            (Mode::Record, true) => 3,
+        })
         .arg(now_ms.map_or(-1, |ms| ms as i64))
         .arg(limit_args(request));
     if mode == Mode::Record {

@@ -14,7 +14,9 @@
 --           frontier of its limits to now - window, reading only the records
 --           that crossed it, so live units cost O(log n) plus the records
 --           that expired, whatever the costs are.
--- ARGV[1]   mode: '1' = record (a check), '0' = peek (changes nothing)
+-- ARGV[1]   mode: '1' = record (a check), '0' = peek (changes nothing);
+--           '3' / '2': the same, answering every limit's state too
+--           (Store::decide_each; "Every limit" below)
 -- ARGV[2]   now in ms, or '-1' to read Redis TIME
 -- ARGV[3]   n, the number of limits (1 ..= 16)
 -- ARGV[4 .. 3+3n]  max_i, window_ms_i, cost_i for each limit
@@ -22,7 +24,9 @@
 -- ARGV[5+3n]       the caller's deadline in Unix ms, or '-1' (checks only):
 --                  a check that starts later is refused, nothing recorded
 -- Returns {allowed 0|1, max, window_ms, count, remaining, retry_after_ms,
---          reset_after_ms, now_ms} for the deciding limit.
+--          reset_after_ms, now_ms} for the deciding limit; in modes '2'/'3'
+--          followed by count_i, remaining_i, retry_after_ms_i,
+--          reset_after_ms_i of every limit i in order (8 + 4n numbers).
 
 -- The marker: while a log is weighted, every record appended to it carries
 -- a '#' (a cost-1 request on a weighted log writes `<id>#1`), so the newest
@@ -39,7 +43,9 @@
 -- several limits, costs above 1, peeks, and weighted logs.
 
 local log, weights = KEYS[1], KEYS[2]
-local record = ARGV[1] == '1'
+local mode = ARGV[1]
+local record = mode == '1' or mode == '3'
+local each = mode == '2' or mode == '3'
 local n = tonumber(ARGV[3])
 
 -- Step 1: the time. Redis TIME by default, so every instance shares one
@@ -245,11 +251,16 @@ end
 local allowed = true
 local worst, worst_wait = nil, 0
 local tight, tight_rem = nil, 0
+local waits = nil
 for i = 1, n do
   local live = lives[i]
   if live + costs[i] > maxes[i] then
     allowed = false
     local wait = kth_unit(i, live + costs[i] - maxes[i]) + windows[i] - now
+    if each then
+      if waits == nil then waits = {} end
+      waits[i] = wait
+    end
     if worst == nil or wait > worst_wait or (wait == worst_wait and windows[i] < windows[worst]) then
       worst, worst_wait = i, wait
     end
@@ -280,6 +291,40 @@ if counted ~= nil and weighted and cost_of(newest_member, d) == 0 then
       counted = tonumber(got[j + 1])
       break
     end
+  end
+end
+
+-- Every limit (modes '2' and '3'): each limit's count, remaining, wait and
+-- reset, as the deciding limit's are found (slidelog_core::engine::
+-- evaluate_each), after the reply's first 8 numbers (set on return). Only
+-- when asked, so a plain check builds nothing more.
+local reply = nil
+if each then
+  reply = {0, 0, 0, 0, 0, 0, 0, 0}
+  for i = 1, n do
+    local c = newest
+    if c ~= nil and weighted and cost_of(newest_member, i) == 0 then
+      c = nil
+      local got = redis.call('ZRANGEBYSCORE', log, string.format('(%d', now - windows[i]), '+inf', 'WITHSCORES')
+      for j = #got - 1, 1, -2 do
+        if cost_of(got[j], i) > 0 then
+          c = tonumber(got[j + 1])
+          break
+        end
+      end
+    end
+    local count, reset, wait = lives[i], 0, 0
+    if allowed then
+      count = count + costs[i]
+      if c == nil or c < now then c = now end
+      reset = c + windows[i] - now
+    else
+      if c ~= nil and c + windows[i] > now then reset = c + windows[i] - now end
+      if waits[i] then wait = waits[i] end
+    end
+    local rem = maxes[i] - count
+    if rem < 0 then rem = 0 end
+    reply[5 + 4 * i], reply[6 + 4 * i], reply[7 + 4 * i], reply[8 + 4 * i] = count, rem, wait, reset
   end
 end
 
@@ -315,7 +360,11 @@ if not allowed then
   end
   -- More than max units can be live after a clock step back or a lowered
   -- max: remaining is then 0 (as the engine's saturating subtraction).
-  return {0, maxes[d], windows[d], lives[d], math.max(0, maxes[d] - lives[d]), worst_wait, reset, now}
+  local remaining = math.max(0, maxes[d] - lives[d])
+  if reply == nil then return {0, maxes[d], windows[d], lives[d], remaining, worst_wait, reset, now} end
+  reply[1], reply[2], reply[3], reply[4], reply[5], reply[6], reply[7], reply[8] =
+    0, maxes[d], windows[d], lives[d], remaining, worst_wait, reset, now
+  return reply
 end
 
 -- Step 9b: allowed. After appending, the newest record is the later of the
@@ -364,4 +413,7 @@ end
 
 -- The reset of the deciding limit: its newest counting record, or now.
 if counted == nil or counted < now then counted = now end
-return {1, maxes[d], windows[d], lives[d] + costs[d], tight_rem, 0, counted + windows[d] - now, now}
+if reply == nil then return {1, maxes[d], windows[d], lives[d] + costs[d], tight_rem, 0, counted + windows[d] - now, now} end
+reply[1], reply[2], reply[3], reply[4], reply[5], reply[6], reply[7], reply[8] =
+  1, maxes[d], windows[d], lives[d] + costs[d], tight_rem, 0, counted + windows[d] - now, now
+return reply

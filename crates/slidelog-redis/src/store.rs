@@ -152,6 +152,18 @@ where
         mode: Mode,
         now: Now,
     ) -> Result<Outcome, StoreError> {
+        self.run_decision(request, mode, now, false).await
+    }
+
+    /// [`Self::decide_timed`], asking for every limit's state when `each`
+    /// ([`crate::script::Check::each`]).
+    async fn run_decision(
+        &self,
+        request: &Request,
+        mode: Mode,
+        now: Now,
+        each: bool,
+    ) -> Result<Outcome, StoreError> {
         let now_ms = explicit_ms(now)?;
         // Only a check records, and only a decision on the current time can
         // be late (an explicit time is a replay).
@@ -166,6 +178,7 @@ where
             mode,
             now_ms,
             deadline_ms,
+            each,
         };
         let sent_ms = SystemClock.now_ms();
         let result =
@@ -278,6 +291,21 @@ where
         now: Now,
     ) -> Result<Decision, StoreError> {
         Ok(self.decide_timed(request, mode, now).await?.decision)
+    }
+
+    /// Every limit's state in the same script run (docs/design.md §2): the
+    /// scripts answer 4 numbers per limit beside the decision when asked
+    /// (a plain [`decide`](Store::decide) does not ask, so its cost is
+    /// unchanged). The module engine answers the deciding limit only until
+    /// it supports the same reply; the others' counts are then empty.
+    async fn decide_each(
+        &self,
+        request: &Request,
+        mode: Mode,
+        now: Now,
+    ) -> Result<Detailed, StoreError> {
+        let outcome = self.run_decision(request, mode, now, true).await?;
+        Ok(outcome.detailed(request))
     }
 
     async fn settle(

@@ -18,8 +18,10 @@
 --          ARGV[7+3n] the cost list its member carries ('' for cost 1),
 --          ARGV[8+3n] the cost list to settle to ('' for cost 1)
 -- Returns {done 0|1, allowed 0|1, max, window_ms, count, remaining,
---          retry_after_ms, reset_after_ms, now_ms}: done = the record was
--- found and settled (settle) or a record was appended (charge).
+--          retry_after_ms, reset_after_ms, now_ms}, then count_i,
+-- remaining_i, retry_after_ms_i, reset_after_ms_i of every limit i in order
+-- (1 + 8 + 4n numbers): done = the record was found and settled (settle)
+-- or a record was appended (charge).
 
 local log, weights = KEYS[1], KEYS[2]
 local op = ARGV[1]
@@ -301,10 +303,12 @@ end
 -- the longest wait (ties: the shorter window); else the one with the least
 -- room (ties: the shorter window), as a check of cost 1 chooses it.
 local allowed, worst, worst_wait, tight, tight_rem = true, nil, 0, nil, 0
+local waits = {}
 for i = 1, n do
   if lives[i] + 1 > maxes[i] then
     allowed = false
     local wait = kth_unit(i, lives[i] + 1 - maxes[i]) + windows[i] - now
+    waits[i] = wait
     if worst == nil or wait > worst_wait or (wait == worst_wait and windows[i] < windows[worst]) then
       worst, worst_wait = i, wait
     end
@@ -317,8 +321,19 @@ for i = 1, n do
 end
 local d = tight
 if not allowed then d = worst end
-local reset = 0
-local counted = newest_unit(d)
-if counted ~= nil then reset = math.max(0, counted + windows[d] - now) end
-return {done, allowed and 1 or 0, maxes[d], windows[d], lives[d],
-  math.max(0, maxes[d] - lives[d]), allowed and 0 or worst_wait, reset, now}
+-- Step 12: every limit's fields as the deciding one's (standing_each),
+-- after the deciding limit's.
+local resets = {}
+for i = 1, n do
+  local counted = newest_unit(i)
+  resets[i] = 0
+  if counted ~= nil then resets[i] = math.max(0, counted + windows[i] - now) end
+end
+local reply = {done, allowed and 1 or 0, maxes[d], windows[d], lives[d],
+  math.max(0, maxes[d] - lives[d]), allowed and 0 or worst_wait, resets[d], now}
+for i = 1, n do
+  local at = 6 + 4 * i
+  reply[at], reply[at + 1], reply[at + 2], reply[at + 3] =
+    lives[i], math.max(0, maxes[i] - lives[i]), waits[i] or 0, resets[i]
+end
+return reply

@@ -60,6 +60,8 @@ pub(crate) struct Call {
     pub mode: Mode,
     pub now_ms: Option<u64>,
     pub deadline_ms: Option<u64>,
+    /// Every limit's state too ([`crate::script::Check::each`]).
+    pub each: bool,
 }
 
 /// Runs `call` on its own task over `conn`, waiting at most `timeout` for
@@ -82,6 +84,7 @@ where
             mode: call.mode,
             now_ms: call.now_ms,
             deadline_ms: call.deadline_ms,
+            each: call.each,
         };
         call.engine.run(&mut conn, check).await
     };

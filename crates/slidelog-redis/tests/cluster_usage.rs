@@ -65,6 +65,6 @@ async fn settles_and_charges_on_every_master_answer_as_the_engine() {
         let got = store.charge(&usage, Now::At(now + 9)).await.unwrap();
         let want = engine::charge(&mut log, now + 9, &usage);
         assert_eq!(got, want, "{key} charge");
-        assert!(!got.allowed);
+        assert!(!got.decision.allowed);
     }
 }

@@ -171,7 +171,7 @@ async fn settle_and_charge_match_the_engine_on_random_traces() {
                     let got = redis.charge(&r, at).await.unwrap();
                     let want = engine::charge(&mut logs[k], now, &r);
                     assert_eq!(got, want, "charge, {ctx}");
-                    if let (Some(a), Some(b)) = (got.record, want.record) {
+                    if let (Some(a), Some(b)) = (got.decision.record, want.decision.record) {
                         held.push(Held {
                             key: k,
                             redis: Receipt::new(&r, a),
@@ -345,7 +345,7 @@ async fn settles_and_charges_keep_the_ttl_and_the_marker() {
     assert!(s.settled && s.decision.record.is_none());
     assert_eq!(s.decision.count, 6);
     let big = Request::usage("plain", limit.clone(), vec![20]).unwrap();
-    let d = redis.charge(&big, Now::Server).await.unwrap();
+    let d = redis.charge(&big, Now::Server).await.unwrap().decision;
     assert_eq!((d.allowed, d.count, d.remaining), (false, 26, 0));
     for k in [
         key.clone(),

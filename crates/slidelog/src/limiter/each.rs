@@ -4,10 +4,11 @@
 //!
 //! A store in this process's memory reports every limit under the lock of
 //! the decision (`Store::decide_each`). A store reached over the network
-//! (Redis: both engines reply with the deciding limit only) goes through
-//! the whole pipeline of [`Limiter::decide_at`] (rejection cache, health,
-//! timeout, policy) and reports the deciding limit: asking again for the
-//! others would be a second round trip, and not the same instant.
+//! goes through the whole pipeline of [`Limiter::decide_at`] (rejection
+//! cache, health, timeout, policy) with `Store::decide_each`: the Redis
+//! scripts answer every limit in the same run; an engine that answers the
+//! deciding limit only (and a rejection answered from the cache, or by the
+//! failure policy) reports that one, never a second round trip.
 
 use super::{Limiter, LimiterError};
 use crate::metrics::Op;
@@ -47,8 +48,7 @@ impl Limiter {
         now: Now,
     ) -> Result<Detailed, LimiterError> {
         if self.inner.store.in_process().is_none() {
-            let decision = self.decide_at(request, mode, now).await?;
-            return Ok(Detailed::deciding_only(request, decision));
+            return self.decide_each_remote(request, mode, now).await;
         }
         // In process: no timer, no cache and no outage apply (decide_at
         // skips them for such a store too); bounds, policy and report do.
@@ -65,6 +65,51 @@ impl Limiter {
                 let answer = self.inner.policy.answer(request, e.clone());
                 self.inner.report.failed(op, &e, answer.is_ok(), started);
                 Ok(Detailed::deciding_only(request, answer?))
+            }
+        }
+    }
+
+    /// [`decide_each_at`](Self::decide_each_at) on a store reached over the
+    /// network: [`decide_at`](Self::decide_at)'s steps, with the store's
+    /// `decide_each`.
+    async fn decide_each_remote(
+        &self,
+        request: &Request,
+        mode: Mode,
+        now: Now,
+    ) -> Result<Detailed, LimiterError> {
+        self.bounds.check(request).map_err(InputError::from)?;
+        let op = Op::deciding(mode);
+        let started = self.inner.report.start();
+        let only = |decision| Detailed::deciding_only(request, decision);
+        let cache = self
+            .inner
+            .rejections
+            .as_deref()
+            .filter(|_| now == Now::Server);
+        let ticket = match cache.map(|c| c.answer(request)) {
+            Some(Ok(local)) => return Ok(only(self.inner.report.decided(op, local, started))),
+            Some(Err(ticket)) => Some(ticket),
+            None => None,
+        };
+        if let Some(outage) = self.inner.health.outage() {
+            return self.by_policy(request, op, outage, started).map(only);
+        }
+        let call = self.inner.store.decide_each(request, mode, now);
+        match self.inner.bound.run(call).await {
+            Ok(mut each) => {
+                if let (Some(cache), Some(ticket)) = (cache, ticket) {
+                    cache.observe(request, &each.decision, ticket);
+                }
+                self.inner.health.answered();
+                self.inner.report.answered(true);
+                each.decision = self.inner.report.decided(op, each.decision, started);
+                Ok(each)
+            }
+            Err(e) => {
+                let (health, inner) = (&self.inner.health, &self.inner);
+                health.failed(&e, &inner.store, inner.bound);
+                self.by_policy(request, op, e, started).map(only)
             }
         }
     }
