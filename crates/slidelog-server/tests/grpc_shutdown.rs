@@ -73,20 +73,13 @@ async fn logged(service: &child::Serve, text: &str) {
     }
 }
 
-/// Waits (at most 30 s) for the service to exit; asserts it exited 0.
-async fn exited_cleanly(service: &mut child::Serve) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(status) = service.child.try_wait().unwrap() {
-            assert!(status.success(), "serve exited with {status}");
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "serve did not exit after SIGTERM"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+/// `ShouldRateLimit` of [`request`] on `channel`, answered.
+async fn ask(channel: Channel) -> RateLimitResponse {
+    RateLimitServiceClient::new(channel)
+        .should_rate_limit(request())
+        .await
+        .unwrap()
+        .into_inner()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -100,11 +93,7 @@ async fn a_grpc_call_in_flight_at_sigterm_is_answered_and_in_the_final_snapshot(
     let mut service = serve(&config, &snapshot);
     let channel = connect(&service).await;
     // One decision answered before the signal.
-    let first = RateLimitServiceClient::new(channel.clone())
-        .should_rate_limit(request())
-        .await
-        .unwrap()
-        .into_inner();
+    let first = ask(channel.clone()).await;
     assert_eq!(first.overall_code, Code::Ok as i32, "{first:?}");
     assert_eq!(first.statuses[0].limit_remaining, 1, "{first:?}");
     // One in flight: its headers are sent now, its message only after the
@@ -139,13 +128,10 @@ async fn a_grpc_call_in_flight_at_sigterm_is_answered_and_in_the_final_snapshot(
         .into_inner();
     assert_eq!(second.overall_code, Code::Ok as i32, "{second:?}");
     assert_eq!(second.statuses[0].limit_remaining, 0, "{second:?}");
-    exited_cleanly(&mut service).await;
+    let status = child::exit_status(&mut service.child, Duration::from_secs(30), "SIGTERM");
+    assert!(status.success(), "serve exited with {status}");
     // Restarted on the snapshot: both decisions are there.
     let service = serve(&config, &snapshot);
-    let third = RateLimitServiceClient::new(connect(&service).await)
-        .should_rate_limit(request())
-        .await
-        .unwrap()
-        .into_inner();
+    let third = ask(connect(&service).await).await;
     assert_eq!(third.overall_code, Code::OverLimit as i32, "{third:?}");
 }

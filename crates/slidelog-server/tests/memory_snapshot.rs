@@ -23,18 +23,8 @@ fn serve(path: &Path, extra: &[&str]) -> child::Serve {
 /// SIGTERM, then waits (at most 30 s) for exit 0.
 fn stop(mut service: child::Serve) {
     child::signal(&service.child, "-TERM");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(status) = service.child.try_wait().unwrap() {
-            assert!(status.success(), "serve exited with {status}");
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "serve did not exit within 30 s of SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let status = child::exit_status(&mut service.child, Duration::from_secs(30), "SIGTERM");
+    assert!(status.success(), "serve exited with {status}");
 }
 
 fn admitted(addr: &str, body: &str) -> bool {

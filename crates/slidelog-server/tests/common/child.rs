@@ -110,3 +110,19 @@ pub fn signal(child: &Child, which: &str) {
         .expect("run kill");
     assert!(status.success());
 }
+
+/// Waits for `child` to exit, at most `within` (polling every 20 ms), and
+/// returns its status; panics naming `what` it waited for when it does not.
+pub fn exit_status(child: &mut Child, within: Duration, what: &str) -> std::process::ExitStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "serve did not exit within {within:?} of {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
