@@ -15,6 +15,9 @@
 //! - `grpc`: the same through tonic on loopback, counting only on the
 //!   server runtime's threads (the client runs on its own runtime): decode,
 //!   the service, encode and HTTP/2 — what a `serve` process pays per request.
+//! - `grpc baseline`: the same tonic server answering a fixed `OK` (the
+//!   shape of `crates/slidelog-server/examples/transport_baseline.rs`): the
+//!   transport's own share, which the difference to `grpc` is measured from.
 //!
 //! Allocations of the memory store's logs are included in both (a key's log
 //! grows as its records arrive); the numbers are the mean over the run.
@@ -22,7 +25,9 @@
 #![allow(unsafe_code)] // the counting global allocator below, and nothing else
 
 use slidelog_envoy::proto::{
-    RateLimitDescriptor, RateLimitRequest, RateLimitServiceClient, rate_limit_descriptor::Entry,
+    RateLimitDescriptor, RateLimitRequest, RateLimitResponse, RateLimitService,
+    RateLimitServiceClient, RateLimitServiceServer, rate_limit_descriptor::Entry,
+    rate_limit_response::Code,
 };
 use slidelog_envoy::{ConfigHandle, RateLimitConfig, RateLimiter, ServiceOptions};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -151,6 +156,49 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     // Through tonic: the server's runtime counts, the client's does not.
+    let grpc_n = n.min(50_000);
+    let service = slidelog_envoy::GrpcService::new(limiter()).into_server();
+    let (allocs, bytes) = grpc_count(service, &requests, grpc_n)?;
+    println!(
+        "grpc (server threads): requests={grpc_n} allocations/request={:.2} bytes/request={:.0}",
+        allocs as f64 / grpc_n as f64,
+        bytes as f64 / grpc_n as f64
+    );
+    // The transport alone: the same server answering a fixed OK, as
+    // crates/slidelog-server/examples/transport_baseline.rs does.
+    let (allocs, bytes) = grpc_count(RateLimitServiceServer::new(AlwaysOk), &requests, grpc_n)?;
+    println!(
+        "grpc baseline (fixed OK, server threads): requests={grpc_n} allocations/request={:.2} bytes/request={:.0}",
+        allocs as f64 / grpc_n as f64,
+        bytes as f64 / grpc_n as f64
+    );
+    Ok(())
+}
+
+/// Answers every `ShouldRateLimit` with OK (transport_baseline.rs's shape).
+struct AlwaysOk;
+
+#[tonic::async_trait]
+impl RateLimitService for AlwaysOk {
+    async fn should_rate_limit(
+        &self,
+        _request: tonic::Request<RateLimitRequest>,
+    ) -> Result<tonic::Response<RateLimitResponse>, tonic::Status> {
+        Ok(tonic::Response::new(RateLimitResponse {
+            overall_code: Code::Ok as i32,
+            ..RateLimitResponse::default()
+        }))
+    }
+}
+
+/// Serves `service` on a loopback port from a runtime whose threads are
+/// counted, warms it up, then sends `n` requests from an uncounted client
+/// runtime; returns the allocations and bytes of the server's threads.
+fn grpc_count<S: RateLimitService>(
+    service: RateLimitServiceServer<S>,
+    requests: &[RateLimitRequest],
+    n: u64,
+) -> Result<(u64, u64), Box<dyn std::error::Error>> {
     let server_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .on_thread_start(|| COUNTED.with(|c| c.set(true)))
@@ -158,11 +206,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     let listener = server_rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
     let addr = listener.local_addr()?;
-    server_rt.spawn(slidelog_envoy::service::serve_grpc(
-        listener,
-        limiter(),
-        std::future::pending(),
-    ));
+    server_rt.spawn(
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
+    );
     let client_rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -174,23 +222,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Ok::<_, Box<dyn std::error::Error>>(RateLimitServiceClient::new(channel))
     })?;
     client_rt.block_on(async {
-        for r in &requests {
-            client.should_rate_limit(r.clone()).await.expect("decided");
+        for r in requests {
+            client.should_rate_limit(r.clone()).await.expect("answered");
         }
     });
-    let grpc_n = n.min(50_000);
     let ((), allocs, bytes) = counted(|| {
         client_rt.block_on(async {
-            for i in 0..grpc_n {
-                let r = requests[(i % 10_000) as usize].clone();
-                std::hint::black_box(client.should_rate_limit(r).await.expect("decided"));
+            for i in 0..n {
+                let r = requests[(i % requests.len() as u64) as usize].clone();
+                std::hint::black_box(client.should_rate_limit(r).await.expect("answered"));
             }
         })
     });
-    println!(
-        "grpc (server threads): requests={grpc_n} allocations/request={:.2} bytes/request={:.0}",
-        allocs as f64 / grpc_n as f64,
-        bytes as f64 / grpc_n as f64
-    );
-    Ok(())
+    server_rt.shutdown_background();
+    Ok((allocs, bytes))
 }

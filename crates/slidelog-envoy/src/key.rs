@@ -32,18 +32,38 @@ use std::fmt::Write;
 
 /// Returns the key of one descriptor in `domain` (entries in request order).
 pub fn descriptor_key<K: AsRef<str>, V: AsRef<str>>(domain: &str, entries: &[(K, V)]) -> String {
-    let domain = escape(domain);
-    let mut key = format!("envoy:{domain}");
+    write_descriptor_key(
+        domain,
+        entries.iter().map(|(k, v)| (k.as_ref(), v.as_ref())),
+    )
+}
+
+/// [`descriptor_key`] of `(key, value)` parts: one allocation, of the
+/// key's length when nothing needs escaping (the common case), and no
+/// intermediate strings.
+pub(crate) fn write_descriptor_key<'a>(
+    domain: &str,
+    entries: impl Iterator<Item = (&'a str, &'a str)> + Clone,
+) -> String {
+    let len = entries
+        .clone()
+        .fold("envoy:".len() + domain.len(), |n, (k, v)| {
+            n + k.len() + v.len() + 2
+        });
+    let mut key = String::with_capacity(len);
+    key.push_str("envoy:");
+    escape_into(&mut key, domain);
     for (k, v) in entries {
         key.push(':');
-        key.push_str(&escape(k.as_ref()));
+        escape_into(&mut key, k);
         key.push('=');
-        key.push_str(&escape(v.as_ref()));
+        escape_into(&mut key, v);
     }
     if key.len() <= MAX_KEY_BYTES {
         return key;
     }
     let hash = xxhash_rust::xxh3::xxh3_128(key.as_bytes());
+    let domain = escape(domain);
     let short = format!("envoy:{domain}:#{hash:032x}");
     if short.len() <= MAX_KEY_BYTES {
         short
@@ -90,14 +110,25 @@ fn unescape(part: &str) -> Option<String> {
 /// Percent-encodes `%`, `:`, `=`, `#` and ASCII control bytes; keeps the rest.
 fn escape(part: &str) -> String {
     let mut out = String::with_capacity(part.len());
+    escape_into(&mut out, part);
+    out
+}
+
+/// [`escape`] appended to `out`: a part with nothing to escape is copied
+/// whole.
+fn escape_into(out: &mut String, part: &str) {
+    let special = |c: char| matches!(c, '%' | ':' | '=' | '#') || c.is_ascii_control();
+    if !part.contains(special) {
+        out.push_str(part);
+        return;
+    }
     for c in part.chars() {
-        if matches!(c, '%' | ':' | '=' | '#') || c.is_ascii_control() {
+        if special(c) {
             let _ = write!(out, "%{:02X}", c as u32);
         } else {
             out.push(c);
         }
     }
-    out
 }
 
 #[cfg(test)]

@@ -32,6 +32,7 @@
 
 pub mod codec;
 pub mod config;
+mod handles;
 pub mod json;
 pub mod key;
 pub mod proto;

@@ -41,11 +41,13 @@ pub use counts::{DECISIONS, UNCONFIGURED, UNMATCHED};
 pub use grpc::{GrpcService, serve_grpc};
 
 use crate::config::Unit;
+use crate::handles::{SharedRecorder, Slot};
 use crate::proto::{RateLimitRequest, RateLimitResponse, rate_limit_response::Code};
 use crate::reload::ConfigHandle;
 use plan::{Ask, Plan};
 use slidelog::{Bounds, Limiter, LimiterError};
 use slidelog_core::{Decision, Mode, Request, StoreError};
+use smallvec::SmallVec;
 use std::sync::Arc;
 
 /// Options of the service. The store timeout and failure policy are the
@@ -100,7 +102,9 @@ pub struct RateLimiter {
     config: Arc<ConfigHandle>,
     options: ServiceOptions,
     /// Where the `slidelog_envoy_*` counters go; `None`: the global recorder.
-    recorder: Option<Arc<dyn metrics::Recorder + Send + Sync>>,
+    recorder: Option<SharedRecorder>,
+    /// The handle of the unmatched counter of domains not in the config.
+    unconfigured: Slot<metrics::Counter>,
 }
 
 impl std::fmt::Debug for RateLimiter {
@@ -115,6 +119,9 @@ impl std::fmt::Debug for RateLimiter {
 /// What the store answered for one plan: `None` where it was not asked.
 type Answer = Option<Result<Decision, LimiterError>>;
 
+/// The answers of one request's plans, in order.
+type Answers = SmallVec<[Answer; 2]>;
+
 impl RateLimiter {
     /// Creates the service over `limiter` with the rules of `config`.
     pub fn new(limiter: Limiter, config: Arc<ConfigHandle>, options: ServiceOptions) -> Self {
@@ -128,6 +135,7 @@ impl RateLimiter {
             config,
             options,
             recorder: None,
+            unconfigured: Slot::default(),
         };
         service.describe_counters();
         service
@@ -178,21 +186,30 @@ impl RateLimiter {
             .map_err(|e| ServiceError::InvalidArgument(e.to_string()))
     }
 
-    /// Asks the store, concurrently, about every plan that needs it.
-    async fn decide(&self, plans: &[Plan]) -> Vec<Answer> {
-        futures::future::join_all(plans.iter().map(|p| async move {
-            match p {
-                // The limit is the operator's rule (a client's override was
-                // checked against the bounds in `plan`); the cost is checked here.
-                Plan::Decide { request, ask, .. } => Some(match ask {
-                    Ask::Check => self.configured.decide(request, Mode::Record).await,
-                    Ask::Look => self.configured.decide(request, Mode::Peek).await,
-                    Ask::Charge => self.charge(request).await,
-                }),
-                _ => None,
-            }
-        }))
-        .await
+    /// Asks the store, concurrently, about every plan that needs it (one
+    /// plan, the common request, without a join).
+    async fn decide(&self, plans: &[Plan]) -> Answers {
+        match plans {
+            [plan] => std::iter::once(self.ask(plan).await).collect(),
+            _ => futures::future::join_all(plans.iter().map(|p| self.ask(p)))
+                .await
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    /// Asks the store about one plan, if it needs it.
+    async fn ask(&self, plan: &Plan) -> Answer {
+        match plan {
+            // The limit is the operator's rule (a client's override was
+            // checked against the bounds in `plan`); the cost is checked here.
+            Plan::Decide { request, ask, .. } => Some(match ask {
+                Ask::Check => self.configured.decide(request, Mode::Record).await,
+                Ask::Look => self.configured.decide(request, Mode::Peek).await,
+                Ask::Charge => self.charge(request).await,
+            }),
+            _ => None,
+        }
     }
 
     /// Charges `request` (a [`Request::usage`]): recorded without checking.
@@ -221,7 +238,7 @@ impl RateLimiter {
         &self,
         domain: &str,
         plans: &[Plan],
-        answers: Vec<Answer>,
+        answers: Answers,
     ) -> Result<RateLimitResponse, ServiceError> {
         let mut statuses = Vec::with_capacity(plans.len());
         // The most restrictive limited descriptor, for the optional headers.

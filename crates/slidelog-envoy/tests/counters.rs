@@ -74,3 +74,59 @@ async fn every_answer_and_every_unmatched_descriptor_is_counted() {
         assert!(text.contains(&format!("# HELP {name} ")), "{name}: {text}");
     }
 }
+
+/// The handles a rule keeps are its first recorder's: a second service over
+/// the same config, with its own recorder, still counts in its own; and a
+/// rule renamed per value (`detailed_metric`) counts every request of a
+/// value under that value's name.
+#[tokio::test]
+async fn handles_kept_by_rules_count_in_each_service_own_recorder() {
+    let config = ConfigHandle::fixed(
+        RateLimitConfig::from_yaml_str(
+            "test.yaml",
+            "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 3}\n  - key: client\n    detailed_metric: true\n    rate_limit: {unit: minute, requests_per_unit: 5}\n",
+        )
+        .unwrap(),
+    );
+    let service = |recorder: metrics_exporter_prometheus::PrometheusRecorder| {
+        RateLimiter::new(
+            slidelog::Limiter::memory(),
+            Arc::clone(&config),
+            ServiceOptions::default(),
+        )
+        .with_recorder(Arc::new(recorder))
+    };
+    let (first, second) = (
+        PrometheusBuilder::new().build_recorder(),
+        PrometheusBuilder::new().build_recorder(),
+    );
+    let (first_text, second_text) = (first.handle(), second.handle());
+    let (a, b) = (service(first), service(second));
+    for (service, times) in [(&a, 2), (&b, 3)] {
+        for _ in 0..times {
+            for entries in [
+                &[("user", "u")][..],
+                &[("client", "c1")],
+                &[("nobody", "x")],
+            ] {
+                service
+                    .should_rate_limit(&request("api", vec![descriptor(entries)]))
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+    for (text, times) in [(first_text.render(), 2), (second_text.render(), 3)] {
+        for needle in [
+            r#"rule="api.user",result="ok"} "#,
+            r#"rule="api.client_c1",result="ok"} "#,
+            r#"slidelog_envoy_unmatched_total{domain="api"} "#,
+        ] {
+            let line = text
+                .lines()
+                .find(|l| l.contains(needle))
+                .unwrap_or_else(|| panic!("no {needle} in\n{text}"));
+            assert!(line.ends_with(&format!(" {times}")), "{line}\n{text}");
+        }
+    }
+}

@@ -60,7 +60,14 @@ pub(super) fn add_file(
         let mut root = Node::default();
         load_level(&ctx, &mut root, &descriptors, &domain, &[])?;
         let first = file.to_owned();
-        config.domains.insert(domain, Domain { root, file: first });
+        config.domains.insert(
+            domain,
+            Domain {
+                root,
+                file: first,
+                unmatched: Default::default(),
+            },
+        );
     }
     config.files.push(file.to_owned());
     Ok(())
@@ -191,6 +198,7 @@ fn build_rule(ctx: &Ctx<'_>, rl: &Spanned<RateLimitYaml>, path: &str) -> Result<
         config_path: path.to_owned(),
         share: Vec::new(),
         budget: Arc::default(),
+        counters: Default::default(),
     })
 }
 

@@ -45,6 +45,7 @@ pub use limit_error::RuleLimitError;
 pub use rule::Rule;
 pub use unit::Unit;
 
+use crate::handles::Slot;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -79,6 +80,36 @@ fn parse_go_bool(s: &str) -> bool {
 struct Domain {
     root: tree::Node,
     file: PathBuf,
+    /// The handle of this domain's unmatched-descriptor counter.
+    unmatched: Slot<metrics::Counter>,
+}
+
+/// One `(key, value)` entry of a request's descriptor, as matching and store
+/// keys read it: a pair of strings, or the protocol's own entry (so that a
+/// request is matched and keyed without copying its entries).
+pub trait DescriptorEntry {
+    /// The entry's key.
+    fn key(&self) -> &str;
+    /// The entry's value.
+    fn value(&self) -> &str;
+}
+
+impl<K: AsRef<str>, V: AsRef<str>> DescriptorEntry for (K, V) {
+    fn key(&self) -> &str {
+        self.0.as_ref()
+    }
+    fn value(&self) -> &str {
+        self.1.as_ref()
+    }
+}
+
+impl DescriptorEntry for crate::proto::rate_limit_descriptor::Entry {
+    fn key(&self) -> &str {
+        &self.key
+    }
+    fn value(&self) -> &str {
+        &self.value
+    }
 }
 
 /// Every configured domain: an immutable snapshot, swapped whole on reload.
@@ -162,11 +193,7 @@ impl RateLimitConfig {
     /// order), or `None` when the domain is unknown or nothing matches at
     /// that depth. Its [`Rule::path`] is the configured path; use
     /// [`RateLimitConfig::lookup`] to decide a request.
-    pub fn find<K: AsRef<str>, V: AsRef<str>>(
-        &self,
-        domain: &str,
-        entries: &[(K, V)],
-    ) -> Option<&Arc<Rule>> {
+    pub fn find<E: DescriptorEntry>(&self, domain: &str, entries: &[E]) -> Option<&Arc<Rule>> {
         self.domains
             .get(domain)?
             .root
@@ -179,16 +206,17 @@ impl RateLimitConfig {
     /// sets `detailed_metric` or `value_to_metric`.
     ///
     /// [`find`]: RateLimitConfig::find
-    pub fn lookup<K: AsRef<str>, V: AsRef<str>>(
-        &self,
-        domain: &str,
-        entries: &[(K, V)],
-    ) -> Option<Arc<Rule>> {
+    pub fn lookup<E: DescriptorEntry>(&self, domain: &str, entries: &[E]) -> Option<Arc<Rule>> {
         let (rule, steps) = self.domains.get(domain)?.root.walk(entries)?;
         match tree::metric_name(domain, entries, &steps, rule) {
             Some(name) => Some(rule.named(name)),
             None => Some(Arc::clone(rule)),
         }
+    }
+
+    /// Returns the handle slot of a configured domain's unmatched counter.
+    pub(crate) fn unmatched_slot(&self, domain: &str) -> Option<&Slot<metrics::Counter>> {
+        self.domains.get(domain).map(|d| &d.unmatched)
     }
 
     fn add_yaml(

@@ -1,11 +1,12 @@
 //! [`Rule`]: a configured rate limit, what a matched descriptor is decided
 //! against, and the store key it is decided on.
 
-use super::Unit;
-use crate::key::descriptor_key;
+use super::{DescriptorEntry, Unit};
+use crate::handles::{RuleCounters, Slot};
+use crate::key::write_descriptor_key;
 use parking_lot::Mutex;
 use slidelog_core::Limit;
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// How many distinct metric names (`detailed_metric`, `value_to_metric`) one
@@ -51,6 +52,8 @@ pub struct Rule {
     /// the store key (`share_threshold: true`), else `None`.
     pub(super) share: Vec<Option<String>>,
     pub(super) budget: Arc<MetricBudget>,
+    /// The service's decision counters of this rule (under its `path`).
+    pub(crate) counters: Slot<RuleCounters>,
 }
 
 impl Rule {
@@ -72,6 +75,7 @@ impl Rule {
             path,
             share: Vec::new(),
             budget: Arc::default(),
+            counters: Slot::default(),
         }
     }
 
@@ -162,63 +166,62 @@ impl Rule {
     /// key ([`crate::key`]), except that an entry matched by a
     /// `share_threshold` wildcard writes the pattern in place of its value,
     /// so every value matching it shares one log.
-    pub fn store_key<K: AsRef<str>, V: AsRef<str>>(
-        &self,
-        domain: &str,
-        entries: &[(K, V)],
-    ) -> String {
-        let parts: Vec<(&str, &str)> = entries
-            .iter()
-            .enumerate()
-            .map(|(i, (k, v))| {
-                let shared = self.share.get(i).and_then(Option::as_deref);
-                (k.as_ref(), shared.unwrap_or(v.as_ref()))
-            })
-            .collect();
-        descriptor_key(domain, &parts)
+    pub fn store_key<E: DescriptorEntry>(&self, domain: &str, entries: &[E]) -> String {
+        let parts = entries.iter().enumerate().map(|(i, e)| {
+            let shared = self.share.get(i).and_then(Option::as_deref);
+            (e.key(), shared.unwrap_or(e.value()))
+        });
+        write_descriptor_key(domain, parts)
     }
 
-    /// This rule under another metric name, when the budget allows it.
+    /// This rule under another metric name, when the budget allows it: the
+    /// same `Arc` for the same name every time (with its counters), so a
+    /// renamed rule is made once, not per request.
     pub(super) fn named(self: &Arc<Self>, metric: String) -> Arc<Self> {
-        if metric == self.path || !self.budget.admit(&metric, &self.config_path) {
+        if metric == self.path {
             return Arc::clone(self);
         }
-        let mut rule = (**self).clone();
-        rule.path = metric;
-        Arc::new(rule)
-    }
-}
-
-/// The metric names one rule has given out, bounded by
-/// [`MAX_METRIC_KEYS_PER_RULE`]. Bookkeeping only: two rules are equal
-/// whatever their budgets hold.
-#[derive(Debug, Default)]
-pub(super) struct MetricBudget {
-    seen: Mutex<HashSet<String>>,
-}
-
-impl MetricBudget {
-    /// Tells whether `metric` may be used: already given out, or room for it.
-    fn admit(&self, metric: &str, config_path: &str) -> bool {
-        let mut seen = self.seen.lock();
-        if seen.contains(metric) {
-            return true;
+        let mut budget = self.budget.names.lock();
+        if let Some(rule) = budget.named.get(&metric) {
+            return Arc::clone(rule);
         }
-        if seen.len() >= MAX_METRIC_KEYS_PER_RULE {
-            if seen.len() == MAX_METRIC_KEYS_PER_RULE {
+        if budget.named.len() >= MAX_METRIC_KEYS_PER_RULE {
+            if !budget.warned {
                 tracing::warn!(
-                    rule = config_path,
+                    rule = self.config_path.as_str(),
                     bound = MAX_METRIC_KEYS_PER_RULE,
                     "too many distinct metric names for one rule; further values are counted under the rule"
                 );
-                // One more entry marks that the warning was given.
-                seen.insert(String::new());
+                budget.warned = true;
             }
-            return false;
+            return Arc::clone(self);
         }
-        seen.insert(metric.to_owned());
-        true
+        let mut rule = (**self).clone();
+        rule.path = metric.clone();
+        // A renamed rule is never renamed again: its own budget stays empty,
+        // and holds no reference back to this rule (no cycle).
+        rule.budget = Arc::default();
+        let rule = Arc::new(rule);
+        budget.named.insert(metric, Arc::clone(&rule));
+        rule
     }
+}
+
+/// The metric names one rule has given out, each with its renamed rule,
+/// bounded by [`MAX_METRIC_KEYS_PER_RULE`]. Bookkeeping only: two rules are
+/// equal whatever their budgets hold.
+#[derive(Debug, Default)]
+pub(super) struct MetricBudget {
+    names: Mutex<Names>,
+}
+
+/// What a [`MetricBudget`] holds.
+#[derive(Debug, Default)]
+struct Names {
+    /// Metric name → the rule renamed to it.
+    named: HashMap<String, Arc<Rule>>,
+    /// The bound was reached and said so (once).
+    warned: bool,
 }
 
 impl PartialEq for MetricBudget {

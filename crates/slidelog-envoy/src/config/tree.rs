@@ -8,8 +8,10 @@
 //! a level that has a `rate_limit`; the walk never backtracks to try a
 //! weaker match when a stronger one leads nowhere, as in the reference.
 
+use super::DescriptorEntry;
 use super::pattern::Pattern;
 use super::rule::Rule;
+use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -44,6 +46,9 @@ pub(super) enum How<'a> {
     /// By the value-less key.
     Default,
 }
+
+/// The steps of one walk, on the stack for descriptors of up to 4 entries.
+pub(super) type Steps<'a> = SmallVec<[Step<'a>; 4]>;
 
 /// The node one entry matched, and how.
 pub(super) struct Step<'a> {
@@ -121,15 +126,15 @@ impl Node {
     }
 
     /// Returns the rule for a descriptor and the node each entry matched.
-    pub fn walk<'a, K: AsRef<str>, V: AsRef<str>>(
+    pub fn walk<'a, E: DescriptorEntry>(
         &'a self,
-        entries: &[(K, V)],
-    ) -> Option<(&'a Arc<Rule>, Vec<Step<'a>>)> {
+        entries: &[E],
+    ) -> Option<(&'a Arc<Rule>, Steps<'a>)> {
         let last = entries.len().checked_sub(1)?;
         let mut node = self;
-        let mut steps = Vec::with_capacity(entries.len());
-        for (i, (key, value)) in entries.iter().enumerate() {
-            let step = node.child(key.as_ref(), value.as_ref())?;
+        let mut steps = Steps::new();
+        for (i, entry) in entries.iter().enumerate() {
+            let step = node.child(entry.key(), entry.value())?;
             let next = step.node;
             steps.push(step);
             if i == last {
@@ -149,9 +154,9 @@ impl Node {
 /// pattern); otherwise the configured path, except that a level with
 /// `value_to_metric` writes the request's value in place of the configured
 /// one (a `share_threshold` wildcard keeps its pattern).
-pub(super) fn metric_name<K: AsRef<str>, V: AsRef<str>>(
+pub(super) fn metric_name<E: DescriptorEntry>(
     domain: &str,
-    entries: &[(K, V)],
+    entries: &[E],
     steps: &[Step<'_>],
     rule: &Rule,
 ) -> Option<String> {
@@ -169,8 +174,8 @@ pub(super) fn metric_name<K: AsRef<str>, V: AsRef<str>>(
         }
     };
     let shared = rule.share.iter().any(Option::is_some);
-    for (i, ((key, value), step)) in entries.iter().zip(steps).enumerate() {
-        let (key, value) = (key.as_ref(), value.as_ref());
+    for (i, (entry, step)) in entries.iter().zip(steps).enumerate() {
+        let (key, value) = (entry.key(), entry.value());
         let pattern = rule.share.get(i).and_then(Option::as_deref);
         if rule.detailed_metric {
             match pattern {

@@ -6,10 +6,18 @@
 //! config does not have is counted under `domain="(unconfigured)"` so that a
 //! client sending random domains cannot grow the label set; the debug log
 //! line names the domain and the entries.
+//!
+//! With a service's own recorder ([`RateLimiter::with_recorder`], as `serve`
+//! counts), the handles are registered once and kept beside the config
+//! (`crate::handles`): a rule's four results, a domain's unmatched count,
+//! and the `(unconfigured)` one in the service; a request increments them
+//! without a registry lookup.
 
 use super::RateLimiter;
-use crate::config::Rule;
+use crate::config::{RateLimitConfig, Rule};
+use crate::handles::Outcome;
 use crate::proto::RateLimitDescriptor;
+use crate::proto::rate_limit_descriptor::Entry;
 use slidelog_core::Decision;
 
 /// Counter of answers to limited descriptors.
@@ -45,53 +53,92 @@ impl RateLimiter {
     /// Counts one descriptor's decision by domain, rule and result.
     pub(super) fn count_decision(&self, domain: &str, rule: &Rule, d: &Decision) {
         let result = match (d.allowed, d.degraded, rule.shadow_mode()) {
-            (true, true, _) => "degraded",
-            (true, false, _) => "ok",
-            (false, _, true) => "shadow_over_limit",
-            (false, _, false) => "over_limit",
+            (true, true, _) => Outcome::Degraded,
+            (true, false, _) => Outcome::Ok,
+            (false, _, true) => Outcome::ShadowOverLimit,
+            (false, _, false) => Outcome::OverLimit,
         };
         self.count(domain, rule, result);
     }
 
-    /// Counts the answer of a `requests_per_unit: 0` rule: always over the
-    /// limit (reported OK in shadow mode).
+    /// Counts the answer of a descriptor over the limit without the store
+    /// (`requests_per_unit: 0`, or a cost above the limit): over the limit
+    /// (reported OK in shadow mode).
     pub(super) fn count_blocked(&self, domain: &str, rule: &Rule) {
         let result = if rule.shadow_mode() {
-            "shadow_over_limit"
+            Outcome::ShadowOverLimit
         } else {
-            "over_limit"
+            Outcome::OverLimit
         };
         self.count(domain, rule, result);
     }
 
-    fn count(&self, domain: &str, rule: &Rule, result: &'static str) {
-        self.in_recorder(|| {
+    /// Increments the rule's counter of `result`: through the handles the
+    /// rule keeps (registered once, under the request's domain, which is the
+    /// rule's own), or by name for a service on the global recorder or a
+    /// rule made for one request (a client's override).
+    fn count(&self, domain: &str, rule: &Rule, result: Outcome) {
+        let by_name = || {
             metrics::counter!(
                 DECISIONS,
                 "domain" => domain.to_owned(),
                 "rule" => rule.path().to_owned(),
-                "result" => result,
+                "result" => result.label(),
             )
-            .increment(1);
-        });
+        };
+        let Some(recorder) = &self.recorder else {
+            return by_name().increment(1);
+        };
+        let local = || metrics::with_local_recorder(recorder.as_ref(), by_name);
+        match rule.counters.get_or_make(recorder, Default::default) {
+            Some(handles) => handles[result as usize].get_or_init(local).increment(1),
+            None => local().increment(1),
+        }
     }
 
     /// Counts and logs (at debug) a descriptor that matched no rule.
-    pub(super) fn count_unmatched(&self, domain: &str, configured: bool, d: &RateLimitDescriptor) {
-        let entries: Vec<String> = d
-            .entries
-            .iter()
-            .map(|e| format!("{}={}", e.key, e.value))
-            .collect();
+    pub(super) fn count_unmatched(
+        &self,
+        config: &RateLimitConfig,
+        domain: &str,
+        configured: bool,
+        d: &RateLimitDescriptor,
+    ) {
         tracing::debug!(
             domain,
             configured,
-            entries = %entries.join(", "),
+            entries = %Entries(&d.entries),
             "descriptor matched no rule: answered OK, not limited"
         );
         let label = if configured { domain } else { UNCONFIGURED };
-        self.in_recorder(|| {
-            metrics::counter!(UNMATCHED, "domain" => label.to_owned()).increment(1);
-        });
+        let by_name = || metrics::counter!(UNMATCHED, "domain" => label.to_owned());
+        let Some(recorder) = &self.recorder else {
+            return by_name().increment(1);
+        };
+        let slot = match config.unmatched_slot(domain) {
+            Some(slot) => slot,
+            None => &self.unconfigured,
+        };
+        let local = || metrics::with_local_recorder(recorder.as_ref(), by_name);
+        match slot.get_or_make(recorder, local) {
+            Some(counter) => counter.increment(1),
+            None => local().increment(1),
+        }
+    }
+}
+
+/// A descriptor's entries as the debug log shows them, `k=v, k=v`: written
+/// only when the line is.
+struct Entries<'a>(&'a [Entry]);
+
+impl std::fmt::Display for Entries<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{}={}", e.key, e.value)?;
+        }
+        Ok(())
     }
 }

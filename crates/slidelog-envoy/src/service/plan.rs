@@ -4,11 +4,16 @@
 
 use super::{RateLimiter, ServiceError};
 use crate::config::{RateLimitConfig, Rule, RuleLimitError, Unit};
-use crate::proto::rate_limit_descriptor::RateLimitOverride;
+use crate::proto::rate_limit_descriptor::{Entry, RateLimitOverride};
 use crate::proto::{RateLimitDescriptor, RateLimitRequest};
 use slidelog_core::{Limit, Request};
+use smallvec::SmallVec;
 use std::collections::HashSet;
 use std::sync::Arc;
+
+/// The plans of one request, on the stack for up to 2 descriptors (Envoy's
+/// usual request carries one or two).
+pub(super) type Plans = SmallVec<[Plan; 2]>;
 
 /// The plan for one descriptor before the store is asked.
 pub(super) enum Plan {
@@ -56,12 +61,12 @@ impl RateLimiter {
         &self,
         config: &RateLimitConfig,
         req: &RateLimitRequest,
-    ) -> Result<Vec<Plan>, ServiceError> {
+    ) -> Result<Plans, ServiceError> {
         let matched = req
             .descriptors
             .iter()
             .map(|d| self.rule_for(config, &req.domain, d))
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<SmallVec<[_; 4]>, _>>()?;
         let replaced: HashSet<&str> = matched
             .iter()
             .flatten()
@@ -75,7 +80,7 @@ impl RateLimiter {
             .zip(&matched)
             .filter(|(_, r)| r.is_none())
         {
-            self.count_unmatched(&req.domain, configured, d);
+            self.count_unmatched(config, &req.domain, configured, d);
         }
         req.descriptors
             .iter()
@@ -123,10 +128,9 @@ impl RateLimiter {
         domain: &str,
         d: &RateLimitDescriptor,
     ) -> Result<Option<Arc<Rule>>, ServiceError> {
-        let entries = entries(d);
         match &d.limit {
             Some(o) if config.has_domain(domain) => {
-                let rule = override_rule(o, domain, &entries)?;
+                let rule = override_rule(o, domain, &d.entries)?;
                 if let Some(limit) = rule.limit() {
                     self.limiter
                         .bounds()
@@ -135,7 +139,7 @@ impl RateLimiter {
                 }
                 Ok(Some(Arc::new(rule)))
             }
-            _ => Ok(config.lookup(domain, &entries)),
+            _ => Ok(config.lookup(domain, &d.entries)),
         }
     }
 }
@@ -159,11 +163,11 @@ fn plan_rule(
         c if c > limit.max() => return Ok(Plan::TooCostly(Arc::clone(rule))),
         _ => Ask::Check,
     };
-    let key = rule.store_key(domain, &entries(d));
+    let key = rule.store_key(domain, &d.entries);
     let request = match ask {
-        Ask::Check => Request::new(key, vec![limit], cost),
-        Ask::Look => Request::new(key, vec![limit], 1),
-        Ask::Charge => Request::usage(key, vec![limit], vec![cost]),
+        Ask::Check => Request::new(key, [limit], cost),
+        Ask::Look => Request::new(key, [limit], 1),
+        Ask::Charge => Request::usage(key, [limit], [cost]),
     }
     .map_err(|e| ServiceError::InvalidArgument(format!("descriptor {}: {e}", rule.path())))?;
     Ok(Plan::Decide {
@@ -173,20 +177,12 @@ fn plan_rule(
     })
 }
 
-/// Returns the descriptor's entries as `(key, value)` pairs.
-fn entries(d: &RateLimitDescriptor) -> Vec<(&str, &str)> {
-    d.entries
-        .iter()
-        .map(|e| (e.key.as_str(), e.value.as_str()))
-        .collect()
-}
-
 /// Builds the rule of a client's limit override, named by the domain and
 /// the descriptor's entries.
 fn override_rule(
     o: &RateLimitOverride,
     domain: &str,
-    entries: &[(&str, &str)],
+    entries: &[Entry],
 ) -> Result<Rule, ServiceError> {
     use crate::proto::RateLimitUnit as U;
     let unit = match U::try_from(o.unit).unwrap_or(U::Unknown) {
@@ -206,7 +202,7 @@ fn override_rule(
     let limit = Limit::new(u64::from(o.requests_per_unit), unit.millis())
         .map_err(|e| override_error(e.into()))?;
     let path = std::iter::once(domain.to_owned())
-        .chain(entries.iter().map(|(k, v)| format!("{k}_{v}")))
+        .chain(entries.iter().map(|e| format!("{}_{}", e.key, e.value)))
         .collect::<Vec<_>>()
         .join(".");
     Ok(Rule::from_override(limit, unit, path))
