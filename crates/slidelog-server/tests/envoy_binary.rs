@@ -2,10 +2,7 @@
 //! gRPC on `--grpc` and `POST /json` on `--http`, sharing one log per
 //! descriptor; a config error at start exits 2 naming the file and the line.
 
-use slidelog_envoy::proto::{
-    RateLimitDescriptor, RateLimitRequest, RateLimitServiceClient, rate_limit_descriptor::Entry,
-    rate_limit_response::Code,
-};
+use slidelog_envoy::proto::{RateLimitServiceClient, rate_limit_response::Code};
 use std::process::Command;
 
 const CONFIG: &str = "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n";
@@ -57,17 +54,7 @@ async fn grpc_and_json_share_the_descriptor_log() {
     let mut client = RateLimitServiceClient::connect(format!("http://{grpc}"))
         .await
         .unwrap();
-    let req = RateLimitRequest {
-        domain: "api".into(),
-        descriptors: vec![RateLimitDescriptor {
-            entries: vec![Entry {
-                key: "user".into(),
-                value: "bin".into(),
-            }],
-            ..Default::default()
-        }],
-        hits_addend: 0,
-    };
+    let req = common::envoy_request("api", "user", "bin");
     let r = client
         .should_rate_limit(req.clone())
         .await

@@ -5,9 +5,7 @@
 //! A real `redis-server`, killed.
 
 use slidelog::redis::{RedisOptions, RedisStore};
-use slidelog_envoy::proto::{
-    RateLimitDescriptor, RateLimitRequest, rate_limit_descriptor::Entry, rate_limit_response::Code,
-};
+use slidelog_envoy::proto::{RateLimitRequest, rate_limit_response::Code};
 use slidelog_envoy::{ConfigHandle, RateLimitConfig, ServiceError};
 use slidelog_server::app::{App, AppConfig};
 use slidelog_server::policy::FailurePolicy;
@@ -15,20 +13,12 @@ use slidelog_testkit::{RedisServer, unique_prefix};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod common;
+
 const CONFIG: &str = "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 10}\n";
 
 fn request() -> RateLimitRequest {
-    RateLimitRequest {
-        domain: "api".into(),
-        descriptors: vec![RateLimitDescriptor {
-            entries: vec![Entry {
-                key: "user".into(),
-                value: "down".into(),
-            }],
-            ..Default::default()
-        }],
-        hits_addend: 0,
-    }
+    common::envoy_request("api", "user", "down")
 }
 
 async fn app_over(redis: &RedisServer, policy: FailurePolicy) -> App {

@@ -6,8 +6,7 @@
 
 use slidelog_envoy::codec::RequestCodec;
 use slidelog_envoy::proto::{
-    RateLimitDescriptor, RateLimitRequest, RateLimitResponse, RateLimitServiceClient,
-    rate_limit_descriptor::Entry, rate_limit_response::Code,
+    RateLimitRequest, RateLimitResponse, RateLimitServiceClient, rate_limit_response::Code,
 };
 use std::path::Path;
 use std::process::Command;
@@ -40,17 +39,7 @@ fn serve(config: &Path, snapshot: &Path) -> child::Serve {
 }
 
 fn request() -> RateLimitRequest {
-    RateLimitRequest {
-        domain: "api".into(),
-        descriptors: vec![RateLimitDescriptor {
-            entries: vec![Entry {
-                key: "user".into(),
-                value: "in-flight".into(),
-            }],
-            ..Default::default()
-        }],
-        hits_addend: 0,
-    }
+    common::envoy_request("api", "user", "in-flight")
 }
 
 async fn connect(service: &child::Serve) -> Channel {

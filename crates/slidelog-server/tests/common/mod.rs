@@ -8,6 +8,7 @@ pub mod child;
 pub mod raw_http;
 
 use slidelog::store::MemoryStore;
+use slidelog_envoy::proto::{RateLimitDescriptor, RateLimitRequest, rate_limit_descriptor::Entry};
 use slidelog_server::app::{App, AppConfig};
 use slidelog_server::http;
 use slidelog_server::server::{Stopped, serve_http};
@@ -116,4 +117,20 @@ pub async fn json_of(request: reqwest::RequestBuilder) -> serde_json::Value {
 /// Sends `request` and returns the answer's status; panics when none comes.
 pub async fn status_of(request: reqwest::RequestBuilder) -> reqwest::StatusCode {
     request.send().await.expect("answered").status()
+}
+
+/// An Envoy `RateLimitRequest` of one descriptor with one entry, `key` =
+/// `value`, in `domain`, of the default cost.
+pub fn envoy_request(domain: &str, key: &str, value: &str) -> RateLimitRequest {
+    RateLimitRequest {
+        domain: domain.into(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![Entry {
+                key: key.into(),
+                value: value.into(),
+            }],
+            ..Default::default()
+        }],
+        hits_addend: 0,
+    }
 }
