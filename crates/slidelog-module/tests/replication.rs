@@ -1,7 +1,8 @@
 //! Replication and persistence stay exact: a replica holds logs
-//! byte-identical (`DUMP`) to its primary's after 10,000 decisions on the
-//! server's clock (each change is propagated with the time it used, so the
-//! replica never reads a clock); a server restarted from the primary's RDB,
+//! byte-identical (`DUMP`) to its primary's after 10,000 decisions, settles
+//! and charges on the server's clock (each change is propagated with the
+//! time it used, so the replica never reads a clock; settles down, up, to 0
+//! in a limit and refunds, charges above the max); a server restarted from the primary's RDB,
 //! and one from its AOF (rewritten midway, so the module's `aof_rewrite`
 //! output is replayed too), hold the same logs and decide the next 1,000
 //! checks exactly as the primary does.
@@ -22,6 +23,63 @@ fn limits_of(k: usize) -> Vec<(u64, u64, u64)> {
         1 => vec![(30, 2_000, 1 + (k as u64 % 4)), (300, 120_000, 1)],
         _ => vec![(400, 90_000, 1), (4_000, 120_000, 25)],
     }
+}
+
+/// The costs a check of `limits` records, as a receipt lists them (one for
+/// all when equal).
+fn record_costs(limits: &Limits) -> Vec<u64> {
+    let costs: Vec<u64> = limits.iter().map(|l| l.2).collect();
+    if costs.iter().all(|&c| c == costs[0]) {
+        vec![costs[0]]
+    } else {
+        costs
+    }
+}
+
+fn comma(costs: &[u64]) -> String {
+    let parts: Vec<String> = costs.iter().map(u64::to_string).collect();
+    parts.join(",")
+}
+
+/// `SLIDELOG.SETTLE` of the record at `ts` with `old` costs (`Some`) or
+/// `SLIDELOG.CHARGE`, to `costs` (one per limit), on the server's clock.
+fn usage(
+    conn: &mut Connection,
+    key: &str,
+    record: Option<(u64, &[u64])>,
+    limits: &Limits,
+    costs: &[u64],
+) -> Vec<i64> {
+    let mut cmd = redis::cmd(if record.is_some() {
+        "SLIDELOG.SETTLE"
+    } else {
+        "SLIDELOG.CHARGE"
+    });
+    cmd.arg(key).arg("*").arg(0);
+    if let Some((ts, old)) = record {
+        cmd.arg(ts).arg(comma(old));
+    }
+    cmd.arg(limits.len());
+    for (&(max, window, _), cost) in limits.iter().zip(costs) {
+        cmd.arg(max).arg(window).arg(cost);
+    }
+    cmd.query(conn).unwrap()
+}
+
+/// The costs the `i`-th settle or charge of a key of `limits` uses: down,
+/// 0 in a limit, 0 everywhere (a refund), and in the last tenth (a key
+/// over its max refuses checks for a whole window) up past a max.
+fn usage_costs(i: usize, limits: &Limits) -> Vec<u64> {
+    limits
+        .iter()
+        .enumerate()
+        .map(|(p, &(max, _, cost))| match (i / 3 + p) % 5 {
+            0 => 0,
+            1 if i > 9_000 => max + 7,
+            2 => cost,
+            _ => cost * (1 + i as u64 % 3),
+        })
+        .collect()
 }
 
 fn info_field(conn: &mut Connection, section: &str, field: &str) -> String {
@@ -101,18 +159,39 @@ fn exact(kind: ServerKind) {
     });
 
     let mut admitted = 0;
+    // The last record admitted or charged on each key: (ts, costs).
+    let mut last: Vec<Option<(u64, Vec<u64>)>> = vec![None; KEYS];
+    let mut settled = 0;
     for i in 0..10_000usize {
         let k = i % KEYS;
-        let reply = check(
-            &mut p,
-            &format!("log:{k}"),
-            i % 13 != 0,
-            None,
-            0,
-            &limits_of(k),
-        )
-        .unwrap();
+        let key = format!("log:{k}");
+        let limits = limits_of(k);
+        if i % 7 == 3 {
+            let costs = usage_costs(i, &limits);
+            let reply = usage(&mut p, &key, None, &limits, &costs);
+            if reply[0] == 1 {
+                let used: Vec<(u64, u64, u64)> = limits
+                    .iter()
+                    .zip(&costs)
+                    .map(|(l, &c)| (l.0, l.1, c))
+                    .collect();
+                last[k] = Some((reply[8] as u64, record_costs(&used)));
+            }
+            continue;
+        }
+        if i % 5 == 1
+            && let Some((ts, old)) = last[k].take()
+        {
+            let costs = usage_costs(i, &limits);
+            let reply = usage(&mut p, &key, Some((ts, &old)), &limits, &costs);
+            settled += reply[0];
+            continue;
+        }
+        let reply = check(&mut p, &key, i % 13 != 0, None, 0, &limits).unwrap();
         admitted += reply[0];
+        if reply[0] == 1 && i % 13 != 0 {
+            last[k] = Some((reply[7] as u64, record_costs(&limits)));
+        }
         if i == 5_000 {
             let _: String = redis::cmd("BGREWRITEAOF").query(&mut p).unwrap();
             wait_until("the AOF rewrite", || {
@@ -121,7 +200,8 @@ fn exact(kind: ServerKind) {
             });
         }
     }
-    assert!(admitted > 2_000 && admitted < 9_000, "admitted {admitted}");
+    assert!(admitted > 1_500 && admitted < 9_000, "admitted {admitted}");
+    assert!(settled > 300, "settled {settled}");
     let _: i64 = redis::cmd("WAIT").arg(1).arg(10_000).query(&mut p).unwrap();
     let primary_logs = dumps(&mut p);
     assert_eq!(primary_logs.len(), KEYS);
