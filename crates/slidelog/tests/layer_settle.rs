@@ -299,8 +299,11 @@ async fn the_layer_settles_on_redis_too() {
     let app = app(&limiter, &outcomes);
     let r = call(&app, &[("x-reserve", "400"), ("x-used", "30")]).await;
     assert_eq!(r.status(), 200);
-    // Redis reports the deciding limit only.
-    assert_eq!(ratelimit(&r), "\"requests\";r=4;t=60");
+    // The Redis script reports every limit too.
+    assert_eq!(
+        ratelimit(&r),
+        "\"requests\";r=4;t=60, \"tokens\";r=600;t=60"
+    );
     assert_eq!(outcomes.take(), ["settled 30"]);
     let r = call(&app, &[("x-reserve", "970")]).await;
     assert_eq!(r.status(), 200, "30 + 970 fit in 1,000 once settled");

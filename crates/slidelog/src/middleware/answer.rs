@@ -51,19 +51,19 @@ where
     ResBody: RejectionBody,
     U: ReadUsage<ResBody>,
 {
-    let limits = asked.limits.clone();
     let rejection = match decided {
         Ok(each) if each.decision.allowed => {
             return admitted(config, inner, parts, asked, each).await;
         }
         Ok(each) => {
             let decision = each.decision;
-            let mut response = refuse(config, &parts, Rejection::limited(each, limits));
+            let rejection = Rejection::limited(each, asked.limits.clone());
+            let mut response = refuse(config, &parts, rejection);
             response.extensions_mut().insert(decision);
             return Ok(response);
         }
         Err(LimiterError::Store(e)) => Rejection::unavailable(&e),
-        Err(LimiterError::Input(e)) => Rejection::input(&e, limits),
+        Err(LimiterError::Input(e)) => Rejection::input(&e, asked.limits.clone()),
     };
     Ok(refuse(config, &parts, rejection))
 }

@@ -31,11 +31,15 @@ pub struct NameError(pub String);
 /// For each request: find the route's limits ([`RouteLimits`]), extract the
 /// key ([`KeyExtractor`]), find the cost (1 unless [`cost`](Self::cost) or
 /// [`body_cost`](Self::body_cost) says otherwise), decide on the limiter.
-/// Admitted: the inner service answers and the RateLimit fields are added to
-/// its response; the [`Decision`] is put in the request's and the response's
-/// extensions (`degraded` is true when the store failed and the policy is
-/// fail-open; only `RateLimit-Policy` is then added, as nothing was
-/// counted). Rejected: 429 with `Retry-After` and the RateLimit fields (or
+/// Admitted: the inner service answers and the RateLimit fields, listing
+/// every limit by name, are added to its response; the [`Decision`] is put
+/// in the request's and the response's extensions (the response's also
+/// holds every limit's state, [`Detailed`](crate::Detailed); `degraded` is
+/// true when the store failed and the policy is fail-open; only
+/// `RateLimit-Policy` is then added, as nothing was counted); a layer that
+/// settles ([`settle_from_header`](Self::settle_from_header),
+/// [`refund_on`](Self::refund_on)) then settles the reservation to the real
+/// cost the response reports. Rejected: 429 with `Retry-After` and the RateLimit fields (or
 /// what [`on_rejection`](Self::on_rejection) makes). A cost no limit can ever
 /// admit: 413 with the reason. Store failure under fail-closed: 503. No key:
 /// see [`MissingKey`]. gRPC requests get the same answers as gRPC statuses
