@@ -267,3 +267,88 @@ async fn a_master_down_at_connect_answers_its_slots_at_once() {
     eprintln!("cluster outage at connect: connected in {connected:?}; dead slots p99 {p99:?}");
     assert!(p99 <= OUTAGE_P99_BOUND, "dead slots p99 {p99:?}");
 }
+
+/// A frozen master (SIGSTOP: it accepts connections and answers nothing) is
+/// known down as *silent*; its keys are then answered at once, the other
+/// masters' keys exactly (the cluster connection is not replaced for a
+/// frozen process), and after SIGCONT its keys are exact again within a
+/// second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_master_is_known_silent_and_the_others_stay_exact() {
+    let cluster = tokio::task::spawn_blocking(partial_cluster).await.unwrap();
+    let options = common::options_with_timeout("cluster_outage_frozen", TIMEOUT);
+    let store = ClusterStore::connect_cluster(&cluster.url(), options)
+        .await
+        .expect("connect");
+    let victim = cluster.master_ports()[0];
+    let (dead, live) = keys(&store, &cluster, victim, 4);
+    let request = |key: &str| Request::single(key, Limit::new(1_000, 600_000).unwrap()).unwrap();
+    for key in dead.iter().chain(&live) {
+        store.check(&request(key)).await.expect("decides");
+    }
+    cluster.node(victim).pause();
+    let frozen = Instant::now();
+    while store.connection().nodes_down().is_empty() {
+        let started = Instant::now();
+        let err = store.check(&request(&dead[0])).await.expect_err("frozen");
+        assert!(err.is_transient(), "{err}");
+        assert!(
+            started.elapsed() < TIMEOUT * 3,
+            "a call took {:?}",
+            started.elapsed()
+        );
+        assert!(
+            frozen.elapsed() < Duration::from_secs(5),
+            "never known down"
+        );
+    }
+    let known_down = frozen.elapsed();
+    let down = store.connection().nodes_down();
+    assert_eq!(down[0].cause, DownCause::Silent, "{down:?}");
+    let mut samples = Vec::new();
+    for round in 0..50u64 {
+        for key in &dead {
+            let started = Instant::now();
+            store.check(&request(key)).await.expect_err("frozen slot");
+            samples.push(started.elapsed());
+        }
+        for key in &live {
+            let d = store
+                .check(&request(key))
+                .await
+                .expect("a live master decides");
+            assert_eq!(d.count, 2 + round, "{key}: {d:?}");
+        }
+    }
+    assert_eq!(
+        store.connection().replacements(),
+        0,
+        "a frozen master is not a black hole"
+    );
+    let p99 = percentile(&mut samples, 99);
+    cluster.node(victim).resume();
+    let resumed = Instant::now();
+    loop {
+        if store.check(&request(&dead[1])).await.is_ok() {
+            break;
+        }
+        assert!(resumed.elapsed() < Duration::from_secs(10), "never exact");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let exact_again = resumed.elapsed();
+    for key in dead.iter().chain(&live) {
+        store
+            .check(&request(key))
+            .await
+            .expect("no call fails once exact");
+    }
+    eprintln!(
+        "cluster frozen master: known down (silent) {known_down:?} after SIGSTOP; \
+         its keys p99 {p99:?}; exact again {exact_again:?} after SIGCONT"
+    );
+    assert!(p99 <= OUTAGE_P99_BOUND, "frozen slots p99 {p99:?}");
+    assert!(
+        exact_again <= EXACT_AGAIN_BOUND,
+        "exact again after {exact_again:?}"
+    );
+}

@@ -13,11 +13,11 @@
 //! - A decision (or reset) for a key whose call failed with a connection
 //!   error, or got no answer within half the per-call timeout, makes the
 //!   key's master *suspect*: ONE background probe per master asks it. First
-//!   a TCP connect (refused or reset: the node is down, *refused*; no answer:
-//!   down, *silent*), then `CLUSTER INFO` over the cluster connection
-//!   (`cluster_state:ok`: up; no answer on a node that accepts connections:
-//!   the connection is black-holed, so the whole cluster connection is
-//!   replaced, [`crate::heal`]).
+//!   a `PING` on a fresh TCP connection (refused or reset: the node is down,
+//!   *refused*; no answer: down, *silent*, a frozen process), then `CLUSTER
+//!   INFO` over the cluster connection (`cluster_state:ok`: up; no answer
+//!   while the fresh connection got one: our connection is black-holed, so
+//!   the whole cluster connection is replaced, once, [`crate::heal`]).
 //! - While a master is known down, a call for one of its slots fails at once
 //!   with a transient error naming it (the limiter's policy then answers:
 //!   fail-open degraded, fail-closed an error), never reaching redis-rs.
@@ -503,6 +503,10 @@ async fn probe(
 ) {
     let mut wait = FIRST_RETRY;
     let mut rounds = 0u32;
+    // A black-holed connection is replaced once: a master still silent on
+    // a fresh one is frozen, and replacing again would only disturb the
+    // masters that answer.
+    let mut replaced = false;
     loop {
         let Some(shared) = weak.upgrade() else { return };
         let (epoch, mut conn) = healing.current_with_epoch();
@@ -527,7 +531,8 @@ async fn probe(
                 return;
             }
             Err((cause, black_holed)) => {
-                if black_holed && healing.replace(epoch) {
+                if black_holed && !replaced && healing.replace(epoch) {
+                    replaced = true;
                     tracing::warn!(
                         store = shared.kind,
                         node = %format!("{host}:{port}"),
@@ -553,11 +558,25 @@ async fn check(
     conn: &mut RawClusterConnection,
     bound: Duration,
 ) -> Result<(), (DownCause, bool)> {
-    match tokio::time::timeout(bound, tokio::net::TcpStream::connect((host, port))).await {
-        Err(_) => return Err((DownCause::Silent, false)),
-        Ok(Err(e)) => return Err((DownCause::Refused(e.to_string()), false)),
-        Ok(Ok(_)) => {}
+    let mut fresh =
+        match tokio::time::timeout(bound, tokio::net::TcpStream::connect((host, port))).await {
+            Err(_) => return Err((DownCause::Silent, false)),
+            Ok(Err(e)) => return Err((DownCause::Refused(e.to_string()), false)),
+            Ok(Ok(stream)) => stream,
+        };
+    // Any answer on a fresh connection (PONG, NOAUTH, a TLS port closing on
+    // a plain PING) says the process runs; none says it is frozen, and a
+    // fresh cluster connection would not help.
+    let asked = async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        fresh.write_all(b"PING\r\n").await?;
+        let mut reply = [0u8; 64];
+        fresh.read(&mut reply).await
+    };
+    if tokio::time::timeout(bound, asked).await.is_err() {
+        return Err((DownCause::Silent, false));
     }
+    drop(fresh);
     let by_address = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
         host: host.to_owned(),
         port,
