@@ -51,10 +51,16 @@ pub fn router_with(app: App, max_body_bytes: usize, extra: Router<App>) -> Route
         .route("/metrics", get(api::metrics))
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
-        .layer(DefaultBodyLimit::max(max_body_bytes))
-        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
-            panic_response,
-        ))
+        // One layer of both (a panic caught outside the body cap, as when
+        // they were two): each `Router::layer` wraps every route in one more
+        // boxed service, cloned and boxed again for every request.
+        .layer(
+            tower::ServiceBuilder::new()
+                .layer(tower_http::catch_panic::CatchPanicLayer::custom(
+                    panic_response,
+                ))
+                .layer(DefaultBodyLimit::max(max_body_bytes)),
+        )
         .with_state(app)
 }
 
