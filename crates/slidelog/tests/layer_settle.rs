@@ -114,13 +114,14 @@ async fn every_limit_is_listed_by_name_and_the_reservation_settles_to_the_header
         r.headers()["ratelimit-policy"],
         "\"requests\";q=5;w=60, \"tokens\";q=1000;w=60"
     );
-    // As admitted: 4 requests and 700 tokens left (the deciding limit first).
+    // After the settle to 120: 4 requests and 880 tokens left (the
+    // deciding limit first).
     assert_eq!(
         ratelimit(&r),
-        "\"requests\";r=4;t=60, \"tokens\";r=700;t=60"
+        "\"requests\";r=4;t=60, \"tokens\";r=880;t=60"
     );
     assert_eq!(outcomes.take(), ["settled 120"]);
-    // Settled to 120: the next request sees 880 - 300.
+    // No usage reported: the answer shows the admission, 880 - 300.
     let r = call(&app, &[("x-reserve", "300")]).await;
     assert_eq!(
         ratelimit(&r),
@@ -280,7 +281,7 @@ async fn the_body_usage_settles_and_a_single_limit_keeps_its_default_name() {
     .settle_with(1024, |_, body: &[u8]| Some(body.len() as u64));
     let app = Router::new().route("/", post(|| async { "four" }).layer(layer));
     let r = call(&app, &[]).await;
-    assert_eq!(ratelimit(&r), "\"default\";r=50;t=60");
+    assert_eq!(ratelimit(&r), "\"default\";r=96;t=60", "settled to 4");
     let body = axum::body::to_bytes(r.into_body(), 64).await.unwrap();
     assert_eq!(
         &body[..],
@@ -288,7 +289,7 @@ async fn the_body_usage_settles_and_a_single_limit_keeps_its_default_name() {
         "the body read for its usage is handed on"
     );
     let r = call(&app, &[]).await;
-    assert_eq!(ratelimit(&r), "\"default\";r=46;t=60");
+    assert_eq!(ratelimit(&r), "\"default\";r=92;t=60");
 }
 
 #[tokio::test]
@@ -299,10 +300,10 @@ async fn the_layer_settles_on_redis_too() {
     let app = app(&limiter, &outcomes);
     let r = call(&app, &[("x-reserve", "400"), ("x-used", "30")]).await;
     assert_eq!(r.status(), 200);
-    // The Redis script reports every limit too.
+    // The Redis script reports every limit too (after the settle to 30).
     assert_eq!(
         ratelimit(&r),
-        "\"requests\";r=4;t=60, \"tokens\";r=600;t=60"
+        "\"requests\";r=4;t=60, \"tokens\";r=970;t=60"
     );
     assert_eq!(outcomes.take(), ["settled 30"]);
     let r = call(&app, &[("x-reserve", "970")]).await;

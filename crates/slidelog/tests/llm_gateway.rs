@@ -101,15 +101,13 @@ async fn the_gateway_admits_exactly_what_the_real_token_counts_allow() {
         let ratelimit = r.headers()["ratelimit"].to_str().unwrap().to_owned();
         if fits {
             assert_eq!(r.status(), 200, "request {i}: the real counts leave room");
-            // The RateLimit field lists both limits, as admitted (before the settle).
-            assert_eq!(remaining(&ratelimit, "tokens"), TOKENS - used - estimate);
+            // The RateLimit field lists both limits, after the settle.
+            let real = real_tokens(&prompt, max_tokens);
+            assert_eq!(remaining(&ratelimit, "tokens"), TOKENS - used - real);
             assert_eq!(remaining(&ratelimit, "requests"), REQUESTS - admitted - 1);
             let answer: Value = r.json().await.unwrap();
-            assert_eq!(
-                answer["usage"]["total_tokens"],
-                real_tokens(&prompt, max_tokens)
-            );
-            used += real_tokens(&prompt, max_tokens);
+            assert_eq!(answer["usage"]["total_tokens"], real);
+            used += real;
             admitted += 1;
         } else {
             assert_eq!(r.status(), 429, "request {i}: {used} tokens used");
@@ -140,17 +138,17 @@ async fn an_upstream_failure_is_refunded_and_an_answer_without_usage_keeps_the_e
     let estimate = 2 + 1_000;
     assert_eq!(remaining(&ratelimit, "requests"), REQUESTS - 1);
     assert_eq!(remaining(&ratelimit, "tokens"), TOKENS - estimate);
-    // No usage block: the estimate stays.
-    let r = complete(&url, "bob", "abcd", 100).await;
-    let ratelimit = r.headers()["ratelimit"].to_str().unwrap().to_owned();
-    assert_eq!(remaining(&ratelimit, "tokens"), TOKENS - estimate - 101);
-    // Settled to the real count (51 tokens): visible in the next answer.
-    let r = complete(&url, "bob", "abcd", 100).await;
-    let ratelimit = r.headers()["ratelimit"].to_str().unwrap().to_owned();
+    // The quiet answer kept its estimate; these two are settled to their
+    // real count (51 tokens each, not the 101 reserved), as each one says.
     let real = real_tokens("abcd", 100);
+    let r = complete(&url, "bob", "abcd", 100).await;
+    let ratelimit = r.headers()["ratelimit"].to_str().unwrap().to_owned();
+    assert_eq!(remaining(&ratelimit, "tokens"), TOKENS - estimate - real);
+    let r = complete(&url, "bob", "abcd", 100).await;
+    let ratelimit = r.headers()["ratelimit"].to_str().unwrap().to_owned();
     assert_eq!(
         remaining(&ratelimit, "tokens"),
-        TOKENS - estimate - real - 101
+        TOKENS - estimate - 2 * real
     );
     assert_eq!(remaining(&ratelimit, "requests"), REQUESTS - 3);
     assert_eq!(calls.load(Ordering::SeqCst), 4);

@@ -155,11 +155,12 @@ where
     U: ReadUsage<ResBody>,
 {
     let settling = &config.settling;
-    if settling.refunds(response.status()) {
-        settle(config, reserved, record, Cost::All(0), None).await;
-        return response;
+    let (mut parts, body) = response.into_parts();
+    if settling.refunds(parts.status) {
+        let after = settle(config, reserved, record, Cost::All(0), None).await;
+        restate(&mut parts.headers, after);
+        return Response::from_parts(parts, body);
     }
-    let (parts, body) = response.into_parts();
     let (actual, body) = match settling.read_head(&parts) {
         Some(actual) => (Some(actual), body),
         None if config.usage.reads() => config.usage.read(&parts, body).await,
@@ -168,33 +169,45 @@ where
     match actual {
         Some(actual) => {
             let cost = settled_cost(reserved.request, reserved.named, actual);
-            settle(config, reserved, record, cost, Some(actual)).await;
+            let after = settle(config, reserved, record, cost, Some(actual)).await;
+            restate(&mut parts.headers, after);
         }
         None => settling.report(reserved.request.key(), &SettleOutcome::NoUsage),
     }
     Response::from_parts(parts, body)
 }
 
+/// Rewrites the `RateLimit` field with the limits after a settle (what
+/// the client has left once this request's real cost counts), when the
+/// settle changed the record.
+fn restate(headers: &mut http::HeaderMap, after: Option<Detailed>) {
+    if let Some(value) = after.as_ref().and_then(ratelimit_header_each) {
+        headers.insert(RATELIMIT, value);
+    }
+}
+
 /// Settles `record` to `cost` (a refund when it is 0 everywhere), once,
-/// and reports the outcome; never fails the response.
+/// and reports the outcome; never fails the response. Returns the limits
+/// after the settle when it changed the record.
 async fn settle<K, C, U>(
     config: &Config<K, C, U>,
     reserved: Reserved<'_>,
     record: RecordRef,
     cost: Cost,
     actual: Option<u64>,
-) {
+) -> Option<Detailed> {
     let request = reserved.request;
     let receipt = Receipt::new(request, record).encode();
     let settled = config
         .limiter
         .settle(request.key(), request.limits(), &receipt, cost)
         .await;
-    let outcome = match (settled, actual) {
-        (Ok(s), _) if !s.settled => SettleOutcome::Gone,
-        (Ok(_), Some(actual)) => SettleOutcome::Settled { actual },
-        (Ok(_), None) => SettleOutcome::Refunded,
-        (Err(e), _) => SettleOutcome::Failed(e),
+    let (outcome, after) = match (settled, actual) {
+        (Ok(s), _) if !s.settled => (SettleOutcome::Gone, None),
+        (Ok(s), Some(actual)) => (SettleOutcome::Settled { actual }, Some(s.detailed())),
+        (Ok(s), None) => (SettleOutcome::Refunded, Some(s.detailed())),
+        (Err(e), _) => (SettleOutcome::Failed(e), None),
     };
     config.settling.report(request.key(), &outcome);
+    after
 }

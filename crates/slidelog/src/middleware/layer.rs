@@ -213,8 +213,9 @@ impl<K: KeyExtractor, C, U> RateLimitLayer<K, C, U> {
     /// first that reports a cost is settled to. A settle never counts
     /// twice (it sets the record's costs, it adds nothing) and never fails
     /// the response: a store error leaves the estimate, is logged and told
-    /// to [`on_settle`](Self::on_settle). The RateLimit fields of the
-    /// response are those of the admission (before the settle).
+    /// to [`on_settle`](Self::on_settle). When a settle (or a refund)
+    /// changed the record, the response's `RateLimit` field lists the
+    /// limits after it: what the client has left once its real cost counts.
     ///
     /// ```
     /// use slidelog::{Limiter, RateLimitLayer, middleware::Header};
