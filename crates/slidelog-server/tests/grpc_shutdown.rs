@@ -8,9 +8,11 @@ use slidelog_envoy::codec::RequestCodec;
 use slidelog_envoy::proto::{
     RateLimitRequest, RateLimitResponse, RateLimitServiceClient, rate_limit_response::Code,
 };
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 use tonic::codegen::http::uri::PathAndQuery;
 use tonic::transport::Channel;
 
@@ -24,7 +26,7 @@ const PATH: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
 
 /// `serve` on both ports with [`CONFIG`] and a memory snapshot written only
 /// at shutdown (the interval is far longer than the test).
-fn serve(config: &Path, snapshot: &Path) -> child::Serve {
+fn serve(config: &Path, snapshot: &Path, extra: &[&str]) -> child::Serve {
     let mut command = Command::new(env!("CARGO_BIN_EXE_slidelog"));
     command
         .args(["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
@@ -33,9 +35,21 @@ fn serve(config: &Path, snapshot: &Path) -> child::Serve {
         .arg("--memory-snapshot")
         .arg(snapshot)
         .args(["--memory-snapshot-interval", "1h"])
+        .args(extra)
         .env_remove("SLIDELOG_STORE")
         .env("RUST_LOG", "info");
     child::spawn(command)
+}
+
+/// The folder of the config ([`CONFIG`]) and the snapshot, and their paths.
+fn files() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let (config, snapshot) = (
+        dir.path().join("limits.yaml"),
+        dir.path().join("memory.snap"),
+    );
+    std::fs::write(&config, CONFIG).unwrap();
+    (dir, config, snapshot)
 }
 
 fn request() -> RateLimitRequest {
@@ -62,32 +76,12 @@ async fn logged(service: &child::Serve, text: &str) {
     }
 }
 
-/// `ShouldRateLimit` of [`request`] on `channel`, answered.
-async fn ask(channel: Channel) -> RateLimitResponse {
-    RateLimitServiceClient::new(channel)
-        .should_rate_limit(request())
-        .await
-        .unwrap()
-        .into_inner()
-}
+type Answer = Result<tonic::Response<RateLimitResponse>, tonic::Status>;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_grpc_call_in_flight_at_sigterm_is_answered_and_in_the_final_snapshot() {
-    let dir = tempfile::tempdir().unwrap();
-    let (config, snapshot) = (
-        dir.path().join("limits.yaml"),
-        dir.path().join("memory.snap"),
-    );
-    std::fs::write(&config, CONFIG).unwrap();
-    let mut service = serve(&config, &snapshot);
-    let channel = connect(&service).await;
-    // One decision answered before the signal.
-    let first = ask(channel.clone()).await;
-    assert_eq!(first.overall_code, Code::Ok as i32, "{first:?}");
-    assert_eq!(first.statuses[0].limit_remaining, 1, "{first:?}");
-    // One in flight: its headers are sent now, its message only after the
-    // service has begun shutting down.
-    let (release, held) = tokio::sync::oneshot::channel::<()>();
+/// A `ShouldRateLimit` call of [`request`] whose headers are sent now and
+/// its message only when the returned sender fires (or is dropped).
+fn held_call(channel: Channel) -> (oneshot::Sender<()>, JoinHandle<Answer>) {
+    let (release, held) = oneshot::channel::<()>();
     let message = futures::stream::once(async move {
         let _ = held.await;
         request()
@@ -102,6 +96,30 @@ async fn a_grpc_call_in_flight_at_sigterm_is_answered_and_in_the_final_snapshot(
         )
         .await
     });
+    (release, call)
+}
+
+/// `ShouldRateLimit` of [`request`] on `channel`, answered.
+async fn ask(channel: Channel) -> RateLimitResponse {
+    RateLimitServiceClient::new(channel)
+        .should_rate_limit(request())
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_call_in_flight_at_sigterm_is_answered_and_in_the_final_snapshot() {
+    let (_dir, config, snapshot) = files();
+    let mut service = serve(&config, &snapshot, &[]);
+    let channel = connect(&service).await;
+    // One decision answered before the signal.
+    let first = ask(channel.clone()).await;
+    assert_eq!(first.overall_code, Code::Ok as i32, "{first:?}");
+    assert_eq!(first.statuses[0].limit_remaining, 1, "{first:?}");
+    // One in flight: its headers are sent now, its message only after the
+    // service has begun shutting down.
+    let (release, call) = held_call(channel);
     // Time for the call's headers to reach the service.
     tokio::time::sleep(Duration::from_millis(300)).await;
     child::signal(&service.child, "-TERM");
@@ -120,7 +138,29 @@ async fn a_grpc_call_in_flight_at_sigterm_is_answered_and_in_the_final_snapshot(
     let status = child::exit_status(&mut service.child, Duration::from_secs(30), "SIGTERM");
     assert!(status.success(), "serve exited with {status}");
     // Restarted on the snapshot: both decisions are there.
-    let service = serve(&config, &snapshot);
+    let service = serve(&config, &snapshot, &[]);
     let third = ask(connect(&service).await).await;
     assert_eq!(third.overall_code, Code::OverLimit as i32, "{third:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_grace_period_bounds_a_grpc_call_that_never_finishes() {
+    let (_dir, config, snapshot) = files();
+    let mut service = serve(&config, &snapshot, &["--shutdown-grace", "300ms"]);
+    let (release, call) = held_call(connect(&service).await);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    child::signal(&service.child, "-TERM");
+    let status = child::exit_status(&mut service.child, Duration::from_secs(10), "SIGTERM");
+    assert!(status.success(), "serve exited with {status}");
+    // It waited for the call before giving up on it.
+    assert!(
+        started.elapsed() >= Duration::from_millis(250),
+        "exited after {:?}, before the 300 ms grace period",
+        started.elapsed()
+    );
+    logged(&service, "dropping gRPC calls still in flight").await;
+    logged(&service, "stopped with requests cut off").await;
+    drop(release);
+    assert!(call.await.unwrap().is_err(), "the cut call is not answered");
 }
