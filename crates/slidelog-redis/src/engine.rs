@@ -73,8 +73,11 @@ impl Engine {
     }
 
     /// Runs one settle or charge through this engine (docs/design.md §4.5),
-    /// the one dispatch point for them. The module engine has no such
-    /// command yet.
+    /// the one dispatch point for them: `usage.lua` or the module's
+    /// `SLIDELOG.SETTLE` / `SLIDELOG.CHARGE`. A key the module holds
+    /// answers the script `MODULEKEY` (having changed nothing): it is then
+    /// sent to the module (`engine=auto` before it knew, or a key adopted
+    /// while another store used the scripts).
     pub async fn run_usage<C: ConnectionLike>(
         self,
         conn: &mut C,
@@ -84,17 +87,13 @@ impl Engine {
         now_ms: Option<u64>,
         deadline_ms: Option<u64>,
     ) -> RedisResult<crate::usage::UsageOutcome> {
-        match self {
-            Self::Script => {
-                crate::usage::run(conn, redis_key, request, usage, now_ms, deadline_ms).await
+        if self == Self::Script {
+            match crate::usage::run(conn, redis_key, request, usage, now_ms, deadline_ms).await {
+                Err(e) if crate::usage::is_module_key(&e) => {}
+                answer => return answer,
             }
-            // The store refuses before dispatching (StoreError::Unsupported).
-            Self::Module => Err(RedisError::from((
-                redis::ErrorKind::UnexpectedReturnType,
-                "the module engine has no settle or charge yet",
-                usage.name().to_owned(),
-            ))),
         }
+        module::run_usage(conn, redis_key, request, usage, now_ms, deadline_ms).await
     }
 }
 

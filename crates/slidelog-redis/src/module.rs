@@ -10,6 +10,14 @@
 //! scripts' error code (`DEADLINE`), so both engines' answers go through one
 //! mapping: [`crate::script::parse_reply`] and [`crate::script::is_deadline`].
 //!
+//! Settle and charge (docs/design.md §4.5) are `SLIDELOG.SETTLE <key>
+//! <now_ms|*> <deadline_ms|0> <record_ts> <record_cost_1,...> <n> <max_1>
+//! <window_ms_1> <cost_1> …` (the record the receipt names: its timestamp
+//! and costs) and `SLIDELOG.CHARGE <key> <now_ms|*> <deadline_ms|0> <n> …`,
+//! one atomic command each, answering `usage.lua`'s reply (`done` then the
+//! check's fields). The module's records have no ids: its receipts name a
+//! record by timestamp and costs (two such records are interchangeable).
+//!
 //! Whether a server has the module is asked with `COMMAND INFO
 //! SLIDELOG.CHECK` (nil when the command is unknown): it names exactly the
 //! command the store calls and, unlike `MODULE LIST` (`@admin`), needs no
@@ -17,12 +25,17 @@
 
 use crate::script::Check;
 use crate::script::{Outcome, limit_args, parse_reply};
+use crate::usage::{Usage, UsageOutcome};
 use redis::aio::ConnectionLike;
-use redis::{RedisResult, Value};
-use slidelog_core::{Mode, Request};
+use redis::{ErrorKind, RedisError, RedisResult, Value};
+use slidelog_core::{Mode, RecordRef, Request};
 
 /// The module's decision command.
 pub const CHECK: &str = "SLIDELOG.CHECK";
+/// The module's settle command.
+pub const SETTLE: &str = "SLIDELOG.SETTLE";
+/// The module's charge command.
+pub const CHARGE: &str = "SLIDELOG.CHARGE";
 /// The module's reset command (`1` when a log existed).
 pub const RESET: &str = "SLIDELOG.RESET";
 /// The module's read-only description of a log, for `inspect`.
@@ -42,14 +55,18 @@ pub fn how_to_load() -> String {
 /// The `SLIDELOG.CHECK` command of one decision on `redis_key` (prefix
 /// applied). `now_ms`: `None` for the server's clock (`*`). `deadline_ms`
 /// (checks only): refused, recording nothing, once the server's clock is
-/// past it.
-pub fn check_command(
-    redis_key: &[u8],
-    request: &Request,
-    mode: Mode,
-    now_ms: Option<u64>,
-    deadline_ms: Option<u64>,
-) -> redis::Cmd {
+/// past it. With `EACH` when the check asks for every limit's state
+/// ([`Check::each`]) and has more than one limit (one limit is all the
+/// deciding limit says).
+pub fn check_command(check: Check<'_>) -> redis::Cmd {
+    let Check {
+        redis_key,
+        request,
+        mode,
+        now_ms,
+        deadline_ms,
+        each,
+    } = check;
     let mut cmd = redis::cmd(CHECK);
     cmd.arg(redis_key).arg(if mode == Mode::Record {
         "RECORD"
@@ -66,21 +83,93 @@ pub fn check_command(
         None
     };
     cmd.arg(deadline.unwrap_or(0)).arg(limit_args(request));
+    if each && request.limits().len() > 1 {
+        cmd.arg("EACH");
+    }
     cmd
 }
 
 /// Runs one decision through the module; the reply is mapped exactly as the
-/// general script's is. The caller bounds the time this takes.
+/// general script's is. An admitted check names its record by the time
+/// the module used (the module's records carry no id). The caller bounds
+/// the time this takes.
 pub async fn run<C: ConnectionLike>(conn: &mut C, check: Check<'_>) -> RedisResult<Outcome> {
-    let cmd = check_command(
-        check.redis_key,
-        check.request,
-        check.mode,
-        check.now_ms,
-        check.deadline_ms,
-    );
+    let reply: Vec<i64> = check_command(check).query_async(conn).await?;
+    let mut outcome = parse_reply(&reply)?;
+    if check.mode == Mode::Record && outcome.decision.allowed {
+        outcome.decision.record = Some(RecordRef {
+            ts: outcome.now_ms,
+            id: None,
+        });
+    }
+    Ok(outcome)
+}
+
+/// The `SLIDELOG.SETTLE` or `SLIDELOG.CHARGE` command of one settle or
+/// charge of `request` (a [`Request::usage`]) on `redis_key` (prefix
+/// applied); `now_ms` and `deadline_ms` as a check's.
+pub fn usage_command(
+    redis_key: &[u8],
+    request: &Request,
+    usage: &Usage,
+    now_ms: Option<u64>,
+    deadline_ms: Option<u64>,
+) -> redis::Cmd {
+    let mut cmd = redis::cmd(match usage {
+        Usage::Settle(_) => SETTLE,
+        Usage::Charge => CHARGE,
+    });
+    cmd.arg(redis_key);
+    match now_ms {
+        Some(ms) => cmd.arg(ms),
+        None => cmd.arg("*"),
+    };
+    cmd.arg(deadline_ms.unwrap_or(0));
+    if let Usage::Settle(receipt) = usage {
+        let costs: Vec<String> = receipt.costs().iter().map(u64::to_string).collect();
+        cmd.arg(receipt.ts()).arg(costs.join(","));
+    }
+    cmd.arg(limit_args(request));
+    cmd
+}
+
+/// Runs one settle or charge through the module (the module engine, or a
+/// key the module holds under `engine=auto`). The caller bounds the time
+/// this takes.
+pub async fn run_usage<C: ConnectionLike>(
+    conn: &mut C,
+    redis_key: &[u8],
+    request: &Request,
+    usage: &Usage,
+    now_ms: Option<u64>,
+    deadline_ms: Option<u64>,
+) -> RedisResult<UsageOutcome> {
+    let cmd = usage_command(redis_key, request, usage, now_ms, deadline_ms);
     let reply: Vec<i64> = cmd.query_async(conn).await?;
-    parse_reply(&reply)
+    parse_usage_reply(&reply, usage, request)
+}
+
+/// `[done, allowed, limit, window_ms, count, remaining, retry_after_ms,
+/// reset_after_ms, now_ms, (count_i, remaining_i, retry_after_ms_i,
+/// reset_after_ms_i){n}]`; the record named by its time (a settle's, unless
+/// settled to 0 everywhere: removed).
+fn parse_usage_reply(reply: &[i64], usage: &Usage, request: &Request) -> RedisResult<UsageOutcome> {
+    let Some((&done, rest)) = reply.split_first().filter(|(d, _)| **d == 0 || **d == 1) else {
+        return Err(RedisError::from((
+            ErrorKind::UnexpectedReturnType,
+            "the module answered an unexpected settle or charge reply",
+            format!("{reply:?}"),
+        )));
+    };
+    let mut outcome = parse_reply(rest)?;
+    let done = done == 1;
+    let removed = request.costs().iter().all(|&c| c == 0);
+    let kept = match usage {
+        Usage::Charge => done.then_some(outcome.now_ms),
+        Usage::Settle(receipt) => (done && !removed).then_some(receipt.ts()),
+    };
+    outcome.decision.record = kept.map(|ts| RecordRef { ts, id: None });
+    Ok(UsageOutcome { done, outcome })
 }
 
 /// `COMMAND INFO SLIDELOG.CHECK`: whether the server `conn` talks to knows
@@ -124,7 +213,15 @@ mod tests {
             Limit::new(100, 60_000).unwrap(),
         ];
         let r = Request::new("k", limits, 2).unwrap();
-        let cmd = check_command(b"p:k", &r, Mode::Record, None, Some(77));
+        let at = |mode, now_ms, each| Check {
+            redis_key: b"p:k",
+            request: &r,
+            mode,
+            now_ms,
+            deadline_ms: Some(77),
+            each,
+        };
+        let cmd = check_command(at(Mode::Record, None, false));
         assert_eq!(
             args(&cmd),
             [
@@ -142,14 +239,74 @@ mod tests {
                 "2"
             ]
         );
-        let peek = check_command(b"p:k", &r, Mode::Peek, Some(5), Some(77));
+        let peek = check_command(at(Mode::Peek, Some(5), true));
         assert_eq!(
             &args(&peek)[..6],
             ["SLIDELOG.CHECK", "p:k", "PEEK", "5", "0", "2"]
         );
+        assert_eq!(args(&peek).last().unwrap(), "EACH");
         let single = Request::single("k", Limit::new(3, 10).unwrap()).unwrap();
-        let cmd = check_command(b"k", &single, Mode::Record, Some(9), None);
+        let cmd = check_command(Check {
+            redis_key: b"k",
+            request: &single,
+            mode: Mode::Record,
+            now_ms: Some(9),
+            deadline_ms: None,
+            each: true,
+        });
         assert_eq!(args(&cmd)[2..], ["RECORD", "9", "0", "1", "3", "10", "1"]);
+    }
+
+    #[test]
+    fn settle_and_charge_send_the_receipt_and_the_costs() {
+        let limits = vec![
+            Limit::new(10, 1_000).unwrap(),
+            Limit::new(100, 60_000).unwrap(),
+        ];
+        let usage = Request::usage("k", limits.clone(), vec![1, 0]).unwrap();
+        let check = Request::with_costs("k", limits, vec![1, 40]).unwrap();
+        let receipt = slidelog_core::Receipt::new(&check, RecordRef { ts: 5, id: None });
+        let cmd = usage_command(b"p:k", &usage, &Usage::Settle(receipt), None, Some(9));
+        assert_eq!(
+            args(&cmd),
+            [
+                "SLIDELOG.SETTLE",
+                "p:k",
+                "*",
+                "9",
+                "5",
+                "1,40",
+                "2",
+                "10",
+                "1000",
+                "1",
+                "100",
+                "60000",
+                "0"
+            ]
+        );
+        let cmd = usage_command(b"p:k", &usage, &Usage::Charge, Some(3), None);
+        assert_eq!(args(&cmd)[..5], ["SLIDELOG.CHARGE", "p:k", "3", "0", "2"]);
+        // done, the 8 fields, 4 per limit; a settle to 0 everywhere names no record.
+        let reply = [
+            1, 1, 10, 1_000, 1, 9, 0, 1_000, 7, 1, 9, 0, 1_000, 0, 100, 0, 0,
+        ];
+        let receipt = slidelog_core::Receipt::new(&check, RecordRef { ts: 5, id: None });
+        let o = parse_usage_reply(&reply, &Usage::Settle(receipt.clone()), &usage).unwrap();
+        assert!(o.done);
+        assert_eq!(
+            o.outcome.decision.record,
+            Some(RecordRef { ts: 5, id: None })
+        );
+        let refund = Request::usage("k", usage.limits().to_vec(), vec![0]).unwrap();
+        let o = parse_usage_reply(&reply, &Usage::Settle(receipt), &refund).unwrap();
+        assert_eq!(o.outcome.decision.record, None);
+        let o = parse_usage_reply(&reply, &Usage::Charge, &usage).unwrap();
+        assert_eq!(
+            o.outcome.decision.record,
+            Some(RecordRef { ts: 7, id: None })
+        );
+        assert!(parse_usage_reply(&[2, 1], &Usage::Charge, &usage).is_err());
     }
 
     #[test]

@@ -212,9 +212,6 @@ where
         let deadline_ms = (now == Now::Server).then(|| self.deadline_ms()).flatten();
         let operation = usage.name();
         let engine = self.engine.select(&self.conn)?;
-        if engine == crate::Engine::Module {
-            return Err(self.unsupported(operation));
-        }
         let call = UsageCall {
             engine,
             key: self.redis_key(request.key()),
@@ -296,8 +293,8 @@ where
     /// Every limit's state in the same script run (docs/design.md §2): the
     /// scripts answer 4 numbers per limit beside the decision when asked
     /// (a plain [`decide`](Store::decide) does not ask, so its cost is
-    /// unchanged). The module engine answers the deciding limit only until
-    /// it supports the same reply; the others' counts are then empty.
+    /// unchanged); the module engine answers the same with
+    /// `SLIDELOG.CHECK ... EACH`.
     async fn decide_each(
         &self,
         request: &Request,
