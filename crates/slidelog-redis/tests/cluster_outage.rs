@@ -353,3 +353,51 @@ async fn a_frozen_master_is_known_silent_and_the_others_stay_exact() {
         "exact again after {exact_again:?}"
     );
 }
+
+/// Every master killed: each is known down, and the store's `PING` fails at
+/// once, so the limiter's own outage mode takes over for the whole store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_master_down_fails_the_ping_at_once() {
+    let mut cluster = tokio::task::spawn_blocking(partial_cluster).await.unwrap();
+    let options = common::options_with_timeout("cluster_outage_all", TIMEOUT);
+    let store = ClusterStore::connect_cluster(&cluster.url(), options)
+        .await
+        .expect("connect");
+    let masters = cluster.master_ports();
+    // One key on each master.
+    let mut keys_by_master = Vec::new();
+    for &port in &masters {
+        let (on, _) = keys(&store, &cluster, port, 1);
+        keys_by_master.push(on[0].clone());
+    }
+    let request = |key: &str| Request::single(key, Limit::new(10, 60_000).unwrap()).unwrap();
+    for key in &keys_by_master {
+        store.check(&request(key)).await.expect("decides");
+    }
+    for &port in &masters {
+        cluster.kill(port);
+    }
+    let killed = Instant::now();
+    while store.connection().nodes_down().len() < masters.len() {
+        for key in &keys_by_master {
+            let _ = store.check(&request(key)).await;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(5),
+            "not all known down"
+        );
+    }
+    let started = Instant::now();
+    let err = store.ping().await.expect_err("no master is up");
+    let took = started.elapsed();
+    assert!(err.is_transient(), "{err}");
+    assert!(
+        err.to_string().contains("no cluster master is known up"),
+        "{err}"
+    );
+    eprintln!(
+        "cluster all masters down: all known down {:?} after the kills; PING fails in {took:?}",
+        killed.elapsed()
+    );
+    assert!(took <= OUTAGE_P99_BOUND, "the PING took {took:?}");
+}
