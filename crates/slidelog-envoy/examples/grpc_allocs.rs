@@ -140,6 +140,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     });
     COUNTED.with(|c| c.set(true));
+    let started = std::time::Instant::now();
     let ((), allocs, bytes) = counted(|| {
         rt.block_on(async {
             for i in 0..n {
@@ -148,11 +149,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         })
     });
+    let elapsed = started.elapsed();
     COUNTED.with(|c| c.set(false));
     println!(
-        "service: requests={n} allocations/request={:.2} bytes/request={:.0}",
+        "service: requests={n} allocations/request={:.2} bytes/request={:.0} ns/request={:.0} (one thread, counting on)",
         allocs as f64 / n as f64,
-        bytes as f64 / n as f64
+        bytes as f64 / n as f64,
+        elapsed.as_nanos() as f64 / n as f64
     );
 
     // Through tonic: the server's runtime counts, the client's does not.
