@@ -36,7 +36,7 @@
 //! replaced by a fresh one (new connections to every node, a fresh slot map).
 //!
 //! One master down (killed, refused, silent) is the outage mode of its
-//! slots only ([`nodes`]): calls for them fail at once with a transient
+//! slots only (`cluster/nodes.rs`): calls for them fail at once with a transient
 //! error while one background probe per master retries it, and the other
 //! masters' keys are decided exactly as usual.
 
