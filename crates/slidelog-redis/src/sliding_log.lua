@@ -79,8 +79,11 @@ if top.err then
   if string.sub(top.err, 1, 9) ~= 'WRONGTYPE' then return top end
   local until_ms = '0'
   if record and deadline >= 0 then until_ms = ARGV[5 + 3 * n] end
+  local limits = {unpack(ARGV, 3, 3 + 3 * n)}
+  -- Every limit too (modes '2'/'3'): the module's trailing EACH, same reply.
+  if each then limits[#limits + 1] = 'EACH' end
   return redis.call('SLIDELOG.CHECK', log, record and 'RECORD' or 'PEEK',
-    string.format('%d', now), until_ms, unpack(ARGV, 3, 3 + 3 * n))
+    string.format('%d', now), until_ms, unpack(limits))
 end
 local newest_member, newest = top[1], tonumber(top[2])
 local marked = newest_member ~= nil and string.find(newest_member, '#', 1, true) ~= nil

@@ -3,8 +3,9 @@
 //! 2-3 named limits and a cost per limit, settles (down, to 0 in a limit,
 //! refunds) and charges, the Redis store's `decide_each` answers exactly
 //! what the memory store's does, every field of every limit; its decision
-//! is the plain `decide`'s; and a Cluster (same script path) answers the
-//! same.
+//! is the plain `decide`'s; a Cluster (same script path) answers the same;
+//! and a key the module holds, asked through the scripts, answers the
+//! module's every-limit reply.
 
 mod common;
 
@@ -12,8 +13,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use slidelog_core::{Detailed, Limit, Mode, Now, Receipt, Request, Store};
 use slidelog_memory::MemoryStore;
-use slidelog_redis::{ClusterStore, RedisOptions};
-use slidelog_testkit::{RedisCluster, RedisServer, unique_prefix};
+use slidelog_redis::{ClusterStore, RedisOptions, RedisStore};
+use slidelog_testkit::{RedisCluster, RedisServer, ServerKind, unique_prefix};
 use std::time::Duration;
 
 /// The limit sets (one per key), named, 2 or 3 limits. Windows >= 10 s:
@@ -235,4 +236,42 @@ async fn a_cluster_reports_every_limit_as_the_memory_store_does() {
         .expect("connect to the cluster");
     let decisions = trace(&store, "c", 100..104, 120).await;
     assert!(decisions > 200, "{decisions}");
+}
+
+/// A key the module holds, asked for every limit through the scripts: the
+/// general script hands it to `SLIDELOG.CHECK ... EACH` and answers the
+/// module's every-limit reply, as the module engine and the memory store do.
+#[tokio::test]
+async fn the_scripts_hand_every_limit_of_a_module_key_to_the_module() {
+    for kind in ServerKind::ALL {
+        let server = RedisServer::start_with_module(kind, &[]);
+        let prefix = unique_prefix("each-handover");
+        let open = |engine: &str| {
+            let url = format!("{}?engine={engine}", server.url());
+            let options = common::options("unused").with_prefix(&prefix);
+            async move { RedisStore::connect(&url, options).await.unwrap() }
+        };
+        let (module, scripts) = (open("module").await, open("script").await);
+        let memory = MemoryStore::new();
+        let limits = limit_sets().remove(2);
+        let t = 1_767_225_600_000u64;
+        for (step, tokens) in [30u64, 40, 20, 50, 5].into_iter().enumerate() {
+            let r = Request::with_costs("k", limits.clone(), vec![1, tokens, 1]).unwrap();
+            let at = Now::At(t + 100 * step as u64);
+            // The module first (it converts the key), then both in turn.
+            let store = if step % 2 == 0 { &module } else { &scripts };
+            let got = store.decide_each(&r, Mode::Record, at).await.unwrap();
+            let want = memory.decide_each(&r, Mode::Record, at).await.unwrap();
+            same_each(&got, &want, &format!("{kind} step {step}"));
+            let peek = scripts.decide_each(&r, Mode::Peek, at).await.unwrap();
+            let want = memory.decide_each(&r, Mode::Peek, at).await.unwrap();
+            same_each(&peek, &want, &format!("{kind} peek {step}"));
+        }
+        let key = scripts.redis_key("k");
+        let kind_of: String = redis::cmd("TYPE")
+            .arg(&key)
+            .query(&mut server.client())
+            .unwrap();
+        assert_eq!(kind_of, "slide-log", "{kind}: the module holds the key");
+    }
 }
