@@ -15,7 +15,7 @@
 //!
 //! An unnamed limit's `name` is the one the RateLimit header fields give it
 //! (`default`, or `<max>per<window_ms>ms` among several). Where only the
-//! deciding limit is known (the module engine, a cached rejection) the
+//! deciding limit is known (a rejection answered by the rejection cache) the
 //! others have `null` counts, as in a degraded decision, which counted
 //! nothing. `/v1/settle` and `/v1/charge` answer this body too.
 
@@ -110,7 +110,7 @@ mod tests {
         let each = limiter.decide_each(&one, Mode::Record).await.unwrap();
         let json = serde_json::to_value(Answer::new(&each)).unwrap();
         assert!(json.get("limits").is_none());
-        // The deciding limit only (the module engine): the others say null.
+        // The deciding limit only (a cached rejection): the others say null.
         let only = Detailed::deciding_only(&request, each_decision(&limiter, &request).await);
         let json = serde_json::to_value(Answer::new(&only)).unwrap();
         assert_eq!(json["limits"][0]["remaining"], 0);
