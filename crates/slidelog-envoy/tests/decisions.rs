@@ -315,3 +315,56 @@ async fn blocking_in_shadow_mode_answers_ok() {
         0
     );
 }
+
+/// Usage-based limits on `store`: a look (cost 0) records nothing, a charge
+/// (`charge: true`) records even past the limit, and counts stay exact.
+async fn usage_suite(store: Arc<dyn slidelog_core::Store>) {
+    let l = common::limiter_for(store, common::USAGE);
+    let call = |hits: Option<u64>, entries: &'static [(&'static str, &'static str)]| {
+        let mut d = descriptor(entries);
+        d.hits_addend = hits;
+        let req = request("usage", vec![d]);
+        let l = Arc::clone(&l);
+        async move {
+            let r = l.should_rate_limit(&req).await.unwrap();
+            (r.overall_code, r.statuses[0].limit_remaining)
+        }
+    };
+    let model: &[(&str, &str)] = &[("model", "m")];
+    assert_eq!(call(Some(0), model).await, (OK, 1000));
+    assert_eq!(call(Some(600), model).await, (OK, 400));
+    assert_eq!(call(Some(0), model).await, (OK, 400));
+    // Past the limit: recorded, answered over; the next look is over.
+    assert_eq!(call(Some(500), model).await, (OVER, 0));
+    assert_eq!(call(Some(0), model).await, (OVER, 0));
+    // On a rule that does not charge, a cost that does not fit records nothing.
+    let user: &[(&str, &str)] = &[("user", "u")];
+    assert_eq!(call(Some(2), user).await, (OK, 1));
+    assert_eq!(call(Some(2), user).await, (OVER, 1));
+    assert_eq!(call(Some(4), user).await, (OVER, 0));
+    assert_eq!(call(Some(0), user).await, (OK, 1));
+    assert_eq!(call(None, user).await, (OK, 0));
+    assert_eq!(call(Some(0), user).await, (OK, 0));
+}
+
+#[tokio::test]
+async fn usage_based_limits_on_the_memory_store() {
+    usage_suite(Arc::new(slidelog_memory::MemoryStore::new())).await;
+}
+
+#[tokio::test]
+async fn usage_based_limits_on_redis() {
+    let server = RedisServer::start();
+    let prefix = unique_prefix("envoy-usage");
+    let store = RedisStore::connect(&server.url(), RedisOptions::default().with_prefix(&prefix))
+        .await
+        .unwrap();
+    usage_suite(Arc::new(store)).await;
+    // The charges are one log of two records on the descriptor's key.
+    let mut c = server.client();
+    let n: u64 = redis::cmd("ZCARD")
+        .arg(format!("{prefix}envoy:usage:model=m"))
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 2);
+}

@@ -204,3 +204,82 @@ async fn post_json_refuses_unknown_fields_naming_them() {
         assert!(msg.contains(&format!("unknown field `{field}`")), "{msg}");
     }
 }
+
+#[tokio::test]
+async fn post_json_takes_per_descriptor_hits_addend_as_the_reference() {
+    let url = start_json_on_memory().await;
+    let http = reqwest::Client::new();
+    let post = |hits: serde_json::Value| {
+        let body = serde_json::json!({
+            "domain": "api",
+            "descriptors": [{"entries": [{"key": "user", "value": "j"}], "hitsAddend": hits}],
+        });
+        let (http, url) = (http.clone(), url.clone());
+        async move {
+            let r = http.post(&url).json(&body).send().await.unwrap();
+            let status = r.status().as_u16();
+            (status, r.json::<serde_json::Value>().await.unwrap())
+        }
+    };
+    // 0 looks and records nothing; "2" (protobuf JSON's string form) counts 2.
+    let (status, v) = post(serde_json::json!(0)).await;
+    assert_eq!(
+        (status, &v["statuses"][0]["limitRemaining"]),
+        (200, &serde_json::json!(3)),
+        "{v}"
+    );
+    let (status, v) = post(serde_json::json!("2")).await;
+    assert_eq!(
+        (status, &v["statuses"][0]["limitRemaining"]),
+        (200, &serde_json::json!(1)),
+        "{v}"
+    );
+    // Above the limit: 429; above the bound: 400 naming the field.
+    let (status, _) = post(serde_json::json!(4)).await;
+    assert_eq!(status, 429);
+    let (status, v) = post(serde_json::json!(u64::MAX)).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("hits_addend"), "{v}");
+}
+
+/// A charge has no failure policy in the library; the Envoy API answers a
+/// failed one by the service's: degraded OK under fail-open, UNAVAILABLE
+/// under fail-closed.
+#[tokio::test]
+async fn a_failed_charge_follows_the_service_policy() {
+    let mut server = RedisServer::start();
+    let options = RedisOptions::default().with_prefix(unique_prefix("envoy-charge-fail"));
+    let store: Arc<dyn slidelog_core::Store> =
+        Arc::new(RedisStore::connect(&server.url(), options).await.unwrap());
+    let service = |limiter: slidelog::Limiter| {
+        let config = slidelog_envoy::RateLimitConfig::from_yaml_str("usage.yaml", common::USAGE);
+        Arc::new(slidelog_envoy::RateLimiter::new(
+            limiter,
+            slidelog_envoy::ConfigHandle::fixed(config.unwrap()),
+            ServiceOptions::default(),
+        ))
+    };
+    let open = service(slidelog::Limiter::from_store(store.clone()));
+    let closed = service(slidelog::Limiter::builder().fail_closed().build(store));
+    let mut d = descriptor(&[("model", "m")]);
+    d.hits_addend = Some(700);
+    let charge = request("usage", vec![d]);
+    let r = closed.should_rate_limit(&charge).await.unwrap();
+    assert_eq!(
+        (r.overall_code, r.statuses[0].limit_remaining),
+        (Code::Ok as i32, 300)
+    );
+
+    server.kill();
+    let r = open.should_rate_limit(&charge).await.unwrap();
+    assert_eq!(r.overall_code, Code::Ok as i32, "fail-open answers OK");
+    assert_eq!(
+        r.statuses[0].limit_remaining, 0,
+        "degraded: no remaining claimed"
+    );
+    let err = closed.should_rate_limit(&charge).await.unwrap_err();
+    assert!(
+        matches!(err, slidelog_envoy::ServiceError::Unavailable(_)),
+        "{err}"
+    );
+}
