@@ -145,8 +145,9 @@ fn master_of(slot: u16) -> RoutingInfo {
     )))
 }
 
-/// The slot of the key a decision or a reset sends (the scripts, the
-/// module's commands, `DEL`); `None` for every other command.
+/// The slot of the key a decision, settle, charge or reset sends (the
+/// scripts, the module's keyed commands, `DEL`); `None` for every other
+/// command.
 fn decision_slot(cmd: &Cmd) -> Option<u16> {
     if let Some(slot) = script_key_slot(cmd) {
         return Some(slot);
@@ -160,6 +161,8 @@ fn decision_slot(cmd: &Cmd) -> Option<u16> {
         &b"DEL"[..],
         b"UNLINK",
         crate::module::CHECK.as_bytes(),
+        crate::module::SETTLE.as_bytes(),
+        crate::module::CHARGE.as_bytes(),
         crate::module::RESET.as_bytes(),
     ];
     if !keyed.iter().any(|k| name.eq_ignore_ascii_case(k)) {
@@ -460,6 +463,30 @@ mod tests {
         let mut evalsha = redis::cmd("EVALSHA");
         evalsha.arg("abc").arg(1).arg("foo").arg(5);
         assert_eq!(script_key_slot(&evalsha), Some(12182));
+    }
+
+    #[test]
+    fn keyed_commands_have_a_slot_and_others_none() {
+        let mut evalsha = redis::cmd("EVALSHA");
+        evalsha.arg("abc").arg(1).arg("foo").arg(5);
+        assert_eq!(decision_slot(&evalsha), Some(12182));
+        for name in [
+            "DEL",
+            "SLIDELOG.CHECK",
+            "SLIDELOG.SETTLE",
+            "SLIDELOG.CHARGE",
+        ] {
+            assert_eq!(
+                decision_slot(redis::cmd(name).arg("foo")),
+                Some(12182),
+                "{name}"
+            );
+        }
+        assert_eq!(decision_slot(redis::cmd("CLUSTER").arg("SLOTS")), None);
+        assert_eq!(decision_slot(&redis::cmd("PING")), None);
+        assert!(is_plain_ping(&redis::cmd("PING")));
+        assert!(!is_plain_ping(redis::cmd("PING").arg("x")));
+        assert!(!is_plain_ping(redis::cmd("CLUSTER").arg("INFO")));
     }
 
     #[test]
