@@ -279,6 +279,31 @@ mod tests {
     }
 
     #[test]
+    fn every_limit_follows_the_decision_four_numbers_each() {
+        let head = [0, 10, 1000, 10, 0, 300, 900, 5];
+        let mut reply = head.to_vec();
+        reply.extend([10, 0, 300, 900, 40, 60, 0, 2_000]);
+        let o = parse_reply(&reply).unwrap();
+        assert_eq!(o.decision, parse_reply(&head).unwrap().decision);
+        assert_eq!(o.each.len(), 2);
+        assert_eq!(
+            (
+                o.each[1].count,
+                o.each[1].remaining,
+                o.each[1].reset_after_ms
+            ),
+            (40, 60, 2_000)
+        );
+        assert!(parse_reply(&head).unwrap().each.is_empty());
+        // A tail that is not 4 numbers per limit, or more than 16 limits.
+        reply.push(1);
+        assert!(parse_reply(&reply).is_err());
+        let mut long = head.to_vec();
+        long.extend(std::iter::repeat_n(1, 4 * 17));
+        assert!(parse_reply(&long).is_err());
+    }
+
+    #[test]
     fn a_single_limit_reply_fills_in_what_the_caller_knows() {
         let o = parse_single_reply(&[1, 3, 0, 60_000, 7], 10, 60_000)
             .unwrap()
