@@ -200,6 +200,19 @@ where
         select
     }
 
+    /// The scripts, as a store made without an engine choice decides until
+    /// it is given one (its URL's, [`ScriptStore::with_engine`]): settled
+    /// without the engine's log line, which is the replacing choice's to say
+    /// (else every store opened from a URL logged the scripts once before
+    /// its own answer, even while Redis was down).
+    pub(crate) fn scripts_by_default(kind: &'static str, probe_timeout: Duration) -> Self {
+        // `auto` logs nothing until it knows; then settled on the scripts.
+        let mut select = Self::new(RedisEngine::Auto, kind, probe_timeout);
+        select.requested = RedisEngine::Script;
+        *select.state.get_mut() = SCRIPT;
+        select
+    }
+
     /// Asks with `probe` instead (every primary of a Cluster).
     pub(crate) fn with_probe(mut self, probe: Probe<C>) -> Self {
         self.probe = probe;

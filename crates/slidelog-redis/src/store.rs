@@ -3,7 +3,7 @@
 //! Redis ([`RedisStore`], a `ConnectionManager`) and, with another connection
 //! type, Redis Cluster and Sentinel.
 
-use crate::engine::{EngineSelect, RedisEngine};
+use crate::engine::EngineSelect;
 use crate::errors::bounded;
 use crate::options::RedisOptions;
 use crate::script::{MAX_NOW_MS, Outcome};
@@ -93,8 +93,7 @@ where
             counters: Arc::default(),
             clock_watch: Arc::new(ClockWatch::new(options.skew_margin, kind)),
             // The scripts, unless told otherwise ([`Self::with_engine`]).
-            engine: Arc::new(EngineSelect::new(
-                RedisEngine::Script,
+            engine: Arc::new(EngineSelect::scripts_by_default(
                 kind,
                 options.connect_timeout,
             )),
