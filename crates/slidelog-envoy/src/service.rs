@@ -215,7 +215,9 @@ impl RateLimiter {
     /// Charges `request` (a [`Request::usage`]): recorded without checking.
     /// The library answers no failure policy for a charge; here, as for a
     /// decision, fail-open answers a degraded `OK` (Envoy ignores the answer
-    /// of its stream-done call anyway) and fail-closed the error.
+    /// of its stream-done call anyway) and fail-closed the error. A store
+    /// that has no charge (`StoreError::Unsupported`) is answered
+    /// `UNAVAILABLE` whatever the policy.
     async fn charge(&self, request: &Request) -> Result<Decision, LimiterError> {
         let charged = self
             .configured
@@ -223,7 +225,9 @@ impl RateLimiter {
             .await
             .map(Charged::into_decision);
         match charged {
-            Err(LimiterError::Store(e)) => self
+            // A store without charges (the module engine, for now) is no
+            // outage: the error is answered, never a degraded OK.
+            Err(LimiterError::Store(e)) if !matches!(e, StoreError::Unsupported { .. }) => self
                 .configured
                 .failure_policy()
                 .answer(request, e)
