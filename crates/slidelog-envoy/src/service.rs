@@ -225,7 +225,7 @@ impl RateLimiter {
             .await
             .map(Charged::into_decision);
         match charged {
-            // A store without charges (the module engine, for now) is no
+            // A store without charges (StoreError::Unsupported) is no
             // outage: the error is answered, never a degraded OK.
             Err(LimiterError::Store(e)) if !matches!(e, StoreError::Unsupported { .. }) => self
                 .configured
