@@ -22,15 +22,18 @@ pub enum InspectError {
         reason: String,
     },
     /// A node could not be reached or answered with an error.
-    #[error("redis node {node}: {what}: {source}")]
+    ///
+    /// The message says the client's error; it is not also the
+    /// [`source`](std::error::Error::source) (a chain printer would say it
+    /// twice, and redis-rs's error repeats its own I/O source once more).
+    #[error("redis node {node}: {what}: {error}")]
     Redis {
         /// The node's address.
         node: String,
         /// What was being done.
         what: &'static str,
         /// The error from the client.
-        #[source]
-        source: redis::RedisError,
+        error: redis::RedisError,
     },
     /// The cluster's topology could not be read from any seed.
     #[error("cannot read the cluster topology from any of {seeds}: {reason}")]

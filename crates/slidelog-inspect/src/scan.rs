@@ -34,7 +34,7 @@ pub async fn connect(
     let err = |what, source| InspectError::Redis {
         node: node.to_owned(),
         what,
-        source,
+        error: source,
     };
     let client = redis::Client::open(url).map_err(|e| err("open", e))?;
     let config = redis::AsyncConnectionConfig::new()
@@ -58,7 +58,7 @@ pub async fn server_time_ms(
             .map_err(|source| InspectError::Redis {
                 node: node.to_owned(),
                 what: "TIME",
-                source,
+                error: source,
             })?;
     Ok(secs * 1000 + micros / 1000)
 }
@@ -149,7 +149,7 @@ async fn scan_page(
         .map_err(|source| InspectError::Redis {
             node: node.to_owned(),
             what: "SCAN",
-            source,
+            error: source,
         })
 }
 
@@ -267,7 +267,7 @@ async fn query(
             .map_err(|source| InspectError::Redis {
                 node: node.to_owned(),
                 what: "pipelined reads",
-                source,
+                error: source,
             })?;
     if replies.len() != expected {
         return Err(InspectError::UnexpectedReply {

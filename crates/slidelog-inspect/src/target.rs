@@ -158,7 +158,7 @@ async fn cluster_nodes(seed: &str, timeout: Duration) -> Result<String, InspectE
         .map_err(|source| InspectError::Redis {
             node,
             what: "CLUSTER NODES",
-            source,
+            error: source,
         })
 }
 

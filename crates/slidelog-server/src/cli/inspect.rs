@@ -70,13 +70,7 @@ impl std::fmt::Debug for InspectArgs {
 /// Runs the scan: exit 0 clean, 1 problems found, 2 error.
 pub async fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
     let options = options(&args)?;
-    // An InspectError's message already ends with its cause, which it also
-    // returns as its source (and the Redis client's error, its source, says
-    // the I/O error it returns as its own): printed as a chain, the cause
-    // would show three times. Its message alone is the whole story.
-    let report = scan_showing_progress(&args, &options)
-        .await
-        .map_err(|e| anyhow::Error::msg(e.to_string()))?;
+    let report = scan_showing_progress(&args, &options).await?;
     if args.json {
         super::out::line(&serde_json::to_string_pretty(&report)?)?;
     } else {
