@@ -9,6 +9,7 @@
 #
 #   scripts/bench/service_profile.sh            # HTTP, 8 s of samples
 #   API=grpc scripts/bench/service_profile.sh
+#   STORE=redis scripts/bench/service_profile.sh   # a redis-server of its own, on a free port
 #   OUT=/tmp/prof TOP=40 SECONDS_=8 BIN=… scripts/bench/service_profile.sh
 # Needs perf (linux-perf), wrk, h2load. Hardware counters need not exist:
 # cpu-clock is a software event (`perf stat -e instructions true` may say
@@ -25,8 +26,16 @@ source scripts/bench/lib.sh
 
 printf 'domain: bench\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 10000000}\n' >"$WORK/envoy.yaml"
 grpc_request "$WORK/grpc.bin"
+STORE_URL=memory://
+if [ "${STORE:-memory}" = redis ]; then
+  RPORT=$(free_port)
+  redis-server --port "$RPORT" --bind 127.0.0.1 --save "" --appendonly no --daemonize no >"$WORK/redis.log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 50); do redis-cli -p "$RPORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  STORE_URL="redis://127.0.0.1:$RPORT"
+fi
 HPORT=$(free_port); GPORT=$(free_port)
-"$BIN" serve --store memory:// --http "127.0.0.1:$HPORT" --grpc "127.0.0.1:$GPORT" \
+"$BIN" serve --store "$STORE_URL" --http "127.0.0.1:$HPORT" --grpc "127.0.0.1:$GPORT" \
   --max-limit 10000000 --config "$WORK/envoy.yaml" 2>"$WORK/serve.log" &
 SPID=$!
 PIDS+=("$SPID")
@@ -45,10 +54,10 @@ sleep 1.5
 perf record -q -e cpu-clock -F 997 --call-graph dwarf,16384 -p "$SPID" -o "$OUT/perf.data" -- sleep "$SECS" 2>/dev/null
 wait "$LOAD"
 report() { perf report -i "$OUT/perf.data" --sort symbol --stdio -g none "$@" 2>/dev/null \
-  | grep -v '^#' | sed -E 's/ +- +- *$//; s/ +/ /g; s/^ //' | grep -v '^$' | sort -t% -k1 -rn | head -"$TOP"; }
+  | grep -v '^#' | sed -E 's/ +- +- *$//; s/ +/ /g; s/^ //' | grep -v '^$' | sort -t% -k1 -rn | head -"$TOP" || true; }
 report --no-children --percent-limit 0.3 >"$OUT/self.txt"
 report --children --percent-limit 1 >"$OUT/children.txt"
-echo "load: $(grep -E 'Requests/sec|finished in' "$OUT/load.txt")"
+echo "load: $(grep -E 'Requests/sec|finished in' "$OUT/load.txt" || true)"
 echo "== self time, by function (top $TOP) =="; cat "$OUT/self.txt"
 echo "== inclusive time (children), by function =="; cat "$OUT/children.txt"
 echo "perf data: $OUT/perf.data"
