@@ -13,7 +13,7 @@ use slidelog_envoy::proto::{
 };
 use slidelog_envoy::{RateLimiter, ServiceError, ServiceOptions};
 use slidelog_redis::{RedisOptions, RedisStore};
-use slidelog_testkit::{RedisServer, unique_prefix};
+use slidelog_testkit::{RedisServer, ServerKind, unique_prefix};
 use std::sync::Arc;
 
 const OK: i32 = Code::Ok as i32;
@@ -367,4 +367,26 @@ async fn usage_based_limits_on_redis() {
         .query(&mut c)
         .unwrap();
     assert_eq!(n, 2);
+}
+
+/// The same usage suite on the Redis module engine (`engine=module`):
+/// looks go through `SLIDELOG.CHECK` (a peek of cost 1), charges through
+/// `SLIDELOG.CHARGE`; the answers are the scripts' and the memory store's.
+#[tokio::test]
+async fn usage_based_limits_on_the_redis_module() {
+    let server = RedisServer::start_with_module(ServerKind::Redis, &[]);
+    let prefix = unique_prefix("envoy-usage-module");
+    let url = format!("{}?engine=module", server.url());
+    let store = RedisStore::connect(&url, RedisOptions::default().with_prefix(&prefix))
+        .await
+        .unwrap();
+    usage_suite(Arc::new(store)).await;
+    // The charges are one log of the module's type on the descriptor's key.
+    let mut c = server.client();
+    let kind: String = redis::cmd("TYPE")
+        .arg(format!("{prefix}envoy:usage:model=m"))
+        .query(&mut c)
+        .unwrap();
+    assert_ne!(kind, "zset", "the module engine keeps its own type");
+    assert_ne!(kind, "none");
 }
