@@ -283,3 +283,97 @@ async fn a_failed_charge_follows_the_service_policy() {
         "{err}"
     );
 }
+
+/// A store that decides (the memory store's decisions) but cannot take
+/// charges: it keeps `Store::charge`'s default, which refuses with
+/// `StoreError::Unsupported`.
+#[derive(Debug, Default)]
+struct ChargelessStore(slidelog_memory::MemoryStore);
+
+#[async_trait::async_trait]
+impl slidelog_core::Store for ChargelessStore {
+    async fn decide(
+        &self,
+        request: &slidelog_core::Request,
+        mode: slidelog_core::Mode,
+        now: slidelog_core::Now,
+    ) -> Result<slidelog_core::Decision, slidelog_core::StoreError> {
+        self.0.decide(request, mode, now).await
+    }
+    async fn reset(&self, key: &str) -> Result<bool, slidelog_core::StoreError> {
+        self.0.reset(key).await
+    }
+    async fn ping(&self) -> Result<(), slidelog_core::StoreError> {
+        Ok(())
+    }
+    fn kind(&self) -> &'static str {
+        "chargeless"
+    }
+}
+
+/// A `charge: true` rule on a store that cannot take charges
+/// (`StoreError::Unsupported`) is answered UNAVAILABLE whatever the
+/// policy: a capability gap is no outage, so fail-open does not turn it
+/// into a degraded OK. Looks (cost 0) and plain checks on the same store
+/// still answer.
+#[tokio::test]
+async fn a_store_without_charges_answers_unavailable_under_both_policies() {
+    let store: Arc<dyn slidelog_core::Store> = Arc::new(ChargelessStore::default());
+    let service = |limiter: slidelog::Limiter| {
+        let config = slidelog_envoy::RateLimitConfig::from_yaml_str("usage.yaml", common::USAGE);
+        Arc::new(slidelog_envoy::RateLimiter::new(
+            limiter,
+            slidelog_envoy::ConfigHandle::fixed(config.unwrap()),
+            ServiceOptions::default(),
+        ))
+    };
+    let open = service(slidelog::Limiter::from_store(store.clone()));
+    let closed = service(slidelog::Limiter::builder().fail_closed().build(store));
+    fn with_cost(entries: &[(&str, &str)], hits: u64) -> slidelog_envoy::proto::RateLimitRequest {
+        let mut d = descriptor(entries);
+        d.hits_addend = Some(hits);
+        request("usage", vec![d])
+    }
+    let charge = with_cost(&[("model", "m")], 700);
+    for (policy, service) in [("fail-open", &open), ("fail-closed", &closed)] {
+        let err = service.should_rate_limit(&charge).await.unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                slidelog_envoy::ServiceError::Unavailable(slidelog_core::StoreError::Unsupported {
+                    operation: "charge",
+                    ..
+                })
+            ),
+            "{policy}: {err:?}"
+        );
+        let status = tonic::Status::from(err);
+        assert_eq!(status.code(), tonic::Code::Unavailable, "{policy}");
+        assert!(status.message().contains("charge"), "{policy}: {status:?}");
+        // A look on the charged rule and a check on another rule answer.
+        let r = service
+            .should_rate_limit(&with_cost(&[("model", "m")], 0))
+            .await
+            .unwrap();
+        assert_eq!(
+            (r.overall_code, r.statuses[0].limit_remaining),
+            (Code::Ok as i32, 1000)
+        );
+        let r = service
+            .should_rate_limit(&with_cost(&[("user", policy)], 1))
+            .await
+            .unwrap();
+        assert_eq!(
+            (r.overall_code, r.statuses[0].limit_remaining),
+            (Code::Ok as i32, 2)
+        );
+    }
+
+    // Over gRPC: the status code Envoy sees.
+    let addr = start_grpc(open).await;
+    let mut client = RateLimitServiceClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap();
+    let err = client.should_rate_limit(charge).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");
+}
