@@ -86,7 +86,7 @@ pub fn start(args: &SnapshotArgs, app: &App) -> anyhow::Result<Option<Snapshots>
     };
     match writer.store.save_path(path) {
         Ok(report) => writer.succeeded(&report),
-        Err(e) => bail!("{e}; cannot write --memory-snapshot"),
+        Err(e) => bail!("{}; cannot write --memory-snapshot", e.with_causes()),
     }
     let (stop, stopped) = oneshot::channel();
     let task = tokio::spawn(writer.clone().every(args.memory_snapshot_interval, stopped));
@@ -139,12 +139,14 @@ fn load(store: &MemoryStore, path: &Path, discard: bool) -> anyhow::Result<()> {
             Ok(())
         }
         Err(e) if e.source.is_invalid() && discard => discard_invalid(&e),
+        // The file's message leaves the cause to its source: with_causes() says both.
         Err(e) if e.source.is_invalid() => bail!(
-            "{e}; refusing to start: move the file away, or start empty with \
+            "{}; refusing to start: move the file away, or start empty with \
              --memory-snapshot-discard-invalid (which keeps it as {}.invalid)",
+            e.with_causes(),
             e.path.display()
         ),
-        Err(e) => bail!("{e}"),
+        Err(e) => bail!("{}", e.with_causes()),
     }
 }
 
@@ -154,12 +156,13 @@ fn discard_invalid(e: &SnapshotFileError) -> anyhow::Result<()> {
     let aside = PathBuf::from(aside);
     if let Err(rename) = std::fs::rename(&e.path, &aside) {
         bail!(
-            "{e}; --memory-snapshot-discard-invalid could not move it to {}: {rename}",
+            "{}; --memory-snapshot-discard-invalid could not move it to {}: {rename}",
+            e.with_causes(),
             aside.display()
         );
     }
     tracing::warn!(
-        error = %e, kept_as = %aside.display(),
+        error = %e.with_causes(), kept_as = %aside.display(),
         "invalid memory snapshot discarded (--memory-snapshot-discard-invalid): starting with an empty store"
     );
     Ok(())
@@ -195,7 +198,7 @@ impl Writer {
                 Some(report)
             }
             Ok(Err(e)) => {
-                self.failed(&e);
+                self.failed(&e.with_causes());
                 None
             }
             Err(join) => {

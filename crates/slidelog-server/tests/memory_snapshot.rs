@@ -164,6 +164,17 @@ fn damaged_files_refuse_to_start_and_the_discard_flag_starts_empty() {
             stderr.contains("--memory-snapshot-discard-invalid"),
             "{what}: the flag is not named: {stderr}"
         );
+        // The cause, said once (issue 23).
+        let cause = match what {
+            "empty" => "empty (0 bytes)",
+            "foreign" => "not a slidelog memory snapshot",
+            _ => "truncated or corrupt",
+        };
+        assert_eq!(
+            stderr.matches(cause).count(),
+            1,
+            "{what}: the cause is said once: {stderr}"
+        );
         assert_eq!(
             std::fs::read(&path).unwrap(),
             bytes,

@@ -12,14 +12,34 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// A snapshot file that could not be written or loaded, naming it.
+///
+/// Its message names the file (`memory snapshot PATH`); what went wrong is
+/// its [`source`](std::error::Error::source), which an error-chain printer
+/// (anyhow's `{:#}`) adds once. [`SnapshotFileError::with_causes`] is both
+/// on one line, for a log or a message that shows one string.
 #[derive(Debug, thiserror::Error)]
-#[error("memory snapshot {}: {source}", path.display())]
+#[error("memory snapshot {}", path.display())]
 pub struct SnapshotFileError {
     /// The file.
     pub path: PathBuf,
     /// What went wrong.
     #[source]
     pub source: SnapshotError,
+}
+
+impl SnapshotFileError {
+    /// Returns this error and its causes on one line, each said once:
+    /// `memory snapshot /var/lib/x.snap: truncated or corrupt (...)`.
+    pub fn with_causes(&self) -> String {
+        let mut text = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        while let Some(c) = cause {
+            text.push_str(": ");
+            text.push_str(&c.to_string());
+            cause = c.source();
+        }
+        text
+    }
 }
 
 impl MemoryStore {
@@ -97,4 +117,66 @@ fn remove_temporaries(path: &Path) -> usize {
         })
         .filter(|e| std::fs::remove_file(e.path()).is_ok())
         .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::EntryError;
+    use slidelog_core::codec::CodecError;
+    use std::error::Error as _;
+
+    /// The messages of `e` and of its sources, outermost first.
+    fn chain(e: &SnapshotFileError) -> Vec<String> {
+        let mut out = vec![e.to_string()];
+        let mut cause = e.source();
+        while let Some(c) = cause {
+            out.push(c.to_string());
+            cause = c.source();
+        }
+        out
+    }
+
+    /// Each message in the chain says something the others do not, and the
+    /// whole line names the file and the root cause exactly once.
+    fn assert_said_once(e: &SnapshotFileError, root: &str) {
+        let line = e.with_causes();
+        assert_eq!(line, chain(e).join(": "));
+        assert_eq!(line.matches(root).count(), 1, "{line}");
+        let path = e.path.display().to_string();
+        assert_eq!(line.matches(&path).count(), 1, "{line}");
+    }
+
+    #[test]
+    fn an_io_error_is_said_once_in_the_chain() {
+        let path = Path::new("/nonexistent-slidelog-dir/x.snap");
+        let e = MemoryStore::new().save_path(path).unwrap_err();
+        assert_eq!(e.to_string(), format!("memory snapshot {}", path.display()));
+        let io = e.source().expect("the I/O error is the source").to_string();
+        assert!(!io.is_empty());
+        assert_said_once(&e, &io);
+    }
+
+    #[test]
+    fn an_invalid_file_and_an_invalid_entry_are_said_once_in_the_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("memory.snap");
+        std::fs::write(&path, b"garbage").unwrap();
+        let e = MemoryStore::new().load_path(&path).unwrap_err();
+        assert!(e.source.is_invalid());
+        assert_said_once(&e, "not a slidelog memory snapshot");
+        let codec = CodecError::Truncated { at: 3, needed: 8 };
+        let e = SnapshotFileError {
+            path,
+            source: SnapshotError::Entries(EntryError::Log {
+                index: 7,
+                source: codec.clone(),
+            }),
+        };
+        assert_eq!(
+            chain(&e)[1..],
+            ["invalid content", "entry 7", &codec.to_string()]
+        );
+        assert_said_once(&e, &codec.to_string());
+    }
 }

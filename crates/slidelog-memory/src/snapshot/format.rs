@@ -41,8 +41,8 @@ pub(crate) struct Entry {
 /// writer's bug, not a torn file: the checksum has already matched).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EntryError {
-    /// A key's log does not decode.
-    #[error("entry {index}: {source}")]
+    /// A key's log does not decode; why is the source.
+    #[error("entry {index}")]
     Log {
         /// Position of the entry in the file.
         index: u64,

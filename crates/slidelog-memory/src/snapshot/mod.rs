@@ -70,8 +70,8 @@ pub struct LoadReport {
 /// Why a snapshot cannot be written or loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
-    /// Reading or writing failed.
-    #[error("{0}")]
+    /// Reading or writing failed: the I/O error's message and source.
+    #[error(transparent)]
     Io(#[from] io::Error),
     /// The input holds no byte.
     #[error("empty (0 bytes)")]
@@ -97,8 +97,9 @@ pub enum SnapshotError {
         /// The checksum of what precedes it.
         computed: u32,
     },
-    /// The checksum matches but an entry is invalid (a writer's bug).
-    #[error("invalid content: {0}")]
+    /// The checksum matches but an entry is invalid (a writer's bug); which
+    /// entry is the source.
+    #[error("invalid content")]
     Entries(#[from] EntryError),
 }
 
