@@ -85,6 +85,17 @@ pub struct StoreStats {
     /// Checks whose caller timed out and whose reply never came: they may or
     /// may not have been recorded.
     pub unknown_outcomes: u64,
+    /// The nodes the store spreads its keys over, when it has several (a
+    /// Redis Cluster's masters in the store's slot map); 0 for a store of
+    /// one node, or before the map is read.
+    pub nodes: u32,
+    /// Of [`nodes`](Self::nodes), how many are known down now: calls for
+    /// their keys are answered at once by policy while one probe per node
+    /// retries it; the other nodes decide as usual.
+    pub nodes_down: u32,
+    /// How long the node down longest has been known down, in ms; 0 when
+    /// none is.
+    pub longest_node_down_ms: u64,
 }
 
 /// What a store of this process's memory offers its owner beyond deciding:

@@ -78,6 +78,15 @@ pub const STORE_UP: &str = "slidelog_store_up";
 /// Seconds the store has been known down, 0 while it answers (service;
 /// decisions answer by policy without it meanwhile: docs/design.md §6).
 pub const STORE_DOWN_SECONDS: &str = "slidelog_store_down_seconds";
+/// Masters of a Redis Cluster store (in its slot map; service, cluster
+/// stores only).
+pub const STORE_NODES: &str = "slidelog_store_nodes";
+/// Cluster masters known down now: their keys are answered by policy while
+/// the others decide (service, cluster stores only; docs/design.md §6).
+pub const STORE_NODES_DOWN: &str = "slidelog_store_nodes_down";
+/// Seconds the cluster master down longest has been known down, 0 when
+/// none is (service, cluster stores only).
+pub const STORE_NODES_DOWN_SECONDS: &str = "slidelog_store_nodes_down_seconds";
 /// Redis checks recorded after their caller had timed out (service).
 pub const STORE_LATE_RECORDS_TOTAL: &str = "slidelog_store_late_records_total";
 /// Redis checks whose caller timed out and whose reply never came (service).
@@ -115,6 +124,9 @@ pub const SERVICE: &[&str] = &[
     MEMORY_KEY_CAP,
     STORE_UP,
     STORE_DOWN_SECONDS,
+    STORE_NODES,
+    STORE_NODES_DOWN,
+    STORE_NODES_DOWN_SECONDS,
     STORE_LATE_RECORDS_TOTAL,
     STORE_UNKNOWN_OUTCOMES_TOTAL,
     REJECTION_CACHE_LOCAL_ANSWERS_TOTAL,

@@ -137,6 +137,16 @@ impl ClusterConnection {
     }
 }
 
+/// Adds the masters' health to `stats` when `conn` is a
+/// [`ClusterConnection`] (the metrics export: `slidelog_store_nodes_down`);
+/// other connections have one node and add nothing.
+pub(crate) fn add_node_stats<C: 'static>(conn: &C, stats: &mut slidelog_core::StoreStats) {
+    let conn: &dyn std::any::Any = conn;
+    if let Some(cluster) = conn.downcast_ref::<ClusterConnection>() {
+        cluster.nodes.fill(stats);
+    }
+}
+
 /// Routes a command to the master serving `slot`.
 fn master_of(slot: u16) -> RoutingInfo {
     RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(

@@ -346,6 +346,9 @@ where
     }
 
     fn stats(&self) -> StoreStats {
-        self.counters.stats()
+        let mut stats = self.counters.stats();
+        // A cluster store adds its masters' health ([`crate::cluster`]).
+        crate::cluster::add_node_stats(&self.conn, &mut stats);
+        stats
     }
 }

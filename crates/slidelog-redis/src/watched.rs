@@ -32,6 +32,7 @@ impl Counters {
         StoreStats {
             late_records: self.late_records.load(Ordering::Relaxed),
             unknown_outcomes: self.unknown_outcomes.load(Ordering::Relaxed),
+            ..StoreStats::default()
         }
     }
 }

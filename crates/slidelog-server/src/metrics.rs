@@ -45,8 +45,8 @@ use slidelog_inspect::names::{
     MEMORY_KEYS, REJECTION_CACHE_ENTRIES as CACHE_ENTRIES,
     REJECTION_CACHE_LOCAL_ANSWERS_TOTAL as CACHE_LOCAL, RULE_DECISIONS_TOTAL as RULE_DECISIONS,
     STORE_DOWN_SECONDS as STORE_DOWN, STORE_ERRORS_TOTAL as STORE_ERRORS,
-    STORE_LATE_RECORDS_TOTAL as LATE_RECORDS, STORE_UNKNOWN_OUTCOMES_TOTAL as UNKNOWN_OUTCOMES,
-    STORE_UP,
+    STORE_LATE_RECORDS_TOTAL as LATE_RECORDS, STORE_NODES, STORE_NODES_DOWN,
+    STORE_NODES_DOWN_SECONDS, STORE_UNKNOWN_OUTCOMES_TOTAL as UNKNOWN_OUTCOMES, STORE_UP,
 };
 
 /// One server's metrics: its own recorder, and the handle that renders it.
@@ -225,6 +225,16 @@ impl Metrics {
                 "Seconds the store has been known down (decisions answer by policy without it), 0 while it answers."
             );
             gauge!(STORE_DOWN).set(0.0);
+            describe_gauge!(STORE_NODES, "Masters of the Redis Cluster store.");
+            describe_gauge!(
+                STORE_NODES_DOWN,
+                "Cluster masters known down: their keys are answered by policy, the others decide."
+            );
+            describe_gauge!(
+                STORE_NODES_DOWN_SECONDS,
+                Unit::Seconds,
+                "Seconds the cluster master down longest has been known down, 0 when none is."
+            );
             // Series that alerts watch exist from the start, at 0, so that a
             // rate() over them works before the first incident.
             for op in [Op::Check, Op::Peek] {
@@ -404,6 +414,12 @@ impl Metrics {
             gauge!(STORE_DOWN).set(down);
             counter!(LATE_RECORDS).absolute(stats.late_records);
             counter!(UNKNOWN_OUTCOMES).absolute(stats.unknown_outcomes);
+            // A store of several nodes (a cluster) reports each one's health.
+            if stats.nodes > 0 {
+                gauge!(STORE_NODES).set(f64::from(stats.nodes));
+                gauge!(STORE_NODES_DOWN).set(f64::from(stats.nodes_down));
+                gauge!(STORE_NODES_DOWN_SECONDS).set(stats.longest_node_down_ms as f64 / 1e3);
+            }
         });
         self.handle.render()
     }

@@ -197,6 +197,22 @@ impl Nodes {
             .collect()
     }
 
+    /// Fills the node fields of `stats`: the masters in the slot map, how
+    /// many are known down, and the longest time one has been.
+    pub(crate) fn fill(&self, stats: &mut slidelog_core::StoreStats) {
+        let map = self.shared.map.read();
+        let masters = map.nodes.iter().filter(|n| n.slots > 0);
+        stats.nodes = u32::try_from(masters.count()).unwrap_or(u32::MAX);
+        let down = map.nodes.iter().filter_map(|n| n.down.as_ref());
+        let (mut count, mut longest) = (0u32, Duration::ZERO);
+        for (since, _) in down {
+            count = count.saturating_add(1);
+            longest = longest.max(since.elapsed());
+        }
+        stats.nodes_down = count;
+        stats.longest_node_down_ms = u64::try_from(longest.as_millis()).unwrap_or(u64::MAX);
+    }
+
     /// The error a call for `slot` fails with at once, when its master is
     /// known down; `None` when the call should go to the cluster.
     pub(crate) fn refuse(&self, slot: u16) -> Option<RedisError> {
@@ -707,6 +723,9 @@ mod tests {
         let down = nodes.down();
         assert_eq!(down.len(), 1);
         assert_eq!(down[0].slots, 5462);
+        let mut stats = slidelog_core::StoreStats::default();
+        nodes.fill(&mut stats);
+        assert_eq!((stats.nodes, stats.nodes_down), (3, 1));
         // A fresh map keeps the down state of a master still in it.
         install(&nodes.shared, ranges);
         assert!(nodes.refuse(6000).is_some());
@@ -723,6 +742,10 @@ mod tests {
         mark_up(&nodes.shared, "127.0.0.1", 7000);
         assert!(nodes.refuse(0).is_none());
         assert!(!nodes.shared.any_down.load(Ordering::Relaxed));
+        let mut stats = slidelog_core::StoreStats::default();
+        nodes.fill(&mut stats);
+        assert_eq!((stats.nodes, stats.nodes_down), (3, 0));
+        assert_eq!(stats.longest_node_down_ms, 0);
     }
 
     #[test]
