@@ -4,6 +4,13 @@
 //! episode, not one line per answer: the episode ends only after the store
 //! has answered and no call has failed for [`DEFAULT_QUIET`].
 //!
+//! A store of several nodes (a Redis Cluster) with one node down fails only
+//! for that node's keys: while the store reports a node down
+//! ([`StoreStats::nodes_down`](slidelog_core::StoreStats::nodes_down)) the
+//! episode stays open ([`Episodes::success_unless`]), however long only the
+//! other nodes' keys are asked for, so its two lines are not logged again
+//! and again. The store logs the node's own outage (once down, once up).
+//!
 //! A misconfiguration (wrong password, NOPERM, a missing database, a failed
 //! TLS handshake: [`StoreError::Misconfigured`]) is logged at error level
 //! once per episode, even when the episode began as a transient failure,
@@ -93,6 +100,14 @@ impl Episodes {
     /// clears a misconfiguration). Ends the episode, with one log line,
     /// once no call has failed for the quiet period.
     pub fn success(&self, store: &str, decided: bool) {
+        self.success_unless(store, decided, || false);
+    }
+
+    /// [`success`](Self::success), except that the episode stays open while
+    /// `part_down` says part of the store is still down (a cluster master:
+    /// its keys still fail while the others answer). `part_down` is asked at
+    /// most once per quiet period, and only while an episode is open.
+    pub fn success_unless(&self, store: &str, decided: bool, part_down: impl FnOnce() -> bool) {
         if !self.open.load(Ordering::Acquire) {
             return;
         }
@@ -104,6 +119,11 @@ impl Episodes {
             episode.misconfigured = None;
         }
         if episode.misconfigured.is_some() || episode.last_failure.elapsed() < self.quiet {
+            return;
+        }
+        if part_down() {
+            // Not over: asked again after another quiet period.
+            episode.last_failure = Instant::now();
             return;
         }
         tracing::info!(
@@ -215,6 +235,35 @@ mod tests {
         std::thread::sleep(Duration::from_millis(60));
         episodes.success("memory", true);
         assert!(!episodes.is_open());
+    }
+
+    #[test]
+    fn an_episode_stays_open_while_part_of_the_store_is_down() {
+        let episodes = Episodes::new(Duration::from_millis(20));
+        let error = StoreError::Unavailable("cluster master known down".into());
+        let asked = std::cell::Cell::new(0);
+        let part_down = || {
+            asked.set(asked.get() + 1);
+            true
+        };
+        episodes.failure("redis-cluster", "check", &error, &"fail-open");
+        for _ in 0..5 {
+            // Only the live masters' keys for longer than the quiet period.
+            std::thread::sleep(Duration::from_millis(25));
+            for _ in 0..100 {
+                episodes.success_unless("redis-cluster", true, part_down);
+            }
+            assert!(episodes.is_open(), "not over while a node is down");
+            episodes.failure("redis-cluster", "check", &error, &"fail-open");
+        }
+        assert!(
+            (5..=10).contains(&asked.get()),
+            "asked once per quiet period, not per call: {}",
+            asked.get()
+        );
+        std::thread::sleep(Duration::from_millis(25));
+        episodes.success_unless("redis-cluster", true, || false);
+        assert!(!episodes.is_open(), "over once every node is up");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use super::FailurePolicy;
 use crate::episode::Episodes;
 use crate::metrics::{MetricsHook, Op};
-use slidelog_core::{Decision, StoreError};
+use slidelog_core::{Decision, Store, StoreError};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -15,6 +15,9 @@ use std::time::Instant;
 pub(crate) struct Report {
     /// The store's kind, for every log line.
     store: &'static str,
+    /// The store itself: an episode stays open while it reports a node
+    /// down ([`Episodes::success_unless`]).
+    nodes: Arc<dyn Store>,
     policy: FailurePolicy,
     /// `None` when nobody listens: then a call is not even timed.
     metrics: Option<Arc<dyn MetricsHook>>,
@@ -22,14 +25,15 @@ pub(crate) struct Report {
 }
 
 impl Report {
-    /// Returns a report on the calls to the store of kind `store`.
+    /// Returns a report on the calls to `store`.
     pub(crate) fn new(
-        store: &'static str,
+        store: &Arc<dyn Store>,
         policy: FailurePolicy,
         metrics: Option<Arc<dyn MetricsHook>>,
     ) -> Self {
         Self {
-            store,
+            store: store.kind(),
+            nodes: store.clone(),
             policy,
             metrics,
             episodes: Episodes::default(),
@@ -50,9 +54,13 @@ impl Report {
     }
 
     /// Records that a store call succeeded (`decided`: it was a decision): ends an open
-    /// outage episode, once.
+    /// outage episode, once, when no node of the store is known down (a
+    /// cluster master down fails its keys only: one episode, not one per
+    /// second of calls for the other masters' keys).
     pub(crate) fn answered(&self, decided: bool) {
-        self.episodes.success(self.store, decided);
+        let nodes = &self.nodes;
+        self.episodes
+            .success_unless(self.store, decided, || nodes.stats().nodes_down > 0);
     }
 
     /// Records that a readiness probe succeeded.
@@ -117,7 +125,8 @@ mod tests {
     #[test]
     fn calls_reach_the_hook_and_a_misconfiguration_stays_until_a_decision() {
         let calls = Arc::new(Calls::default());
-        let report = Report::new("memory", FailurePolicy::FailOpen, Some(calls.clone()));
+        let store: Arc<dyn Store> = Arc::new(crate::store::MemoryStore::new());
+        let report = Report::new(&store, FailurePolicy::FailOpen, Some(calls.clone()));
         let started = report.start();
         assert!(started.is_some(), "timed when a hook listens");
         let limit = slidelog_core::Limit::new(1, 1_000).unwrap();
@@ -139,7 +148,7 @@ mod tests {
             *calls.0.lock(),
             ["check true", "ping failed degraded=false", "up"]
         );
-        let silent = Report::new("memory", FailurePolicy::FailOpen, None);
+        let silent = Report::new(&store, FailurePolicy::FailOpen, None);
         assert!(silent.start().is_none(), "not timed when nobody listens");
     }
 }
