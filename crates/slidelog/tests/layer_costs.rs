@@ -1,6 +1,7 @@
-//! A cost per request in the layer: from the head, per limit, and from a
-//! bounded body; what a cost no limit admits gets (413 with the reason, never
-//! a 500 or a panic); the rejection hook (a JSON 429 that keeps the RateLimit
+//! A cost per request in the layer: from the head, per limit (by position,
+//! its length checked when the layer is built), and from a bounded body;
+//! what a cost no limit admits gets (413 with the reason, never a 500 or a
+//! panic); the rejection hook (a JSON 429 that keeps the RateLimit
 //! fields) and the degraded-decision hook. Served by axum on loopback,
 //! driven by a real HTTP client.
 
@@ -9,7 +10,8 @@ mod common;
 use axum::Router;
 use axum::routing::post;
 use common::{client, serve};
-use slidelog::middleware::{Constant, Header};
+use slidelog::limit::parse_list;
+use slidelog::middleware::{Constant, CostListError, Header, RouteLimits};
 use slidelog::{Bounds, Limiter, RateLimitLayer};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -70,7 +72,8 @@ async fn per_limit_costs_charge_each_limit_its_own_units() {
     // 3 requests and 100 tokens per minute; each request 1 request and x-units tokens.
     let routes = "3/minute, 100/minute".parse().unwrap();
     let layer = RateLimitLayer::new(Limiter::memory(), Constant::new("all"), routes)
-        .cost(|parts| [1, units(parts)]);
+        .cost_by_position(|parts| [1, units(parts)])
+        .unwrap();
     let base = serve(Router::new().route("/", post(echo).layer(layer))).await;
     assert_eq!(post_units(&base, "60").await.status(), 200);
     // 0 tokens: charged 1 request only, decided on the request limit.
@@ -93,6 +96,102 @@ async fn per_limit_costs_charge_each_limit_its_own_units() {
     let r = post_units(&base, "101").await;
     assert_eq!(r.status(), 413);
     assert!(r.text().await.unwrap().contains("limits[1].cost"));
+}
+
+#[test]
+fn a_cost_list_by_position_of_the_wrong_length_fails_when_the_layer_is_built() {
+    // issue 23: `[1, n]` against limits that are not two was only found per
+    // request (500). Every limited route is checked, the default too.
+    let routes = || {
+        RouteLimits::new(parse_list("60/minute, 20000/minute").unwrap())
+            .unwrap()
+            .route("/batch", parse_list("10/minute").unwrap())
+            .unwrap()
+            .unlimited("/healthz")
+    };
+    let layer = || RateLimitLayer::new(Limiter::memory(), Constant::new("all"), routes());
+    let e = layer().cost_by_position(|_| [1, 2]).unwrap_err();
+    assert_eq!(
+        e,
+        CostListError::Length {
+            got: 2,
+            want: 1,
+            route: "/batch".into(),
+            limits: "\"default\";q=10;w=60".into(),
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        "cost list: 2 costs by position, but route \"/batch\" has 1 limits (\"default\";q=10;w=60); return one cost per limit, in their order, or give costs by name"
+    );
+    let e = layer().cost_by_position(|_| [1]).unwrap_err();
+    assert!(
+        matches!(&e, CostListError::Length { got: 1, want: 2, route, .. } if route == "default")
+    );
+    let e = layer()
+        .body_cost_by_position(64, |_, _| [1, 2, 3])
+        .unwrap_err();
+    assert!(matches!(e, CostListError::Length { got: 3, .. }));
+    assert_eq!(
+        layer().cost_by_position(|_| []).unwrap_err(),
+        CostListError::Count { got: 0 }
+    );
+    assert_eq!(
+        layer().cost_by_position(|_| [1; 17]).unwrap_err(),
+        CostListError::Count { got: 17 }
+    );
+    // Only the unlimited route and one two-limit default: [1, n] fits.
+    let two = RouteLimits::new(parse_list("60/minute, 20000/minute").unwrap())
+        .unwrap()
+        .unlimited("/healthz");
+    let fits = RateLimitLayer::new(Limiter::memory(), Constant::new("all"), two);
+    assert!(fits.cost_by_position(|_| [1, 400]).is_ok());
+}
+
+#[tokio::test]
+async fn a_body_cost_by_position_charges_each_limit_its_own_units() {
+    // 2 requests and 10 words per minute; each request 1 request and its words.
+    let words = |_: &_, body: &[u8]| [1, body.split(u8::is_ascii_whitespace).count() as u64];
+    let layer = RateLimitLayer::new(
+        Limiter::memory(),
+        Header::named("x-user").unwrap(),
+        "requests=2/minute, words=10/minute".parse().unwrap(),
+    )
+    .body_cost_by_position(64, words)
+    .unwrap();
+    let base = serve(Router::new().route("/", post(echo).layer(layer))).await;
+    let http = client();
+    let send = |body: &'static str| {
+        let request = http.post(format!("{base}/")).header("x-user", "ada");
+        request.body(body).send()
+    };
+    let r = send("one two three four five six").await.unwrap();
+    assert_eq!(r.status(), 200);
+    // Both limits, the one with the least left first.
+    assert_eq!(
+        r.headers()["ratelimit"],
+        "\"requests\";r=1;t=60, \"words\";r=4;t=60"
+    );
+    assert_eq!(r.text().await.unwrap(), "one two three four five six");
+    // 5 more words would pass 10: refused by the word limit.
+    let r = send("a b c d e").await.unwrap();
+    assert_eq!(r.status(), 429);
+    assert!(
+        r.headers()["ratelimit"]
+            .to_str()
+            .unwrap()
+            .starts_with("\"words\";r=4")
+    );
+    assert_eq!(send("a b c d").await.unwrap().status(), 200);
+    // The request limit is full now (2 of 2).
+    let r = send("a").await.unwrap();
+    assert_eq!(r.status(), 429);
+    assert!(
+        r.headers()["ratelimit"]
+            .to_str()
+            .unwrap()
+            .starts_with("\"requests\";r=0")
+    );
 }
 
 #[tokio::test]

@@ -2,7 +2,11 @@
 //! request head ([`RateLimitLayer::cost`](super::RateLimitLayer::cost)), or a
 //! closure over the head and a bounded, buffered body
 //! ([`RateLimitLayer::body_cost`](super::RateLimitLayer::body_cost)), for
-//! limits on tokens or bytes rather than requests.
+//! limits on tokens or bytes rather than requests. One cost per limit is
+//! given by name or by position (an array `[u64; N]`), and the list is
+//! checked against every route's limits when the layer is built
+//! ([`CostListError`]): a request never meets a cost list of the wrong
+//! length.
 //!
 //! The way a layer charges is part of its type ([`Charge`]), so a body is
 //! only ever buffered by a layer that asked for it, and only body types the
@@ -32,16 +36,17 @@ pub enum CostError {
     Body(String),
 }
 
-/// A cost list given by limit name
+/// A cost list that does not fit the layer's limits, given by limit name
 /// ([`RateLimitLayer::cost_by_name`](super::RateLimitLayer::cost_by_name),
-/// [`body_cost_by_name`](super::RateLimitLayer::body_cost_by_name)) that
-/// does not fit the layer's limits: refused when the layer is built, never
-/// per request.
+/// [`body_cost_by_name`](super::RateLimitLayer::body_cost_by_name)) or by
+/// position ([`cost_by_position`](super::RateLimitLayer::cost_by_position),
+/// [`body_cost_by_position`](super::RateLimitLayer::body_cost_by_position)):
+/// refused when the layer is built, never per request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CostListError {
-    /// No names, or more than a request has limits.
-    #[error("cost names: must list 1 to 16 limit names, got {got}")]
+    /// No names (no costs), or more than a request has limits.
+    #[error("cost list: must give 1 to 16 costs or limit names, got {got}")]
     Count {
         /// How many names were given.
         got: usize,
@@ -68,6 +73,44 @@ pub enum CostListError {
         /// That route's limits, as `RateLimit-Policy` lists them.
         limits: String,
     },
+    /// A list matched by position whose length is not the number of a
+    /// limited route's limits (or is 0, or over 16).
+    #[error(
+        "cost list: {got} costs by position, but route {route:?} has {want} limits ({limits}); return one cost per limit, in their order, or give costs by name"
+    )]
+    Length {
+        /// How many costs the closure returns (its array's length).
+        got: usize,
+        /// How many limits the route has.
+        want: usize,
+        /// The route (`default` for the default).
+        route: String,
+        /// That route's limits, as `RateLimit-Policy` lists them.
+        limits: String,
+    },
+}
+
+/// Checks that a cost list of `got` costs matched by position fits every
+/// limited route of `routes` (1 to 16 costs, one per limit), when the layer
+/// is built.
+pub(crate) fn check_positional(
+    routes: &super::RouteLimits,
+    got: usize,
+) -> Result<(), CostListError> {
+    if got == 0 || got > slidelog_core::MAX_LIMITS {
+        return Err(CostListError::Count { got });
+    }
+    for (route, limits) in routes.limited_rules() {
+        if limits.len() != got {
+            return Err(CostListError::Length {
+                got,
+                want: limits.len(),
+                route: route.to_owned(),
+                limits: crate::headers::policy_value(limits),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// How a layer finds a request's cost. Implemented by [`UnitCost`] (the

@@ -7,7 +7,7 @@
 //! builder method that takes it, never of a request.
 
 use super::config::{Config, MissingKey};
-use super::cost::{BodyCost, Cost, CostListError, HeadCost, UnitCost};
+use super::cost::{BodyCost, CostListError, HeadCost, UnitCost, check_positional};
 use super::extract::KeyExtractor;
 use super::namespace::{MAX_NAME_BYTES, Namespace};
 use super::response::Rejection;
@@ -321,18 +321,16 @@ impl<K: KeyExtractor, C> RateLimitLayer<K, C, NoBodyUsage> {
 
 /// The cost sources: only on a layer that charges 1 (has none yet).
 impl<K: KeyExtractor, U> RateLimitLayer<K, UnitCost, U> {
-    /// Each request costs what `cost` says of its head: one cost for every
-    /// limit (`u64`), or one per limit (`[u64; N]`, `Vec<u64>`, matched by
-    /// position). A cost above a limit's `max` (or the limiter's bounds) is
-    /// answered 413 with the reason. A cost of 0 charges nothing in that
-    /// limit (as a settle of 0 does): a request costing 0 in every limit is
-    /// handed to the inner service without a decision, one costing 0 in some
-    /// limits is decided on the others only.
+    /// Each request costs what `cost` says of its head, one cost for every
+    /// limit. A cost above a limit's `max` (or the limiter's bounds) is
+    /// answered 413 with the reason. A cost of 0 charges nothing (as a
+    /// settle of 0 does): the request is handed to the inner service
+    /// without a decision.
     ///
-    /// A list matched by position is checked per request (the wrong number
-    /// of costs answers 500, [`Misconfigured`](super::RejectionKind::Misconfigured));
-    /// [`cost_by_name`](Self::cost_by_name) names the limits instead and is
-    /// checked when the layer is built.
+    /// One cost per limit: [`cost_by_name`](Self::cost_by_name) (by limit
+    /// name) or [`cost_by_position`](Self::cost_by_position) (an array
+    /// matched by position), both checked against every route's limits when
+    /// the layer is built.
     ///
     /// A layer has one cost source: `cost` and [`body_cost`](Self::body_cost)
     /// exist only on a layer that has none yet, so a second one does not
@@ -356,12 +354,46 @@ impl<K: KeyExtractor, U> RateLimitLayer<K, UnitCost, U> {
     ///     });
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn cost<F, R>(self, cost: F) -> RateLimitLayer<K, HeadCost<F>, U>
+    pub fn cost<F>(self, cost: F) -> RateLimitLayer<K, HeadCost<F>, U>
     where
-        F: Fn(&Parts) -> R + Send + Sync + 'static,
-        R: Into<Cost>,
+        F: Fn(&Parts) -> u64 + Send + Sync + 'static,
     {
         self.charging(HeadCost(cost))
+    }
+
+    /// Each request costs what `cost` says of its head, one cost per limit
+    /// matched by position (`[1, tokens]`: 1 against the first limit, the
+    /// tokens against the second). The array's length is checked against
+    /// every limited route when the layer is built: a route with another
+    /// number of limits is a [`CostListError::Length`] naming it (never a
+    /// cost charged to the wrong limit, or an error per request). Costs of
+    /// 0 and above a limit's `max` are treated as with
+    /// [`cost_by_name`](Self::cost_by_name): 0 charges nothing in that
+    /// limit, a request costing 0 in every limit is not decided.
+    ///
+    /// ```
+    /// use slidelog::{Limiter, RateLimitLayer, middleware::{Constant, CostListError}};
+    /// let tokens = |parts: &http::request::Parts| {
+    ///     let n = parts.headers.get("x-max-tokens").and_then(|v| v.to_str().ok()?.parse().ok());
+    ///     n.unwrap_or(256u64)
+    /// };
+    /// let layer = RateLimitLayer::new(Limiter::memory(), Constant::new("all"), "60/minute, 20000/minute".parse()?)
+    ///     .cost_by_position(move |parts| [1, tokens(parts)])?; // 1 request, n tokens
+    /// // Two limits, one cost: refused here, not on a request.
+    /// let short = RateLimitLayer::new(Limiter::memory(), Constant::new("all"), "60/minute, 20000/minute".parse()?)
+    ///     .cost_by_position(|_| [1]);
+    /// assert!(matches!(short.unwrap_err(), CostListError::Length { got: 1, want: 2, .. }));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn cost_by_position<const N: usize, F>(
+        self,
+        cost: F,
+    ) -> Result<RateLimitLayer<K, HeadCost<F>, U>, CostListError>
+    where
+        F: Fn(&Parts) -> [u64; N] + Send + Sync + 'static,
+    {
+        check_positional(&self.config.routes, N)?;
+        Ok(self.charging(HeadCost(cost)))
     }
 
     /// Each request costs what `cost` says of its head and whole body (tokens
@@ -369,13 +401,29 @@ impl<K: KeyExtractor, U> RateLimitLayer<K, UnitCost, U> {
     /// (longer: 413, before the inner service or the limiter is called), then
     /// handed on to the inner service unchanged. Needs a body type the layer
     /// can rebuild ([`BufferedBody`](super::BufferedBody): axum's and
-    /// tonic's with their features).
-    pub fn body_cost<F, R>(self, max_bytes: usize, cost: F) -> RateLimitLayer<K, BodyCost<F>, U>
+    /// tonic's with their features). One cost for every limit; one per
+    /// limit: [`body_cost_by_name`](Self::body_cost_by_name),
+    /// [`body_cost_by_position`](Self::body_cost_by_position).
+    pub fn body_cost<F>(self, max_bytes: usize, cost: F) -> RateLimitLayer<K, BodyCost<F>, U>
     where
-        F: Fn(&Parts, &[u8]) -> R + Send + Sync + 'static,
-        R: Into<Cost>,
+        F: Fn(&Parts, &[u8]) -> u64 + Send + Sync + 'static,
     {
         self.charging(BodyCost { max_bytes, f: cost })
+    }
+
+    /// [`body_cost`](Self::body_cost) with one cost per limit matched by
+    /// position, as [`cost_by_position`](Self::cost_by_position) gives them
+    /// (the length checked when the layer is built).
+    pub fn body_cost_by_position<const N: usize, F>(
+        self,
+        max_bytes: usize,
+        cost: F,
+    ) -> Result<RateLimitLayer<K, BodyCost<F>, U>, CostListError>
+    where
+        F: Fn(&Parts, &[u8]) -> [u64; N] + Send + Sync + 'static,
+    {
+        check_positional(&self.config.routes, N)?;
+        Ok(self.charging(BodyCost { max_bytes, f: cost }))
     }
 
     /// Each request costs what `cost` says of its head, given by limit name:

@@ -12,9 +12,11 @@
 //! one derived from its extractor), so layers on one limiter never share a
 //! log by accident. A request costs 1 unless [`RateLimitLayer::cost`] (the
 //! head) or [`RateLimitLayer::body_cost`] (a bounded body: tokens, bytes)
-//! says otherwise, for every limit or per limit ([`Cost`];
-//! [`RateLimitLayer::cost_by_name`] names the limits, checked when the layer
-//! is built); a cost no limit admits is answered 413 with the reason.
+//! says otherwise, for every limit or per limit
+//! ([`RateLimitLayer::cost_by_name`] names the limits,
+//! [`RateLimitLayer::cost_by_position`] lists them in order; both checked
+//! when the layer is built); a cost no limit admits is answered 413 with the
+//! reason.
 //! Usage known only after the response (tokens an LLM used) settles the
 //! reservation: [`RateLimitLayer::settle_from_header`],
 //! [`settle_from_extension`](RateLimitLayer::settle_from_extension),

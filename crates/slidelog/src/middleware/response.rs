@@ -86,9 +86,10 @@ pub enum RejectionKind {
     /// The store failed under fail-closed, or is full: 503 (gRPC
     /// UNAVAILABLE).
     Unavailable,
-    /// The layer's own cost function is wrong for its limits (e.g. a cost
-    /// per limit with the wrong number of costs): 500 (gRPC INTERNAL), with
-    /// the reason. A bug of the service, not of the client.
+    /// The layer's own configuration does not fit its limiter (e.g. a
+    /// route's limit above the limiter's `bounds`): 500 (gRPC INTERNAL),
+    /// with the reason. A bug of the service, not of the client. (A cost
+    /// list of the wrong length is refused when the layer is built.)
     Misconfigured,
 }
 

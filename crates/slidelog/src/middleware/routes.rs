@@ -203,6 +203,16 @@ impl RouteLimits {
         Ok(())
     }
 
+    /// Returns every rule that limits (the routes in order, then the
+    /// default when it limits), to check a cost list against when the layer
+    /// is built.
+    pub(crate) fn limited_rules(&self) -> impl Iterator<Item = (&str, &[Limit])> {
+        let rules = self.routes.iter().map(|r| &r.rule);
+        rules
+            .chain([&self.default])
+            .filter_map(|rule| Some((&*rule.scope, rule.limits.as_deref()?)))
+    }
+
     /// Returns the rule for a request.
     pub(crate) fn rule_for(&self, parts: &Parts) -> &Rule {
         let path = parts.uri.path();
