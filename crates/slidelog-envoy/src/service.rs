@@ -66,8 +66,9 @@ pub enum ServiceError {
     /// The request breaks a rule of the protocol or a bound of docs/design.md §1.
     #[error("{0}")]
     InvalidArgument(String),
-    /// The store failed and the policy is fail-closed.
-    #[error("{0}")]
+    /// The store failed and the policy is fail-closed. Transparent: the
+    /// store error's message, and its source, each said once in a chain.
+    #[error(transparent)]
     Unavailable(#[from] StoreError),
 }
 
