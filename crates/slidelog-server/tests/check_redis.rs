@@ -58,9 +58,18 @@ fn check_with_redis_down_fails_fast_with_exit_2_and_masks_the_password() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("s3cret"), "{stderr}");
     assert!(stderr.contains("user:***@127.0.0.1"), "{stderr}");
-    // Said once (issue 23): "cannot open store URL: cannot connect to URL:
-    // Connection refused (os error 111)", not the refusal a second time.
-    assert!(stderr.contains("cannot open store redis://"), "{stderr}");
+    // Said once (issue 23): "cannot open store: cannot connect to URL:
+    // Connection refused (os error 111)", neither the refusal nor the URL a
+    // second time.
+    assert!(
+        stderr.contains("cannot open store: cannot connect to redis://user:***@127.0.0.1"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("127.0.0.1").count(),
+        1,
+        "the store is named once: {stderr}"
+    );
     assert_eq!(
         stderr.matches("Connection refused").count(),
         1,

@@ -52,18 +52,21 @@ impl Default for StoreOptions {
 
 /// A store URL that cannot be opened.
 ///
-/// Its message names what failed (`cannot open store URL`); why is its
-/// [`source`](std::error::Error::source), which an error-chain printer
-/// (anyhow's `{:#}`) adds once. [`OpenError::with_causes`] is both on one
-/// line, for a log or a message that shows one string.
+/// Its message says what failed (`cannot open store`); its
+/// [`source`](std::error::Error::source), the connect error, names the store
+/// (its URL, password masked) and says why. An error-chain printer (anyhow's
+/// `{:#}`) adds it once, so the URL and the cause are each said once.
+/// [`OpenError::with_causes`] is both on one line, for a log or a message
+/// that shows one string.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     /// The URL does not parse (an unknown scheme, a bad host list).
     #[error(transparent)]
     Url(#[from] UrlError),
-    /// The store could not be reached or configured.
+    /// The store could not be reached or configured. The message leaves the
+    /// URL to the source, which names it too.
     #[cfg(feature = "redis")]
-    #[error("cannot open store {url}")]
+    #[error("cannot open store")]
     Open {
         /// The URL with any password masked.
         url: String,
@@ -92,8 +95,8 @@ impl OpenError {
     }
 
     /// This error and its causes on one line, each said once: `cannot open
-    /// store redis://127.0.0.1:1: cannot connect to redis://127.0.0.1:1:
-    /// Connection refused (os error 111)`.
+    /// store: cannot connect to redis://127.0.0.1:1: Connection refused (os
+    /// error 111)`.
     pub fn with_causes(&self) -> String {
         let mut text = self.to_string();
         let mut cause = std::error::Error::source(self);
@@ -223,11 +226,9 @@ mod tests {
             panic!("opened a store on port 1");
         };
         assert!(e.is_transient(), "{e}");
-        // The message names what failed; the cause is its source.
-        assert_eq!(
-            e.to_string(),
-            "cannot open store redis://user:***@127.0.0.1:1"
-        );
+        // The message says what failed; the source names the store and
+        // says why.
+        assert_eq!(e.to_string(), "cannot open store");
         let source = e
             .source()
             .expect("the connect error is the source")
@@ -237,5 +238,8 @@ mod tests {
         assert_eq!(line, format!("{e}: {source}"));
         assert_eq!(line.matches("refused").count(), 1, "{line}");
         assert!(!line.contains("secret"), "{line}");
+        // The URL once, masked (issue 23: it was said by both layers).
+        assert_eq!(line.matches("127.0.0.1:1").count(), 1, "{line}");
+        assert!(line.contains("redis://user:***@127.0.0.1:1"), "{line}");
     }
 }

@@ -75,10 +75,16 @@ async fn fail_closed_fails_fast_and_says_why_unless_lazy() {
         started.elapsed()
     );
     assert!(err.is_transient(), "{err}");
-    let text = err.to_string();
+    // The message says what failed; its source names the store and why.
+    let text = err.with_causes();
     assert!(
         text.contains(&redis.url()) || text.contains(&redis.port().to_string()),
         "{text}"
+    );
+    assert_eq!(
+        text.matches(&redis.port().to_string()).count(),
+        1,
+        "the store is named once: {text}"
     );
     eprintln!("fail-closed open: {text}");
     // With lazy_connect it starts, and every decision is a store error (503
