@@ -9,7 +9,10 @@
 //! take it and registers by name, as before. The slots live in the config
 //! (a rule, a domain), so they are bounded by it and replaced with it on
 //! reload; a rule renamed for metrics (`detailed_metric`, `value_to_metric`)
-//! is kept per name within the rule's budget of names (`config::rule`).
+//! is kept per name within the rule's budget of names (`config::rule`), and
+//! a client's limit override, a rule made per request, counts in the slot
+//! its domain keeps for its metric name (at most 1,000 names per domain,
+//! then one overflow name: `config::rule::OverrideNames`).
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};

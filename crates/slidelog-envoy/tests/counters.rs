@@ -130,3 +130,84 @@ async fn handles_kept_by_rules_count_in_each_service_own_recorder() {
         }
     }
 }
+
+/// A client's limit override names its metric from the client's own
+/// entries (as the reference does): the first 1,000 names of a domain are
+/// kept, every further one is counted under `<domain>.(override)`, so 5,000
+/// distinct values export 1,001 series, and every answer is counted once.
+#[tokio::test]
+async fn override_names_are_bounded_per_domain_and_every_answer_is_counted() {
+    use slidelog_envoy::config::rule::{MAX_METRIC_KEYS_PER_RULE, OVERRIDE_OVERFLOW};
+    use slidelog_envoy::proto::{RateLimitUnit, rate_limit_descriptor::RateLimitOverride};
+    const DISTINCT: usize = 5_000;
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let config = RateLimitConfig::from_yaml_str("test.yaml", CONFIG).unwrap();
+    let service = RateLimiter::new(
+        slidelog::Limiter::memory(),
+        ConfigHandle::fixed(config),
+        ServiceOptions::default(),
+    )
+    .with_recorder(Arc::new(recorder));
+    let ask = |value: String| {
+        let mut d = descriptor(&[("tenant", &value)]);
+        d.limit = Some(RateLimitOverride {
+            requests_per_unit: 2,
+            unit: RateLimitUnit::Minute as i32,
+        });
+        let req = request("api", vec![d]);
+        let service = &service;
+        async move { service.should_rate_limit(&req).await.unwrap().overall_code }
+    };
+    for i in 0..DISTINCT {
+        ask(format!("t{i}")).await;
+    }
+    // Again, a name kept (t0) and one past the budget (t4999): 3 answers
+    // each, the last two over the override's limit of 2.
+    for value in ["t0", "t4999"] {
+        for _ in 0..3 {
+            ask(value.to_owned()).await;
+        }
+    }
+    let text = handle.render();
+    let series: Vec<(&str, u64)> = text
+        .lines()
+        .filter(|l| l.starts_with("slidelog_envoy_decisions_total{"))
+        .map(|l| {
+            let (labels, n) = l.rsplit_once(' ').unwrap();
+            (labels, n.parse().unwrap())
+        })
+        .collect();
+    let overflow = format!(r#"rule="api.{OVERRIDE_OVERFLOW}""#);
+    let named = series.iter().filter(|(l, _)| !l.contains(&overflow));
+    let rules: std::collections::HashSet<&str> = named
+        .map(|(l, _)| {
+            let rule = l.split(r#"rule=""#).nth(1).unwrap();
+            rule.split('"').next().unwrap()
+        })
+        .collect();
+    assert_eq!(rules.len(), MAX_METRIC_KEYS_PER_RULE, "{text}");
+    assert!(
+        series.len() <= 2 * (MAX_METRIC_KEYS_PER_RULE + 1),
+        "{}",
+        series.len()
+    );
+    let total: u64 = series.iter().map(|(_, n)| n).sum();
+    assert_eq!(total, DISTINCT as u64 + 6, "every answer counted once");
+    let count = |needle: &str| {
+        series
+            .iter()
+            .find(|(l, _)| l.contains(needle))
+            .unwrap_or_else(|| panic!("no {needle} in\n{text}"))
+            .1
+    };
+    assert_eq!(count(r#"rule="api.tenant_t0",result="ok""#), 2);
+    assert_eq!(count(r#"rule="api.tenant_t0",result="over_limit""#), 2);
+    let overflow_ok = format!(r#"rule="api.{OVERRIDE_OVERFLOW}",result="ok""#);
+    assert_eq!(
+        count(&overflow_ok),
+        (DISTINCT - MAX_METRIC_KEYS_PER_RULE) as u64 + 1
+    );
+    let overflow_over = format!(r#"rule="api.{OVERRIDE_OVERFLOW}",result="over_limit""#);
+    assert_eq!(count(&overflow_over), 2);
+}

@@ -66,6 +66,7 @@ pub(super) fn add_file(
                 root,
                 file: first,
                 unmatched: Default::default(),
+                overrides: Default::default(),
             },
         );
     }
@@ -199,6 +200,7 @@ fn build_rule(ctx: &Ctx<'_>, rl: &Spanned<RateLimitYaml>, path: &str) -> Result<
         share: Vec::new(),
         budget: Arc::default(),
         counters: Default::default(),
+        shared_counters: None,
     })
 }
 

@@ -17,7 +17,9 @@
 //!   one log ([`Rule::store_key`]).
 //! - `detailed_metric` / `value_to_metric` name the metric as the reference
 //!   does ([`RateLimitConfig::lookup`]), at most
-//!   [`rule::MAX_METRIC_KEYS_PER_RULE`] names per rule.
+//!   [`rule::MAX_METRIC_KEYS_PER_RULE`] names per rule; a client's `limit`
+//!   override is named as the reference names it, at most as many names
+//!   per domain, then `<domain>.(override)` ([`rule::OVERRIDE_OVERFLOW`]).
 //! - `quota_mode` and `metadata` are read and kept on the rule; a quota-mode
 //!   descriptor is enforced as an ordinary limit (the README says why).
 //!
@@ -82,6 +84,8 @@ struct Domain {
     file: PathBuf,
     /// The handle of this domain's unmatched-descriptor counter.
     unmatched: Slot<metrics::Counter>,
+    /// The metric names given out to clients' limit overrides.
+    overrides: rule::OverrideNames,
 }
 
 /// One `(key, value)` entry of a request's descriptor, as matching and store
@@ -217,6 +221,24 @@ impl RateLimitConfig {
     /// Returns the handle slot of a configured domain's unmatched counter.
     pub(crate) fn unmatched_slot(&self, domain: &str) -> Option<&Slot<metrics::Counter>> {
         self.domains.get(domain).map(|d| &d.unmatched)
+    }
+
+    /// Returns the metric name a client's limit override named `name` (the
+    /// reference's `<domain>.<key>_<value>...`) is counted under in a
+    /// configured domain, and that name's counters' slot: `name` itself
+    /// within the domain's budget of [`rule::MAX_METRIC_KEYS_PER_RULE`]
+    /// names, then `<domain>.`[`rule::OVERRIDE_OVERFLOW`].
+    pub(crate) fn override_metric(
+        &self,
+        domain: &str,
+        name: String,
+    ) -> (String, Arc<Slot<crate::handles::RuleCounters>>) {
+        match self.domains.get(domain) {
+            Some(d) => d.overrides.get(domain, name),
+            // Overrides apply in configured domains only; a fresh slot
+            // would count by name once.
+            None => (name, Arc::default()),
+        }
     }
 
     fn add_yaml(

@@ -8,12 +8,20 @@ use parking_lot::Mutex;
 use slidelog_core::Limit;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How many distinct metric names (`detailed_metric`, `value_to_metric`) one
 /// rule may give out. Past it, further values are counted under the rule's
 /// configured path, so that a client sending endless values cannot grow the
 /// metrics without bound.
 pub const MAX_METRIC_KEYS_PER_RULE: usize = 1000;
+
+/// The last part of the metric name (`rule` label) a domain's limit
+/// overrides are counted under once the domain has given out
+/// [`MAX_METRIC_KEYS_PER_RULE`] override names: `<domain>.(override)`.
+/// Parenthesised like the `(unconfigured)` domain, so that it names no
+/// descriptor.
+pub const OVERRIDE_OVERFLOW: &str = "(override)";
 
 /// What a rule does with a matched descriptor.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,11 +62,21 @@ pub struct Rule {
     pub(super) budget: Arc<MetricBudget>,
     /// The service's decision counters of this rule (under its `path`).
     pub(crate) counters: Slot<RuleCounters>,
+    /// A client's override: the counters of its metric name, kept by the
+    /// domain ([`OverrideNames`]) and shared by every request counted under
+    /// that name (the rule itself is made per request).
+    pub(crate) shared_counters: Option<Arc<Slot<RuleCounters>>>,
 }
 
 impl Rule {
-    /// Builds a rule from a limit that the client sent in the descriptor.
-    pub(crate) fn from_override(limit: Limit, unit: Unit, path: String) -> Self {
+    /// Builds a rule from a limit that the client sent in the descriptor,
+    /// counted under `path` in `counters` (both from [`OverrideNames`]).
+    pub(crate) fn from_override(
+        limit: Limit,
+        unit: Unit,
+        path: String,
+        counters: Arc<Slot<RuleCounters>>,
+    ) -> Self {
         Self {
             kind: Kind::Limited(limit),
             unit,
@@ -76,7 +94,14 @@ impl Rule {
             share: Vec::new(),
             budget: Arc::default(),
             counters: Slot::default(),
+            shared_counters: Some(counters),
         }
+    }
+
+    /// The slot of the service's decision counters this rule counts in: the
+    /// rule's own, or for a client's override those of its metric name.
+    pub(crate) fn counter_slot(&self) -> &Slot<RuleCounters> {
+        self.shared_counters.as_deref().unwrap_or(&self.counters)
     }
 
     /// Returns the limit; `None` for `unlimited: true` and for `requests_per_unit: 0`
@@ -231,3 +256,49 @@ impl PartialEq for MetricBudget {
 }
 
 impl Eq for MetricBudget {}
+
+/// The metric names a domain's limit overrides (a client's `limit` in a
+/// descriptor) are counted under, each with its counters' slot: the name
+/// the reference gives an override (`<domain>.<key>_<value>...`, built from
+/// the client's entries) for the first [`MAX_METRIC_KEYS_PER_RULE`]
+/// distinct names, then `<domain>.`[`OVERRIDE_OVERFLOW`] for every other,
+/// so that a client sending endless values cannot grow the label set.
+/// Kept with the domain: replaced with the config on reload.
+#[derive(Debug, Default)]
+pub(super) struct OverrideNames {
+    named: Mutex<HashMap<String, Arc<Slot<RuleCounters>>>>,
+    /// Set once the bound was reached and said so.
+    warned: AtomicBool,
+    /// The counters of the overflow name.
+    overflow: Arc<Slot<RuleCounters>>,
+}
+
+impl OverrideNames {
+    /// Returns the metric name an override named `name` in `domain` is
+    /// counted under, and that name's counters' slot (the same one for
+    /// every request of that name).
+    pub(super) fn get(&self, domain: &str, name: String) -> (String, Arc<Slot<RuleCounters>>) {
+        let mut named = self.named.lock();
+        if let Some(slot) = named.get(&name) {
+            return (name, Arc::clone(slot));
+        }
+        if named.len() < MAX_METRIC_KEYS_PER_RULE {
+            let slot = Arc::<Slot<RuleCounters>>::default();
+            named.insert(name.clone(), Arc::clone(&slot));
+            return (name, slot);
+        }
+        drop(named);
+        if !self.warned.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                domain,
+                bound = MAX_METRIC_KEYS_PER_RULE,
+                label = OVERRIDE_OVERFLOW,
+                "too many distinct limit override names in one domain; further ones are counted under the overflow name"
+            );
+        }
+        (
+            format!("{domain}.{OVERRIDE_OVERFLOW}"),
+            Arc::clone(&self.overflow),
+        )
+    }
+}

@@ -12,6 +12,11 @@
 //! (`crate::handles`): a rule's four results, a domain's unmatched count,
 //! and the `(unconfigured)` one in the service; a request increments them
 //! without a registry lookup.
+//!
+//! A client's limit override is counted under the name the reference gives
+//! it (`<domain>.<key>_<value>...`, from the client's entries) for the first
+//! 1,000 names of a domain, then under `<domain>.(override)`
+//! (`config::rule::OVERRIDE_OVERFLOW`): the `rule` label stays bounded.
 
 use super::RateLimiter;
 use crate::config::{RateLimitConfig, Rule};
@@ -75,8 +80,9 @@ impl RateLimiter {
 
     /// Increments the rule's counter of `result`: through the handles the
     /// rule keeps (registered once, under the request's domain, which is the
-    /// rule's own), or by name for a service on the global recorder or a
-    /// rule made for one request (a client's override).
+    /// rule's own; a client's override, made per request, shares those of
+    /// its bounded metric name, kept by the domain), or by name for a
+    /// service on the global recorder.
     fn count(&self, domain: &str, rule: &Rule, result: Outcome) {
         let by_name = || {
             metrics::counter!(
@@ -90,7 +96,7 @@ impl RateLimiter {
             return by_name().increment(1);
         };
         let local = || metrics::with_local_recorder(recorder.as_ref(), by_name);
-        match rule.counters.get_or_make(recorder, Default::default) {
+        match rule.counter_slot().get_or_make(recorder, Default::default) {
             Some(handles) => handles[result as usize].get_or_init(local).increment(1),
             None => local().increment(1),
         }

@@ -1,5 +1,6 @@
 //! The plan of each descriptor before the store is asked: the rule that
-//! applies (the config's, or a client's override in a configured domain),
+//! applies (the config's, or a client's override in a configured domain,
+//! counted under a name from the domain's bounded budget),
 //! whether another matched rule `replaces` it, and the request to decide.
 
 use super::{RateLimiter, ServiceError};
@@ -130,14 +131,18 @@ impl RateLimiter {
     ) -> Result<Option<Arc<Rule>>, ServiceError> {
         match &d.limit {
             Some(o) if config.has_domain(domain) => {
-                let rule = override_rule(o, domain, &d.entries)?;
-                if let Some(limit) = rule.limit() {
-                    self.limiter
-                        .bounds()
-                        .check_limits(&[limit])
-                        .map_err(|e| override_error(e.into()))?;
-                }
-                Ok(Some(Arc::new(rule)))
+                let (limit, unit) = override_limit(o)?;
+                self.limiter
+                    .bounds()
+                    .check_limits(&[limit])
+                    .map_err(|e| override_error(e.into()))?;
+                // Named only once valid, so a refused override takes no
+                // name of the domain's bounded budget.
+                let (path, counters) =
+                    config.override_metric(domain, override_name(domain, &d.entries));
+                Ok(Some(Arc::new(Rule::from_override(
+                    limit, unit, path, counters,
+                ))))
             }
             _ => Ok(config.lookup(domain, &d.entries)),
         }
@@ -177,13 +182,8 @@ fn plan_rule(
     })
 }
 
-/// Builds the rule of a client's limit override, named by the domain and
-/// the descriptor's entries.
-fn override_rule(
-    o: &RateLimitOverride,
-    domain: &str,
-    entries: &[Entry],
-) -> Result<Rule, ServiceError> {
+/// Reads a client's limit override: its limit and the unit reported back.
+fn override_limit(o: &RateLimitOverride) -> Result<(Limit, Unit), ServiceError> {
     use crate::proto::RateLimitUnit as U;
     let unit = match U::try_from(o.unit).unwrap_or(U::Unknown) {
         U::Second => Unit::Second,
@@ -201,11 +201,17 @@ fn override_rule(
     };
     let limit = Limit::new(u64::from(o.requests_per_unit), unit.millis())
         .map_err(|e| override_error(e.into()))?;
-    let path = std::iter::once(domain.to_owned())
+    Ok((limit, unit))
+}
+
+/// The metric name the reference gives a client's limit override: the
+/// domain and the descriptor's entries, `<domain>.<key>_<value>...`
+/// (bounded per domain by [`RateLimitConfig::override_metric`]).
+fn override_name(domain: &str, entries: &[Entry]) -> String {
+    std::iter::once(domain.to_owned())
         .chain(entries.iter().map(|e| format!("{}_{}", e.key, e.value)))
         .collect::<Vec<_>>()
-        .join(".");
-    Ok(Rule::from_override(limit, unit, path))
+        .join(".")
 }
 
 /// Refuses a client's override whose limit breaks a bound.
