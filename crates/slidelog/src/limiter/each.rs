@@ -7,8 +7,11 @@
 //! goes through the whole pipeline of [`Limiter::decide_at`] (rejection
 //! cache, health, timeout, policy) with `Store::decide_each`: the Redis
 //! scripts answer every limit in the same run; an engine that answers the
-//! deciding limit only (and a rejection answered from the cache, or by the
-//! failure policy) reports that one, never a second round trip.
+//! deciding limit only (or the failure policy) reports that one, never a
+//! second round trip. A rejection answered from the rejection cache reports
+//! the deciding limit and each other limit whose stored counts are provably
+//! still the store's own ([`crate::rejection_cache`]), the others without
+//! counts.
 
 use super::{Limiter, LimiterError};
 use crate::metrics::Op;
@@ -87,8 +90,11 @@ impl Limiter {
             .rejections
             .as_deref()
             .filter(|_| now == Now::Server);
-        let ticket = match cache.map(|c| c.answer(request)) {
-            Some(Ok(local)) => return Ok(only(self.inner.report.decided(op, local, started))),
+        let ticket = match cache.map(|c| c.answer_each(request)) {
+            Some(Ok(mut local)) => {
+                local.decision = self.inner.report.decided(op, local.decision, started);
+                return Ok(local);
+            }
             Some(Err(ticket)) => Some(ticket),
             None => None,
         };
@@ -99,7 +105,7 @@ impl Limiter {
         match self.inner.bound.run(call).await {
             Ok(mut each) => {
                 if let (Some(cache), Some(ticket)) = (cache, ticket) {
-                    cache.observe(request, &each.decision, ticket);
+                    cache.observe_each(request, &each, ticket);
                 }
                 self.inner.health.answered();
                 self.inner.report.answered(true);
