@@ -1,7 +1,9 @@
 //! The per-request overhead of the rate limit layer: the same tower service
 //! called with `oneshot` (no network) without the layer and with it, on the
 //! memory store, on the admit path (a limit never reached, 1,000 API keys)
-//! and on the reject path (every request over the limit).
+//! and on the reject path (every request over the limit); then with two
+//! named limits (`requests`, `tokens`, costs by name) admitted, and the
+//! same settled to the real cost a response header reports.
 //!
 //! Run: `cargo bench -p slidelog --bench layer_overhead`.
 
@@ -17,6 +19,14 @@ use tower::{Layer, ServiceExt, service_fn};
 /// The inner service: answers 200 with a short body, as a trivial handler does.
 async fn hello(_: Request<String>) -> Result<Response<String>, Infallible> {
     Ok(Response::new("hello".to_owned()))
+}
+
+/// The inner service of a usage-based limit: reports the tokens it used.
+async fn used(_: Request<String>) -> Result<Response<String>, Infallible> {
+    let mut response = Response::new("hello".to_owned());
+    let tokens = http::HeaderValue::from_static("40");
+    response.headers_mut().insert("x-usage-tokens", tokens);
+    Ok(response)
 }
 
 fn request(n: u64) -> Request<String> {
@@ -63,6 +73,41 @@ fn bench(c: &mut Criterion) {
         b.to_async(&rt).iter(|| {
             let svc = rejecting.clone();
             async move { black_box(svc.oneshot(request(0)).await) }
+        })
+    });
+
+    // Two named limits, never reached (100 tokens reserved per request: at
+    // most ~5,000 requests a second per key here, 500,000 tokens).
+    let two = || {
+        "requests=10000000/second, tokens=10000000/second"
+            .parse::<RouteLimits>()
+            .expect("routes")
+    };
+    let header = Header::named("x-api-key").expect("header name");
+    let named = RateLimitLayer::new(Limiter::memory(), header.clone(), two())
+        .cost_by_name(["tokens"], |_| [100])
+        .expect("tokens is a limit");
+    let two_admitting = named.layer(bare);
+    group.bench_function("with_layer_two_limits_admitted", |b| {
+        b.to_async(&rt).iter(|| {
+            let req = request(counter.fetch_add(1, Ordering::Relaxed));
+            let svc = two_admitting.clone();
+            async move { black_box(svc.oneshot(req).await) }
+        })
+    });
+
+    // The same, settled to the 40 tokens the response reports.
+    let settling = RateLimitLayer::new(Limiter::memory(), header, two())
+        .cost_by_name(["tokens"], |_| [100])
+        .expect("tokens is a limit")
+        .settle_from_header("x-usage-tokens")
+        .expect("header name")
+        .layer(service_fn(used));
+    group.bench_function("with_layer_two_limits_settled", |b| {
+        b.to_async(&rt).iter(|| {
+            let req = request(counter.fetch_add(1, Ordering::Relaxed));
+            let svc = settling.clone();
+            async move { black_box(svc.oneshot(req).await) }
         })
     });
     group.finish();
