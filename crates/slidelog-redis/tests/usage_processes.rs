@@ -19,7 +19,13 @@
 //!   estimate) is <= max;
 //! - every settle found its record, and the final log holds exactly the
 //!   settled costs (a charge of 0 reads every limit's live units; on the
-//!   scripts every member's time and costs, on the module its record count).
+//!   scripts every member's time and costs, on the module its record count);
+//! - in the server's own order: `MONITOR` on the key's server sees every
+//!   check and settle as it ran; replayed on a model of the log (a multiset
+//!   of costs: admit when every limit's live units plus the cost fit), it
+//!   admits exactly the admissions the children report, each with the
+//!   counts it reported, and ends at the log's live units. This pins every
+//!   count exactly, where the children's millisecond times leave ties.
 //!
 //! Runs on the scripts (Redis and Valkey), the module engine (Redis and
 //! Valkey), and a 3-master cluster with the module on every node. A
@@ -241,14 +247,29 @@ fn on_one_server(kind: ServerKind, engine: &str) {
     };
     let prefix = unique_prefix("usage-procs");
     let url = format!("{}?engine={engine}", server.url());
-    let run = run_children(&server, &prefix, &url, false);
     let redis_key = format!("{prefix}{KEY}");
+    // Both scripts cached before the monitor starts, so no check or settle
+    // it sees failed with NOSCRIPT.
+    block_on(async {
+        let store = RedisStore::connect(&url, options(&format!("{prefix}warm:")))
+            .await
+            .unwrap();
+        live_units(&store).await;
+        let check = Request::with_costs(KEY, limits(), vec![1, 1]).unwrap();
+        store
+            .decide_each(&check, Mode::Peek, Now::Server)
+            .await
+            .unwrap();
+    });
+    let monitor = Monitor::start(server.client(), &redis_key);
+    let run = run_children(&server, &prefix, &url, false);
+    let replay = monitor.stop(&mut server.client());
     let mut c = server.client();
     let live = block_on(async {
         let store = RedisStore::connect(&url, options(&prefix)).await.unwrap();
         live_units(&store).await
     });
-    check(&format!("{engine} on {kind}"), &run, live);
+    check(&format!("{engine} on {kind}"), &run, &replay, live);
     let kept = kept(&run);
     if engine == "module" {
         assert_eq!(module_records(&mut c, &redis_key), kept.len() as u64);
@@ -275,8 +296,11 @@ fn on_a_module_cluster() {
     let coordinator = RedisServer::start_kind(cluster.kind());
     let prefix = unique_prefix("usage-procs-cluster");
     let url = format!("{}?engine=module", cluster.url());
-    let run = run_children(&coordinator, &prefix, &url, true);
     let redis_key = format!("{prefix}{KEY}");
+    let port = cluster.master_of_slot(cluster.key_slot(&redis_key));
+    let monitor = Monitor::start(cluster.node(port).client(), &redis_key);
+    let run = run_children(&coordinator, &prefix, &url, true);
+    let replay = monitor.stop(&mut cluster.node(port).client());
     let live = block_on(async {
         let store = ClusterStore::connect_cluster(&url, options(&prefix))
             .await
@@ -284,14 +308,18 @@ fn on_a_module_cluster() {
         assert_eq!(store.engine_in_use(), Some(Engine::Module));
         live_units(&store).await
     });
-    check(&format!("module cluster ({})", cluster.kind()), &run, live);
-    let port = cluster.master_of_slot(cluster.key_slot(&redis_key));
+    check(
+        &format!("module cluster ({})", cluster.kind()),
+        &run,
+        &replay,
+        live,
+    );
     let mut c = cluster.node(port).client();
     assert_eq!(module_records(&mut c, &redis_key), kept(&run).len() as u64);
 }
 
 /// The assertions every case shares; prints what the run did.
-fn check(case: &str, run: &Run, live: [u64; 2]) {
+fn check(case: &str, run: &Run, replay: &Replay, live: [u64; 2]) {
     let rs = &run.reservations;
     let ups = rs.iter().filter(|r| r.actual[1] > r.estimate[1]).count();
     let refunds = rs.iter().filter(|r| r.actual == [0, 0]).count();
@@ -327,6 +355,148 @@ fn check(case: &str, run: &Run, live: [u64; 2]) {
     );
     let want = [0, 1].map(|p| rs.iter().map(|r| r.actual[p]).sum::<u64>());
     assert_eq!(live, want, "the live units are the settled costs");
+    // The server's own order: the replay decides every check as the
+    // children saw it decided, with the same counts.
+    eprintln!(
+        "{case}: replayed in the server's order: {} checks ({} admitted), {} settles ({} found)",
+        replay.checks,
+        replay.admitted.len(),
+        replay.settles,
+        replay.found
+    );
+    assert_eq!(replay.checks as u64, rs.len() as u64 + run.rejected);
+    assert_eq!(replay.settles, rs.len());
+    assert_eq!(replay.found, rs.len(), "every settle found its record");
+    let mut seen: Vec<(u64, [u64; 2])> = rs.iter().map(|r| (r.estimate[1], r.counts)).collect();
+    seen.sort_unstable();
+    let mut replayed = replay.admitted.clone();
+    replayed.sort_unstable();
+    assert_eq!(
+        replayed, seen,
+        "the admissions (estimate, counts) replayed in the server's order are those reported"
+    );
+    assert_eq!(replay.live, live, "the replay ends where the log does");
+}
+
+/// The checks and settles on one key in the order the server ran them, read
+/// with `MONITOR` (a thread reading until it sees the end marker).
+struct Monitor {
+    thread: std::thread::JoinHandle<Vec<Vec<String>>>,
+    end: String,
+}
+
+impl Monitor {
+    fn start(mut c: redis::Connection, redis_key: &str) -> Self {
+        let end = format!("{redis_key}:monitor-end");
+        c.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+        let _: () = redis::cmd("MONITOR").query(&mut c).unwrap();
+        let (key, marker) = (redis_key.to_owned(), end.clone());
+        let thread = std::thread::spawn(move || {
+            let mut commands = Vec::new();
+            loop {
+                let line: String = redis::from_redis_value(c.recv_response().unwrap()).unwrap();
+                // `<time> [<db> <client>] "arg" "arg" ...`; commands run by
+                // a script say `lua` as their client.
+                let Some((client, args)) = line.split_once("] ") else {
+                    continue;
+                };
+                if client.ends_with("lua") {
+                    continue;
+                }
+                let args: Vec<String> = args
+                    .split('"')
+                    .skip(1)
+                    .step_by(2)
+                    .map(str::to_owned)
+                    .collect();
+                if args.contains(&marker) {
+                    return commands;
+                }
+                if args.get(1) == Some(&key) || args.get(3) == Some(&key) {
+                    commands.push(args);
+                }
+            }
+        });
+        Self { thread, end }
+    }
+
+    /// Ends the monitor (through `c`, on the monitored server) and replays
+    /// what it saw.
+    fn stop(self, c: &mut redis::Connection) -> Replay {
+        let _: String = redis::cmd("ECHO").arg(&self.end).query(c).unwrap();
+        let commands = self.thread.join().unwrap();
+        replay(&commands)
+    }
+}
+
+/// What replaying the monitored commands in order gives.
+#[derive(Debug, Default)]
+struct Replay {
+    checks: usize,
+    /// Every admission: its estimate and the counts after it.
+    admitted: Vec<(u64, [u64; 2])>,
+    settles: usize,
+    found: usize,
+    /// The live units at the end.
+    live: [u64; 2],
+}
+
+/// `n max window cost ...` starting at `args[at]`: the costs.
+fn costs_at(args: &[String], at: usize) -> [u64; 2] {
+    assert_eq!(args[at], "2", "{args:?}");
+    [0, 1].map(|p| args[at + 3 + 3 * p].parse().unwrap())
+}
+
+fn cost_list(text: &str) -> [u64; 2] {
+    let costs: Vec<u64> = text.split(',').map(|c| c.parse().unwrap()).collect();
+    match costs[..] {
+        [one] => [one, one],
+        [a, b] => [a, b],
+        _ => panic!("costs {text}"),
+    }
+}
+
+/// The log as a multiset of costs (nothing expires): a check admits when
+/// every limit's live units plus its cost fit, a settle replaces one record
+/// of the receipt's costs (records of equal costs are interchangeable when
+/// nothing expires).
+fn replay(commands: &[Vec<String>]) -> Replay {
+    let mut r = Replay::default();
+    let mut log: std::collections::HashMap<[u64; 2], usize> = Default::default();
+    for args in commands {
+        // (check costs) or (receipt costs, settled costs).
+        let (check, settle) = match args[0].to_ascii_uppercase().as_str() {
+            "SLIDELOG.CHECK" => (Some(costs_at(args, 5)), None),
+            "SLIDELOG.SETTLE" => (None, Some((cost_list(&args[5]), costs_at(args, 6)))),
+            "EVALSHA" | "EVAL" if args[5] == "settle" => {
+                (None, Some((cost_list(&args[17]), costs_at(args, 8))))
+            }
+            "EVALSHA" | "EVAL" => (Some(costs_at(args, 7)), None),
+            _ => continue,
+        };
+        if let Some(cost) = check {
+            r.checks += 1;
+            let after = [0, 1].map(|p| r.live[p] + cost[p]);
+            if after.iter().zip(MAXES).all(|(a, m)| *a <= m) {
+                r.live = after;
+                *log.entry(cost).or_default() += 1;
+                r.admitted.push((cost[1], after));
+            }
+        }
+        if let Some((from, to)) = settle {
+            r.settles += 1;
+            let held = log.entry(from).or_default();
+            if *held > 0 {
+                *held -= 1;
+                r.found += 1;
+                r.live = [0, 1].map(|p| r.live[p] - from[p] + to[p]);
+                if to != [0, 0] {
+                    *log.entry(to).or_default() += 1;
+                }
+            }
+        }
+    }
+    r
 }
 
 /// The records the log should hold: `(ts, settled costs)`, refunds removed.
