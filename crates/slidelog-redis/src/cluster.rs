@@ -63,6 +63,20 @@ use std::time::Duration;
 /// The store on a Redis Cluster.
 pub type ClusterStore = ScriptStore<ClusterConnection>;
 
+/// Measurement only: true sends keyed calls straight to redis-rs, without
+/// the per-master outage mode's slot check and timer (as before it), so
+/// its cost can be measured side by side in one process
+/// (`examples/cluster_outage_cost.rs`, BENCHMARKS.md). Never set otherwise.
+static BYPASS_NODE_HEALTH: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Measurement only: `true` turns the
+/// per-master outage mode off for every cluster store of this process.
+#[doc(hidden)]
+pub fn bypass_node_health_for_measurement(bypass: bool) {
+    BYPASS_NODE_HEALTH.store(bypass, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// A redis-rs async cluster connection that answers NOSCRIPT by running the
 /// script with `EVAL` on the key's own master (see the module docs).
 #[derive(Clone)]
@@ -324,6 +338,9 @@ impl ClusterConnection {
 impl ConnectionLike for ClusterConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
+            if BYPASS_NODE_HEALTH.load(std::sync::atomic::Ordering::Relaxed) {
+                return self.send(cmd).await;
+            }
             if let Some(slot) = decision_slot(cmd) {
                 return self.send_to_slot(cmd, slot).await;
             }
