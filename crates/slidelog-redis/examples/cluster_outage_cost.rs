@@ -11,8 +11,9 @@
 //! cargo build --release -p slidelog-redis --example cluster_outage_cost
 //! # Alternating rounds (on, bypassed, on, ...): ops/s and client CPU per call.
 //! target/release/examples/cluster_outage_cost ab [seconds per round] [rounds] [tasks]
-//! # N sequential checks with the mode on or bypassed (for callgrind: run two
-//! # N and divide the difference in instructions by the difference in N).
+//! # N sequential checks on one thread with the mode on or bypassed (for
+//! # callgrind: run two N and divide the difference in instructions by the
+//! # difference in N).
 //! valgrind --tool=callgrind target/release/examples/cluster_outage_cost calls N on|off
 //! ```
 //!
@@ -85,9 +86,23 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-#[tokio::main(flavor = "multi_thread")]
-async fn main() {
+fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // One thread for the instruction counts (no work stealing or parking
+    // between workers to vary from run to run); the machine's cores for
+    // throughput.
+    let runtime = if args.first().map(String::as_str) == Some("calls") {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    }
+    .enable_all()
+    .build()
+    .expect("a runtime");
+    runtime.block_on(run(args));
+}
+
+async fn run(args: Vec<String>) {
     let arg = |i: usize| args.get(i).map(String::as_str);
     let cluster = tokio::task::spawn_blocking(|| RedisCluster::start_with(3, 0))
         .await
