@@ -4,7 +4,8 @@
 //! through `Limiter::decide_each`: every count a local answer reports is the
 //! store's own at that moment (every field, for the cached cost), a limit is
 //! left without counts only where the store's own could have moved, and the
-//! limits that stay exact (another full limit, an empty one) are reported.
+//! limits that stay exact (another full limit, an empty one) are reported,
+//! in the layer's repeated 429s too.
 
 use slidelog::rejection_cache::RejectionCache;
 use slidelog::store::{Clock, ManualClock, Store};
@@ -229,4 +230,37 @@ async fn one_instance_every_count_a_local_answer_reports_is_the_stores_own() {
         reported > local,
         "{reported} counts reported, {unknown} unknown, {local} local"
     );
+}
+
+/// The layer's 429s (issue 23's symptom): repeated refusals answered from
+/// the cache list every limit whose counts are known, not the deciding one
+/// alone.
+#[tokio::test]
+async fn the_layers_repeated_429s_list_every_limit_the_cache_knows() {
+    use slidelog::middleware::{Constant, RouteLimits};
+    use tower::{Layer, ServiceExt, service_fn};
+    let (clock, _store, limiter) = setup();
+    let named = |name, max, window_ms| Limit::new(max, window_ms).unwrap().named(name).unwrap();
+    // a: 1 a second; b: 3 in 2 s, each request costing 2 there.
+    let routes = RouteLimits::new([named("a", 1, 1_000), named("b", 3, 2_000)]).unwrap();
+    let hello = service_fn(|_: http::Request<String>| async {
+        Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+    });
+    let service = slidelog::RateLimitLayer::new(limiter.clone(), Constant::new("all"), routes)
+        .cost_by_position(|_| [1, 2])
+        .unwrap()
+        .layer(hello);
+    let call = || service.clone().oneshot(http::Request::new(String::new()));
+    assert_eq!(call().await.unwrap().status(), 200);
+    clock.advance(Duration::from_millis(300));
+    let from_store = call().await.unwrap();
+    assert_eq!(from_store.status(), 429);
+    let header = |r: &http::Response<_>| r.headers()["ratelimit"].to_str().unwrap().to_owned();
+    assert_eq!(header(&from_store), "\"b\";r=1;t=2, \"a\";r=0;t=1");
+    clock.advance(Duration::from_millis(200));
+    let before = local_answers(&limiter);
+    let cached = call().await.unwrap();
+    assert_eq!(local_answers(&limiter), before + 1, "answered by the cache");
+    assert_eq!(cached.status(), 429);
+    assert_eq!(header(&cached), "\"b\";r=1;t=2, \"a\";r=0;t=1");
 }
