@@ -10,6 +10,8 @@
 //!   peek and a plain model of the log (nothing expires inside the minute),
 //!   a rejection the cache answered is one the store gives too, and the
 //!   check right after a settle that frees units is decided by the store.
+//!   A refund sent around the limiter shows the comparison does catch a
+//!   cached rejection a settle left stale.
 //! - Storm (64 checking tasks, settlers, chargers): Redis calls counted
 //!   exactly, from `INFO commandstats` and from `MONITOR` (the commands the
 //!   clients sent, not those the scripts ran): checks the store answered +
@@ -235,6 +237,9 @@ fn store_calls_seen(engine: Engine, monitor: &HashMap<String, u64>) -> u64 {
         .sum()
 }
 
+/// A reservation held: its receipt text and its costs.
+type Held = (String, [u64; 2]);
+
 /// A small deterministic generator (xorshift64*).
 struct Rng(u64);
 
@@ -285,7 +290,7 @@ async fn exact_sequence(engine: Engine) {
     let mut rng = Rng(0x5eed_0024);
     // The model: live units per limit, and the reservations still held.
     let mut model = [0u64; 2];
-    let mut held: Vec<(String, [u64; 2])> = Vec::new();
+    let mut held: Vec<Held> = Vec::new();
     let (mut local, mut checks, mut freed_then_admitted, mut freeing) = (0u64, 0u64, 0u64, 0u64);
     let mut after_freeing = false;
     for step in 0..2_500u32 {
@@ -423,6 +428,69 @@ async fn settles_and_charges_keep_the_rejection_cache_exact_module() {
     exact_sequence(Engine::Module).await;
 }
 
+/// The comparison above can see a stale cached rejection: a refund sent
+/// straight to the store (so the limiter's cache is not told) leaves the
+/// cache rejecting what the store admits; the same refund through
+/// `Limiter::settle` does not.
+#[tokio::test]
+async fn the_comparison_sees_a_rejection_a_settle_left_stale() {
+    let setup = Setup::new(Engine::Scripts, "settle_storm_stale");
+    let limiter = setup.limiter(true).await;
+    let truth = setup.limiter(false).await;
+    let cache = limiter.rejection_cache().unwrap().clone();
+    let request = Request::with_costs(KEY, limits(), vec![1, 1]).unwrap();
+    let mut receipts = Vec::new();
+    for _ in 0..MAX_REQUESTS {
+        let d = limiter.decide(&request, Mode::Record).await.unwrap();
+        receipts.push(Receipt::issue(&request, d.record).unwrap());
+    }
+    let refund = Cost::PerLimit(vec![0, 0]).usage(KEY, limits()).unwrap();
+    for (through_limiter, receipt) in [(false, &receipts[0]), (true, &receipts[1])] {
+        // Rejected by the store, then by the cache.
+        assert!(
+            !limiter
+                .decide(&request, Mode::Record)
+                .await
+                .unwrap()
+                .allowed
+        );
+        let before = cache.stats().local_answers;
+        assert!(
+            !limiter
+                .decide(&request, Mode::Record)
+                .await
+                .unwrap()
+                .allowed
+        );
+        assert_eq!(cache.stats().local_answers, before + 1);
+        if through_limiter {
+            let s = limiter
+                .settle(KEY, &limits(), receipt, [0, 0])
+                .await
+                .unwrap();
+            assert!(s.settled);
+        } else {
+            let parsed = Receipt::for_request(receipt, &refund).unwrap();
+            let s = limiter
+                .store()
+                .settle(&refund, &parsed, slidelog::Now::Server)
+                .await
+                .unwrap();
+            assert!(s.settled);
+        }
+        let seen = truth.decide(&request, Mode::Peek).await.unwrap();
+        assert!(seen.allowed, "the store has room again");
+        let got = limiter.decide(&request, Mode::Record).await.unwrap();
+        // Bypassed: the cache still rejects (what the storm tests would
+        // flag); through the limiter: the store decides and admits.
+        assert_eq!(got.allowed, through_limiter, "{got:?}");
+        if !through_limiter {
+            // Take the freed slot so the next round starts full again.
+            assert!(truth.decide(&request, Mode::Record).await.unwrap().allowed);
+        }
+    }
+}
+
 // -------------------------------------------------------------------- storm
 
 const CHECKERS: usize = 64;
@@ -454,7 +522,7 @@ async fn storm(engine: Engine) {
     let started = Instant::now();
 
     let counters = Arc::new(Counters::default());
-    let held: Arc<Mutex<Vec<(String, [u64; 2])>>> = Arc::default();
+    let held: Arc<Mutex<Vec<Held>>> = Arc::default();
     let running = Arc::new(AtomicU64::new(CHECKERS as u64));
     let mut tasks = Vec::new();
     for t in 0..CHECKERS {
