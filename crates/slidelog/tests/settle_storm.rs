@@ -20,14 +20,24 @@
 //!   receipt error, no call; or `settled: false`, one call), the log's
 //!   `DUMP` and totals unchanged, the real receipt still settles.
 //!
-//! Each runs on the scripts engine and on the module engine.
+//! - A settle racing a check (a gated in-process store seen as remote): a
+//!   rejection decided before a refund whose reply arrives after it is not
+//!   cached, whether it was sent before the settle or during it (and a
+//!   control with only the forget before the store call does cache it).
+//!
+//! The Redis parts run on the scripts engine and on the module engine.
 
+use slidelog::rejection_cache::RejectionCache;
+use slidelog::store::{ManualClock, MemoryStore, Store};
 use slidelog::url::StoreOptions;
-use slidelog::{Cost, InputError, Limit, Limiter, LimiterError, Mode, Receipt, RecordRef, Request};
+use slidelog::{
+    Cost, Decision, Detailed, InputError, Limit, Limiter, LimiterError, Mode, Now, Receipt,
+    RecordRef, Request, Settled, StoreError,
+};
 use slidelog_testkit::{RedisServer, ServerKind};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -473,7 +483,7 @@ async fn the_comparison_sees_a_rejection_a_settle_left_stale() {
             let parsed = Receipt::for_request(receipt, &refund).unwrap();
             let s = limiter
                 .store()
-                .settle(&refund, &parsed, slidelog::Now::Server)
+                .settle(&refund, &parsed, Now::Server)
                 .await
                 .unwrap();
             assert!(s.settled);
@@ -794,4 +804,165 @@ async fn forged_receipts_on_a_hot_key_never_change_the_log_scripts() {
 #[tokio::test]
 async fn forged_receipts_on_a_hot_key_never_change_the_log_module() {
     forged_receipts(Engine::Module).await;
+}
+
+// ------------------------------------------------- a settle racing a check
+
+/// Holds a call at a point until released (armed once).
+#[derive(Debug, Default)]
+struct Gate {
+    armed: AtomicBool,
+    reached: tokio::sync::Notify,
+    release: tokio::sync::Notify,
+}
+
+impl Gate {
+    async fn pass(&self) {
+        if self.armed.swap(false, Ordering::SeqCst) {
+            self.reached.notify_one();
+            self.release.notified().await;
+        }
+    }
+}
+
+/// A memory store seen as a network store (so the limiter caches its
+/// rejections) on a manual clock, whose decisions can be held after the
+/// store decided (a reply still on the wire) and whose settles can be held
+/// before they run.
+#[derive(Debug)]
+struct Gated {
+    inner: MemoryStore,
+    clock: ManualClock,
+    decided: Gate,
+    settling: Gate,
+}
+
+impl Gated {
+    fn at(&self, now: Now) -> Now {
+        match now {
+            Now::Server => Now::At(slidelog::store::Clock::now_ms(&self.clock)),
+            at => at,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for Gated {
+    async fn decide(&self, r: &Request, mode: Mode, now: Now) -> Result<Decision, StoreError> {
+        let decision = self.inner.decide(r, mode, self.at(now)).await;
+        self.decided.pass().await;
+        decision
+    }
+    async fn settle(&self, r: &Request, rc: &Receipt, now: Now) -> Result<Settled, StoreError> {
+        self.settling.pass().await;
+        self.inner.settle(r, rc, self.at(now)).await
+    }
+    async fn charge(&self, r: &Request, now: Now) -> Result<Detailed, StoreError> {
+        self.inner.charge(r, self.at(now)).await
+    }
+    async fn reset(&self, key: &str) -> Result<bool, StoreError> {
+        self.inner.reset(key).await
+    }
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+    fn kind(&self) -> &'static str {
+        "gated-memory"
+    }
+}
+
+/// A rejection the store decided before a settle freed units but whose
+/// reply arrives after the settle is not kept by the cache: (1) decided
+/// before the settle started (the settle's first forget voids it), and
+/// (2) sent after the settle's first forget but decided before its store
+/// call (only the forget after the call voids it). Either way the next
+/// check is the store's, and admitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejection_in_flight_across_a_settle_is_not_cached() {
+    let clock = ManualClock::new(1_767_225_600_000);
+    let store = Arc::new(Gated {
+        inner: MemoryStore::new(),
+        clock: clock.clone(),
+        decided: Gate::default(),
+        settling: Gate::default(),
+    });
+    let limiter = Limiter::builder()
+        .rejection_cache(RejectionCache::with_clock(1_000, Arc::new(clock)))
+        .build(store.clone());
+    let cache = limiter.rejection_cache().unwrap().clone();
+    let limits = [Limit::new(3, WINDOW_MS).unwrap()];
+    let request = Request::new(KEY, limits.to_vec(), 1).unwrap();
+    let mut receipts = Vec::new();
+    for _ in 0..3 {
+        let d = limiter.decide(&request, Mode::Record).await.unwrap();
+        receipts.push(Receipt::issue(&request, d.record).unwrap());
+    }
+    let check = || {
+        let limiter = limiter.clone();
+        let limits = limits.to_vec();
+        tokio::spawn(async move { limiter.check(KEY, &limits, 1).await.unwrap() })
+    };
+    for (case, receipt) in receipts.iter().take(2).enumerate() {
+        let settle = if case == 0 {
+            // (1) The check is decided (rejected) and its reply held; then
+            // the whole settle runs.
+            store.decided.armed.store(true, Ordering::SeqCst);
+            let a = check();
+            store.decided.reached.notified().await;
+            let s = limiter.settle(KEY, &limits, receipt, 0).await.unwrap();
+            store.decided.release.notify_one();
+            assert!(!a.await.unwrap().allowed, "decided before the refund");
+            s
+        } else {
+            // (2) The settle forgets and waits before its store call; the
+            // check is sent, decided (rejected) and its reply held; the
+            // settle runs and returns; then the check's reply arrives.
+            store.settling.armed.store(true, Ordering::SeqCst);
+            let s = {
+                let limiter = limiter.clone();
+                let (limits, receipt) = (limits.to_vec(), receipt.clone());
+                tokio::spawn(async move { limiter.settle(KEY, &limits, &receipt, 0).await })
+            };
+            store.settling.reached.notified().await;
+            store.decided.armed.store(true, Ordering::SeqCst);
+            let a = check();
+            store.decided.reached.notified().await;
+            store.settling.release.notify_one();
+            let s = s.await.unwrap().unwrap();
+            store.decided.release.notify_one();
+            assert!(!a.await.unwrap().allowed, "decided before the refund");
+            s
+        };
+        assert!(settled_to_room(&settle), "case {case}: {settle:?}");
+        let before = cache.stats().local_answers;
+        let next = limiter.check(KEY, &limits, 1).await.unwrap();
+        assert_eq!(
+            cache.stats().local_answers,
+            before,
+            "case {case}: a stale local answer"
+        );
+        assert!(next.allowed, "case {case}: {next:?}");
+    }
+    // The control: case (2) with only the forget before the store call (the
+    // forget by hand, the refund straight to the store) leaves the held
+    // rejection cached: the next check is answered locally, and wrongly.
+    cache.forget(KEY);
+    store.decided.armed.store(true, Ordering::SeqCst);
+    let a = check();
+    store.decided.reached.notified().await;
+    let refund = Cost::All(0).usage(KEY, limits.to_vec()).unwrap();
+    let receipt = Receipt::for_request(&receipts[2], &refund).unwrap();
+    let s = store.settle(&refund, &receipt, Now::Server).await.unwrap();
+    assert!(settled_to_room(&s), "{s:?}");
+    store.decided.release.notify_one();
+    assert!(!a.await.unwrap().allowed);
+    let before = cache.stats().local_answers;
+    let next = limiter.check(KEY, &limits, 1).await.unwrap();
+    assert_eq!(cache.stats().local_answers, before + 1, "the control");
+    assert!(!next.allowed, "the control: {next:?}");
+}
+
+/// True when the settle found its record and left room for one more.
+fn settled_to_room(s: &Settled) -> bool {
+    s.settled && s.decision.remaining >= 1
 }
