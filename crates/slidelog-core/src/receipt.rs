@@ -163,7 +163,31 @@ impl Receipt {
 
     /// The receipt's text: base64url, no padding.
     pub fn encode(&self) -> String {
-        let mut out: SmallVec<[u8; 64]> = SmallVec::new();
+        self.encode_with(str::to_owned)
+    }
+
+    /// Passes the receipt's text ([`encode`](Self::encode)'s, byte for
+    /// byte) to `write` without allocating: the binary and its base64url
+    /// are built on the stack, so an answer can copy the text straight into
+    /// its own buffer.
+    pub fn encode_with<R>(&self, write: impl FnOnce(&str) -> R) -> R {
+        let binary = self.binary();
+        // Every receipt fits (at most 166 bytes: 2 + 8 + 16 x 8 + 8 + 4 +
+        // 16, and 192 bytes make 256 characters); a larger one would take
+        // the heap rather than fail.
+        let mut text = [0u8; MAX_RECEIPT_CHARS];
+        match URL_SAFE_NO_PAD.encode_slice(&binary, &mut text) {
+            Ok(len) => match std::str::from_utf8(&text[..len]) {
+                Ok(text) => write(text),
+                Err(_) => write(&URL_SAFE_NO_PAD.encode(&binary)),
+            },
+            Err(_) => write(&URL_SAFE_NO_PAD.encode(&binary)),
+        }
+    }
+
+    /// The receipt's binary (the table atop this module).
+    fn binary(&self) -> Binary {
+        let mut out = Binary::new();
         let count = (self.costs.len() - 1) as u8;
         out.push(RECEIPT_VERSION);
         out.push(u8::from(self.id.is_some()) | (count << 1));
@@ -176,7 +200,7 @@ impl Receipt {
         if let Some(id) = self.id {
             out.extend_from_slice(&id.to_le_bytes());
         }
-        URL_SAFE_NO_PAD.encode(&out)
+        out
     }
 
     /// Decodes a receipt text; never panics.
@@ -232,8 +256,12 @@ impl Receipt {
     }
 }
 
+/// A receipt's binary, on the stack: the largest receipt decodes from
+/// [`MAX_RECEIPT_CHARS`] characters, 3 bytes for every 4.
+type Binary = SmallVec<[u8; MAX_RECEIPT_CHARS * 3 / 4]>;
+
 /// LEB128: 7 bits a byte, low first.
-fn put_varint(out: &mut SmallVec<[u8; 64]>, mut value: u64) {
+fn put_varint(out: &mut Binary, mut value: u64) {
     while value >= 0x80 {
         out.push((value as u8) | 0x80);
         value >>= 7;
@@ -316,6 +344,39 @@ mod tests {
                 Receipt::for_request(&text, &other),
                 Err(ReceiptError::OtherLimits)
             );
+        }
+    }
+
+    #[test]
+    fn the_text_is_the_format_s_byte_for_byte() {
+        // Independently computed (base64url of the table atop the module).
+        let r = request("user-1", &[1, 400]);
+        let ts = 1_700_000_000_123;
+        let text = |id| Receipt::new(&r, RecordRef { ts, id }).encode();
+        assert_eq!(text(None), "AQL70JX_vDEBkAPUS0p1qqJL-HkMcaE");
+        assert_eq!(
+            text(Some(u128::MAX - 7)),
+            "AQP70JX_vDEBkAPUS0p1qqJL-HkMcaH4____________________"
+        );
+        // The largest receipt (16 costs of MAX_COST, the latest timestamp,
+        // a record id) and small ones: the stack text is the heap text.
+        let limits = vec![Limit::new(MAX_COST, 60_000).unwrap(); MAX_LIMITS];
+        let shapes = [
+            Request::new("k", vec![Limit::new(1, 1).unwrap()], 1).unwrap(),
+            r.clone(),
+            Request::with_costs("k".repeat(300), limits, vec![MAX_COST; MAX_LIMITS]).unwrap(),
+        ];
+        for request in &shapes {
+            for id in [None, Some(0), Some(u128::MAX)] {
+                for ts in [0, 1, MAX_NOW_MS] {
+                    let receipt = Receipt::new(request, RecordRef { ts, id });
+                    let heap = URL_SAFE_NO_PAD.encode(receipt.binary());
+                    assert_eq!(receipt.encode(), heap);
+                    assert_eq!(receipt.encode_with(|t| t.len()), heap.len());
+                    assert!(heap.len() <= MAX_RECEIPT_CHARS);
+                    assert_eq!(Receipt::decode(&heap), Ok(receipt));
+                }
+            }
         }
     }
 

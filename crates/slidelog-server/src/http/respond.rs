@@ -15,7 +15,7 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
 use bytes::{BufMut, BytesMut};
 use slidelog::headers::{RATELIMIT, RATELIMIT_POLICY, ceil_secs};
-use slidelog::{Detailed, Limit, LimitState, Request};
+use slidelog::{Detailed, Limit, LimitState, Receipt, Request};
 use std::cell::RefCell;
 
 /// Bytes allocated at a time for answers (some 15-25 of them).
@@ -44,8 +44,7 @@ fn piece(write: impl FnOnce(&mut BytesMut)) -> Bytes {
 /// JSON (with the receipt of `request`'s record when one was appended) and
 /// the RateLimit header fields.
 pub fn decision(each: &Detailed, request: &Request) -> Response {
-    let receipt = slidelog::Receipt::issue(request, each.decision.record);
-    let body = piece(|out| write_json(out, each, receipt.as_deref()));
+    let body = piece(|out| write_json(out, each, request));
     let mut response = Response::new(Body::from(body));
     if !each.decision.allowed {
         *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
@@ -122,8 +121,8 @@ fn put_name(out: &mut BytesMut, limit: &Limit, alone: bool) {
     }
 }
 
-/// The JSON of `Answer::new(each)` with `receipt` (see `answer.rs`).
-fn write_json(out: &mut BytesMut, each: &Detailed, receipt: Option<&str>) {
+/// The JSON of `Answer::new(each).with_receipt(request)` (see `answer.rs`).
+fn write_json(out: &mut BytesMut, each: &Detailed, request: &Request) {
     let d = &each.decision;
     out.put_slice(if d.allowed {
         b"{\"allowed\":true,\"limit\":"
@@ -156,9 +155,12 @@ fn write_json(out: &mut BytesMut, each: &Detailed, receipt: Option<&str>) {
         }
         out.put_u8(b']');
     }
-    if let Some(receipt) = receipt {
-        out.put_slice(b",\"receipt\":");
-        put_str(out, receipt);
+    if let Some(record) = d.record {
+        // base64url needs no JSON escapes: the text is copied as it is
+        // encoded (on the stack), not made a `String` first.
+        out.put_slice(b",\"receipt\":\"");
+        Receipt::new(request, record).encode_with(|text| out.put_slice(text.as_bytes()));
+        out.put_u8(b'"');
     }
     out.put_u8(b'}');
 }
@@ -265,10 +267,7 @@ mod tests {
             fields.retry_after
         );
         let expected = serde_json::to_vec(&Answer::new(each).with_receipt(request)).unwrap();
-        let json = piece(|out| {
-            let receipt = slidelog::Receipt::issue(request, each.decision.record);
-            write_json(out, each, receipt.as_deref());
-        });
+        let json = piece(|out| write_json(out, each, request));
         assert_eq!(
             std::str::from_utf8(&json).unwrap(),
             std::str::from_utf8(&expected).unwrap()
