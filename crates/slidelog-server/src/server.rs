@@ -11,11 +11,15 @@
 use crate::conns::{Conns, default_max_connections};
 use crate::shutdown::Shutdown;
 use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::service::TowerToHyperService;
+use std::future::Future;
 use std::io;
-use std::time::Duration;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 
 /// Default time in-flight requests get after the shutdown signal.
@@ -101,10 +105,7 @@ pub async fn serve_http_with(
     let conns = hygiene.conns.clone();
     conns.spawn_idle_sweep("http", hygiene.http_idle_timeout, shutdown.clone().wait());
     let mut builder = Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(hygiene.header_timeout);
+    builder.http1().header_read_timeout(hygiene.header_timeout);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let stop = shutdown.clone().wait();
     tokio::pin!(stop);
@@ -114,6 +115,9 @@ pub async fn serve_http_with(
             io = conns.accept(&listener, "http") => io,
         };
         let service = TowerToHyperService::new(router.clone());
+        // The header-read timeout on a timer of the connection's own.
+        let mut builder = builder.clone();
+        builder.http1().timer(HeaderTimer::default());
         let conn = builder
             .serve_connection_with_upgrades(TokioIo::new(io), service)
             .into_owned();
@@ -134,6 +138,62 @@ pub async fn serve_http_with(
         }
     }
 }
+
+/// hyper's timer of one HTTP/1 connection, for its header-read timeout.
+///
+/// hyper asks for a new sleep for every request's head (and drops it once
+/// the head is read): with `TokioTimer` each one is a new tokio `Sleep`,
+/// inserted into the timer wheel and removed again for every request (~3% of
+/// serve's CPU under wrk). Here the connection's sleeps share one tokio
+/// `Sleep`, moved only when it fires before a later deadline: a request's
+/// sleep is ready exactly when its own deadline passes, as before (the same
+/// bound; tests/hygiene.rs's slowloris test), and the wheel sees one
+/// insertion per connection and header timeout rather than per request.
+#[derive(Clone, Default)]
+struct HeaderTimer(Arc<Mutex<Option<Pin<Box<tokio::time::Sleep>>>>>);
+
+impl hyper::rt::Timer for HeaderTimer {
+    fn sleep(&self, duration: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        self.sleep_until(Instant::now() + duration)
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        Box::pin(HeaderDeadline {
+            deadline: tokio::time::Instant::from_std(deadline),
+            shared: Arc::clone(&self.0),
+        })
+    }
+}
+
+/// One request head's deadline on its connection's shared `Sleep`.
+struct HeaderDeadline {
+    deadline: tokio::time::Instant,
+    shared: Arc<Mutex<Option<Pin<Box<tokio::time::Sleep>>>>>,
+}
+
+impl Future for HeaderDeadline {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let deadline = self.deadline;
+        let mut shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+        let sleep = shared.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        if sleep.deadline() > deadline {
+            sleep.as_mut().reset(deadline);
+        }
+        loop {
+            match sleep.as_mut().poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                // Fired at or after this deadline: this deadline has passed.
+                Poll::Ready(()) if sleep.deadline() >= deadline => return Poll::Ready(()),
+                // An earlier request's deadline: wait on to this one.
+                Poll::Ready(()) => sleep.as_mut().reset(deadline),
+            }
+        }
+    }
+}
+
+impl hyper::rt::Sleep for HeaderDeadline {}
 
 /// Serves the Envoy rate limit gRPC API on `listener` until `shutdown`
 /// fires, with the connection limits of `hygiene`.
@@ -156,4 +216,37 @@ pub async fn serve_grpc(
         .add_service(slidelog_envoy::service::GrpcService::new(limiter).into_server())
         .serve_with_incoming_shutdown(incoming, shutdown.wait())
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hyper::rt::Timer as _;
+
+    /// The shared sleep never makes a request's deadline earlier or later:
+    /// after an earlier request's (shorter) deadline, and before a later
+    /// one's, each fires at its own.
+    #[tokio::test]
+    async fn a_header_deadline_is_ready_when_its_own_deadline_passes() {
+        let timer = HeaderTimer::default();
+        let start = Instant::now();
+        let mut first = timer.sleep_until(start + Duration::from_millis(100));
+        assert!(futures::poll!(first.as_mut()).is_pending());
+        drop(first);
+        // The shared sleep fires at 100 ms: this one waits on to 400 ms.
+        timer.sleep_until(start + Duration::from_millis(400)).await;
+        let took = start.elapsed();
+        assert!(took >= Duration::from_millis(400), "{took:?}");
+        assert!(took < Duration::from_secs(3), "{took:?}");
+
+        let mut far = timer.sleep_until(Instant::now() + Duration::from_secs(3_600));
+        assert!(futures::poll!(far.as_mut()).is_pending());
+        drop(far);
+        // An earlier deadline than the shared sleep's is kept as well.
+        let start = Instant::now();
+        timer.sleep(Duration::from_millis(50)).await;
+        let took = start.elapsed();
+        assert!(took >= Duration::from_millis(50), "{took:?}");
+        assert!(took < Duration::from_secs(3), "{took:?}");
+    }
 }
