@@ -2,10 +2,11 @@
 //! `/metrics`, and every metric name that the shipped Grafana dashboard and
 //! Prometheus alert rules use is one that a running service really exports
 //! (scraped from the built binary: a Redis-backed service through a store
-//! outage, and a memory-backed one).
+//! outage, a memory-backed one, and a Cluster-backed one for the per-master
+//! gauges only a cluster store exports).
 
 use slidelog_inspect::names;
-use slidelog_testkit::{RedisServer, unique_prefix};
+use slidelog_testkit::{RedisCluster, RedisServer, unique_prefix};
 use std::collections::BTreeSet;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -125,6 +126,20 @@ fn serve_exports_inspect_gauges_and_every_name_the_deploy_files_use() {
     names_seen.extend(exported(&scrape_until(
         &memory.addr,
         "slidelog_memory_snapshot_bytes",
+    )));
+
+    // The per-master gauges (slidelog_store_nodes*) come from a service on
+    // a Redis Cluster: only a cluster store has masters to count.
+    let cluster = RedisCluster::start_with(3, 0);
+    let on_cluster = serve(&["--store", &cluster.url()]);
+    let (status, answer) = check(
+        &on_cluster.addr,
+        r#"{"key":"c1","max":1,"window_ms":60000}"#,
+    );
+    assert_eq!(status, 200, "{answer}");
+    names_seen.extend(exported(&scrape_until(
+        &on_cluster.addr,
+        "slidelog_store_nodes_down_seconds",
     )));
 
     // Every name in slidelog_inspect::names is really exported ...
