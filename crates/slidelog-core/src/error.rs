@@ -210,3 +210,32 @@ impl StoreError {
         matches!(self, Self::Full { .. })
     }
 }
+
+/// An error and every cause in its source chain on one line, each said once
+/// (`what failed: why: why deeper`), for a log field or a message that
+/// shows one string. The crates' errors leave their cause to `source()`
+/// rather than quote it, so a chain printer (anyhow's `{:#}`) and this say
+/// each cause once.
+pub fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod chain_tests {
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer")]
+    struct Outer(#[source] std::io::Error);
+
+    #[test]
+    fn with_causes_says_each_cause_once() {
+        let e = Outer(std::io::Error::other("inner"));
+        assert_eq!(super::with_causes(&e), "outer: inner");
+    }
+}

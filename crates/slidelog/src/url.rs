@@ -98,14 +98,7 @@ impl OpenError {
     /// store: cannot connect to redis://127.0.0.1:1: Connection refused (os
     /// error 111)`.
     pub fn with_causes(&self) -> String {
-        let mut text = self.to_string();
-        let mut cause = std::error::Error::source(self);
-        while let Some(c) = cause {
-            text.push_str(": ");
-            text.push_str(&c.to_string());
-            cause = c.source();
-        }
-        text
+        slidelog_core::error::with_causes(self)
     }
 }
 

@@ -31,14 +31,7 @@ impl SnapshotFileError {
     /// Returns this error and its causes on one line, each said once:
     /// `memory snapshot /var/lib/x.snap: truncated or corrupt (...)`.
     pub fn with_causes(&self) -> String {
-        let mut text = self.to_string();
-        let mut cause = std::error::Error::source(self);
-        while let Some(c) = cause {
-            text.push_str(": ");
-            text.push_str(&c.to_string());
-            cause = c.source();
-        }
-        text
+        slidelog_core::error::with_causes(self)
     }
 }
 
