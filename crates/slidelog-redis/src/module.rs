@@ -25,9 +25,9 @@
 
 use crate::script::Check;
 use crate::script::{Outcome, limit_args, parse_reply};
-use crate::usage::{Usage, UsageOutcome};
+use crate::usage::{Usage, UsageOutcome, parse_usage_reply};
 use redis::aio::ConnectionLike;
-use redis::{ErrorKind, RedisError, RedisResult, Value};
+use redis::{RedisResult, Value};
 use slidelog_core::{Mode, RecordRef, Request};
 
 /// The module's decision command.
@@ -146,30 +146,19 @@ pub async fn run_usage<C: ConnectionLike>(
 ) -> RedisResult<UsageOutcome> {
     let cmd = usage_command(redis_key, request, usage, now_ms, deadline_ms);
     let reply: Vec<i64> = cmd.query_async(conn).await?;
-    parse_usage_reply(&reply, usage, request)
+    parse_module_usage_reply(&reply, usage, request)
 }
 
-/// `[done, allowed, limit, window_ms, count, remaining, retry_after_ms,
-/// reset_after_ms, now_ms, (count_i, remaining_i, retry_after_ms_i,
-/// reset_after_ms_i){n}]`; the record named by its time (a settle's, unless
-/// settled to 0 everywhere: removed).
-fn parse_usage_reply(reply: &[i64], usage: &Usage, request: &Request) -> RedisResult<UsageOutcome> {
-    let Some((&done, rest)) = reply.split_first().filter(|(d, _)| **d == 0 || **d == 1) else {
-        return Err(RedisError::from((
-            ErrorKind::UnexpectedReturnType,
-            "the module answered an unexpected settle or charge reply",
-            format!("{reply:?}"),
-        )));
-    };
-    let mut outcome = parse_reply(rest)?;
-    let done = done == 1;
+/// The module's settle / charge reply ([`parse_usage_reply`]'s shape); its
+/// records are found by time and costs, so named without an id.
+fn parse_module_usage_reply(
+    reply: &[i64],
+    usage: &Usage,
+    request: &Request,
+) -> RedisResult<UsageOutcome> {
     let removed = request.costs().iter().all(|&c| c == 0);
-    let kept = match usage {
-        Usage::Charge => done.then_some(outcome.now_ms),
-        Usage::Settle(receipt) => (done && !removed).then_some(receipt.ts()),
-    };
-    outcome.decision.record = kept.map(|ts| RecordRef { ts, id: None });
-    Ok(UsageOutcome { done, outcome })
+    let unexpected = "the module answered an unexpected settle or charge reply";
+    parse_usage_reply(reply, usage, None, removed, unexpected)
 }
 
 /// `COMMAND INFO SLIDELOG.CHECK`: whether the server `conn` talks to knows
@@ -292,21 +281,21 @@ mod tests {
             1, 1, 10, 1_000, 1, 9, 0, 1_000, 7, 1, 9, 0, 1_000, 0, 100, 0, 0,
         ];
         let receipt = slidelog_core::Receipt::new(&check, RecordRef { ts: 5, id: None });
-        let o = parse_usage_reply(&reply, &Usage::Settle(receipt.clone()), &usage).unwrap();
+        let o = parse_module_usage_reply(&reply, &Usage::Settle(receipt.clone()), &usage).unwrap();
         assert!(o.done);
         assert_eq!(
             o.outcome.decision.record,
             Some(RecordRef { ts: 5, id: None })
         );
         let refund = Request::usage("k", usage.limits().to_vec(), vec![0]).unwrap();
-        let o = parse_usage_reply(&reply, &Usage::Settle(receipt), &refund).unwrap();
+        let o = parse_module_usage_reply(&reply, &Usage::Settle(receipt), &refund).unwrap();
         assert_eq!(o.outcome.decision.record, None);
-        let o = parse_usage_reply(&reply, &Usage::Charge, &usage).unwrap();
+        let o = parse_module_usage_reply(&reply, &Usage::Charge, &usage).unwrap();
         assert_eq!(
             o.outcome.decision.record,
             Some(RecordRef { ts: 7, id: None })
         );
-        assert!(parse_usage_reply(&[2, 1], &Usage::Charge, &usage).is_err());
+        assert!(parse_module_usage_reply(&[2, 1], &Usage::Charge, &usage).is_err());
     }
 
     #[test]

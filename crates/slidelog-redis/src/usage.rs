@@ -92,21 +92,34 @@ pub async fn run<C: ConnectionLike>(
     };
     let reply: Vec<i64> = invocation.invoke_async(conn).await?;
     let removed = request.costs().iter().all(|&c| c == 0);
-    parse_usage_reply(&reply, usage, id, removed)
+    parse_usage_reply(
+        &reply,
+        usage,
+        Some(id),
+        removed,
+        "usage.lua answered an unexpected reply",
+    )
 }
 
-/// `{done, allowed, max, window_ms, count, remaining, retry, reset, now}`.
-/// `removed`: the costs are 0 everywhere (a settle then removes the record).
-fn parse_usage_reply(
+/// `[done, allowed, limit, window_ms, count, remaining, retry_after_ms,
+/// reset_after_ms, now_ms, (count_i, remaining_i, retry_after_ms_i,
+/// reset_after_ms_i){n}]`, as `usage.lua` and the module's SLIDELOG.SETTLE /
+/// SLIDELOG.CHARGE both answer it (`unexpected`: the error's text when it
+/// is not). The record is
+/// named by its time and `id` (the scripts name records; the module finds
+/// them by time and costs: `None`); `removed`: the costs are 0 everywhere,
+/// so a settle removed the record and there is nothing to name.
+pub(crate) fn parse_usage_reply(
     reply: &[i64],
     usage: &Usage,
-    id: u128,
+    id: Option<u128>,
     removed: bool,
+    unexpected: &'static str,
 ) -> RedisResult<UsageOutcome> {
     let Some((&done, rest)) = reply.split_first().filter(|(d, _)| **d == 0 || **d == 1) else {
         return Err(RedisError::from((
             ErrorKind::UnexpectedReturnType,
-            "usage.lua answered an unexpected reply",
+            unexpected,
             format!("{reply:?}"),
         )));
     };
@@ -117,6 +130,6 @@ fn parse_usage_reply(
         // A record settled to 0 everywhere is gone: nothing to name.
         Usage::Settle(receipt) => (done && !removed).then_some(receipt.ts()),
     };
-    outcome.decision.record = kept.map(|ts| RecordRef { ts, id: Some(id) });
+    outcome.decision.record = kept.map(|ts| RecordRef { ts, id });
     Ok(UsageOutcome { done, outcome })
 }
