@@ -224,7 +224,8 @@ impl RateLimiter {
             .configured
             .charge(request.key(), request.limits(), request.cost())
             .await
-            .map(Charged::into_decision);
+            // The deciding limit's decision: an Envoy answer has one per descriptor.
+            .map(|charged| charged.decision);
         match charged {
             // A store without charges (StoreError::Unsupported) is no
             // outage: the error is answered, never a degraded OK.
@@ -314,24 +315,5 @@ fn answered(ask: Ask, d: Decision) -> Decision {
                 ..d
             }
         }
-    }
-}
-
-/// What [`Limiter::charge`] answers, as the decision of its deciding limit
-/// (a [`Decision`], or a [`slidelog_core::Detailed`] with every limit's state
-/// beside it: the library's answer is changing shape; either reads here).
-trait Charged {
-    fn into_decision(self) -> Decision;
-}
-
-impl Charged for Decision {
-    fn into_decision(self) -> Decision {
-        self
-    }
-}
-
-impl Charged for slidelog_core::Detailed {
-    fn into_decision(self) -> Decision {
-        self.decision
     }
 }
