@@ -12,7 +12,8 @@
 //! is kept per name within the rule's budget of names (`config::rule`), and
 //! a client's limit override, a rule made per request, counts in the slot
 //! its domain keeps for its metric name (at most 1,000 names per domain,
-//! then one overflow name: `config::rule::OverrideNames`).
+//! then one overflow name: `config::rule::OverrideNames`, which a reload
+//! hands on to the new config's same domain).
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};

@@ -90,7 +90,11 @@ impl ConfigHandle {
         };
         let fp = fingerprint(path).unwrap_or(0);
         match RateLimitConfig::load_with(path, &self.options) {
-            Ok(config) => {
+            Ok(mut config) => {
+                // The domains' override-name budgets outlive a reload
+                // (shared with the old config: a request still on it
+                // counts in the same budget).
+                config.keep_override_names(&self.get());
                 *self.current.write() = Arc::new(config);
                 *self.fingerprint.write() = fp;
                 *self.last_error.write() = None;

@@ -211,3 +211,84 @@ async fn override_names_are_bounded_per_domain_and_every_answer_is_counted() {
     let overflow_over = format!(r#"rule="api.{OVERRIDE_OVERFLOW}",result="over_limit""#);
     assert_eq!(count(&overflow_over), 2);
 }
+
+/// The override-name budget is the domain's, not one config's: a reload
+/// (here by hand, as SIGHUP and the file watcher do it) hands the names
+/// given out, and the overflow, on to the new config, so reloading does not
+/// let a client add another 1,000 series. A name kept before the reload is
+/// still counted under its own name after it.
+#[tokio::test]
+async fn override_names_budget_survives_reloads() {
+    use slidelog_envoy::config::rule::{MAX_METRIC_KEYS_PER_RULE, OVERRIDE_OVERFLOW};
+    use slidelog_envoy::proto::{RateLimitUnit, rate_limit_descriptor::RateLimitOverride};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("limits.yaml");
+    std::fs::write(&path, CONFIG).unwrap();
+    let config = ConfigHandle::load(&path).unwrap();
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let service = RateLimiter::new(
+        slidelog::Limiter::memory(),
+        Arc::clone(&config),
+        ServiceOptions::default(),
+    )
+    .with_recorder(Arc::new(recorder));
+    let ask = |value: String| {
+        let mut d = descriptor(&[("tenant", &value)]);
+        d.limit = Some(RateLimitOverride {
+            requests_per_unit: 100,
+            unit: RateLimitUnit::Minute as i32,
+        });
+        let req = request("api", vec![d]);
+        let service = &service;
+        async move { service.should_rate_limit(&req).await.unwrap().overall_code }
+    };
+    // The whole budget, in the first config.
+    for i in 0..MAX_METRIC_KEYS_PER_RULE {
+        ask(format!("t{i}")).await;
+    }
+    // Three reloads, each followed by as many new names again and one
+    // kept name: every new one is counted under the overflow name.
+    for reload in 1..=3 {
+        // A real change (the user limit), so the reload builds a new config.
+        let edited = CONFIG.replace(
+            "requests_per_unit: 3}",
+            &format!("requests_per_unit: {}}}", 3 + reload),
+        );
+        std::fs::write(&path, edited).unwrap();
+        config.reload().unwrap();
+        assert_eq!(config.reload_count(), reload);
+        for i in 0..MAX_METRIC_KEYS_PER_RULE {
+            ask(format!("r{reload}-{i}")).await;
+        }
+        ask("t0".to_owned()).await;
+    }
+    let text = handle.render();
+    let rules: std::collections::HashSet<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("slidelog_envoy_decisions_total{"))
+        .map(|l| {
+            let rule = l.split(r#"rule=""#).nth(1).unwrap();
+            rule.split('"').next().unwrap()
+        })
+        .collect();
+    let overflow = format!("api.{OVERRIDE_OVERFLOW}");
+    assert_eq!(rules.len(), MAX_METRIC_KEYS_PER_RULE + 1, "names exported");
+    assert!(rules.contains(overflow.as_str()));
+    assert!(
+        !rules.iter().any(|r| r.starts_with("api.tenant_r")),
+        "no name given out after a reload"
+    );
+    let count = |needle: &str| {
+        let line = text
+            .lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no {needle} in\n{text}"));
+        line.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap()
+    };
+    assert_eq!(count(r#"rule="api.tenant_t0",result="ok""#), 4);
+    assert_eq!(
+        count(&format!(r#"rule="{overflow}",result="ok""#)),
+        3 * MAX_METRIC_KEYS_PER_RULE as u64
+    );
+}

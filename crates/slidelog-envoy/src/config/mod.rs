@@ -84,8 +84,11 @@ struct Domain {
     file: PathBuf,
     /// The handle of this domain's unmatched-descriptor counter.
     unmatched: Slot<metrics::Counter>,
-    /// The metric names given out to clients' limit overrides.
-    overrides: rule::OverrideNames,
+    /// The metric names given out to clients' limit overrides. Shared with
+    /// the same domain of the config this one replaced on reload
+    /// ([`RateLimitConfig::keep_override_names`]), so the budget is the
+    /// domain's, not one config's.
+    overrides: Arc<rule::OverrideNames>,
 }
 
 /// One `(key, value)` entry of a request's descriptor, as matching and store
@@ -238,6 +241,20 @@ impl RateLimitConfig {
             // Overrides apply in configured domains only; a fresh slot
             // would count by name once.
             None => (name, Arc::default()),
+        }
+    }
+
+    /// Takes over the override-name budgets of `old`'s domains (the config
+    /// this one replaces on reload): a domain configured in both keeps the
+    /// names it gave out, their counters and its overflow state, so a
+    /// client's override names cannot grow the metric series by another
+    /// [`rule::MAX_METRIC_KEYS_PER_RULE`] with every reload. Shared, not
+    /// copied: a request still deciding on `old` counts in the same budget.
+    pub(crate) fn keep_override_names(&mut self, old: &RateLimitConfig) {
+        for (name, domain) in &mut self.domains {
+            if let Some(before) = old.domains.get(name) {
+                domain.overrides = Arc::clone(&before.overrides);
+            }
         }
     }
 

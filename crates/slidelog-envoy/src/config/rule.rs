@@ -263,7 +263,10 @@ impl Eq for MetricBudget {}
 /// the client's entries) for the first [`MAX_METRIC_KEYS_PER_RULE`]
 /// distinct names, then `<domain>.`[`OVERRIDE_OVERFLOW`] for every other,
 /// so that a client sending endless values cannot grow the label set.
-/// Kept with the domain: replaced with the config on reload.
+/// Kept with the domain, and handed on to the same domain of the config
+/// that replaces it on reload (`RateLimitConfig::keep_override_names`): the
+/// bound holds per domain for as long as the domain stays configured, not
+/// per config.
 #[derive(Debug, Default)]
 pub(super) struct OverrideNames {
     named: Mutex<HashMap<String, Arc<Slot<RuleCounters>>>>,
