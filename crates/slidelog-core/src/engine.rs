@@ -135,25 +135,76 @@ fn decision_of(log: &Log, now: u64, v: Verdict<'_>) -> Decision {
 
 /// [`evaluate`] with every limit's state beside the decision (the same
 /// decision; a few more words of work per limit, no other pass over the log).
+///
+/// The decision is the deciding limit's counts (the fields [`decision_of`]
+/// gives are that limit's [`counts_of`]), so each limit's newest unit is
+/// looked up once.
 pub fn evaluate_each(log: &Log, now: u64, request: &Request) -> Detailed {
+    if let [limit] = request.limits() {
+        // One limit (the common request): no list of verdicts, and the
+        // answer's one-element list allocated at its size.
+        let v = judge(log, now, limit, 0, request.cost_for(0));
+        let counts = counts_of(log, now, &v, v.wait.is_none());
+        return Detailed {
+            decision: decision_from(&v, counts),
+            limits: vec![LimitState {
+                limit: *limit,
+                counts: Some(counts),
+            }],
+        };
+    }
     let verdicts: SmallVec<[Verdict<'_>; 4]> = request
         .limits()
         .iter()
         .enumerate()
         .map(|(position, limit)| judge(log, now, limit, position, request.cost_for(position)))
         .collect();
-    let decider = verdicts.iter().copied().fold(None, deciding);
-    let decision = decision_of(log, now, decider.expect("a request has at least one limit"));
+    let decider = verdicts
+        .iter()
+        .copied()
+        .fold(None, deciding)
+        .expect("a request has at least one limit");
+    let allowed = decider.wait.is_none();
+    let mut decision = None;
     let limits = verdicts
         .iter()
-        .map(|v| state_of(log, now, v, decision.allowed))
+        .map(|v| {
+            let counts = counts_of(log, now, v, allowed);
+            if v.position == decider.position {
+                decision = Some(decision_from(v, counts));
+            }
+            LimitState {
+                limit: *v.limit,
+                counts: Some(counts),
+            }
+        })
         .collect();
-    Detailed { decision, limits }
+    Detailed {
+        decision: decision.expect("the deciding verdict is one of them"),
+        limits,
+    }
 }
 
-/// One limit's state after a decision that `allowed` or not: the fields of
+/// The decision whose deciding verdict is `v`, from that limit's
+/// [`counts_of`]: what [`decision_of`] gives for `v` (admitted exactly when
+/// the deciding verdict admits: it rejects whenever any limit does).
+fn decision_from(v: &Verdict<'_>, counts: Counts) -> Decision {
+    Decision {
+        allowed: v.wait.is_none(),
+        limit: v.limit.max(),
+        window_ms: v.limit.window_ms(),
+        count: counts.count,
+        remaining: counts.remaining,
+        retry_after_ms: counts.retry_after_ms,
+        reset_after_ms: counts.reset_after_ms,
+        degraded: false,
+        record: None,
+    }
+}
+
+/// One limit's counts after a decision that `allowed` or not: the fields of
 /// [`decision_of`], for this limit.
-fn state_of(log: &Log, now: u64, v: &Verdict<'_>, allowed: bool) -> LimitState {
+fn counts_of(log: &Log, now: u64, v: &Verdict<'_>, allowed: bool) -> Counts {
     let window = v.limit.window_ms();
     let newest = log.newest_unit(0, v.position);
     let (count, reset_after_ms) = if allowed {
@@ -163,26 +214,29 @@ fn state_of(log: &Log, now: u64, v: &Verdict<'_>, allowed: bool) -> LimitState {
         let reset = newest.map_or(0, |n| (n + window).saturating_sub(now));
         (v.live, reset)
     };
-    LimitState {
-        limit: *v.limit,
-        counts: Some(Counts {
-            count,
-            remaining: v.limit.max().saturating_sub(count),
-            retry_after_ms: v.wait.unwrap_or(0),
-            reset_after_ms,
-        }),
+    Counts {
+        count,
+        remaining: v.limit.max().saturating_sub(count),
+        retry_after_ms: v.wait.unwrap_or(0),
+        reset_after_ms,
     }
 }
 
 /// [`decide_and_record`] with every limit's state beside the decision.
 pub fn decide_and_record_each(log: &mut Log, now: u64, request: &Request) -> Detailed {
     log.expire(now, request.longest_window_ms());
-    let mut detailed = evaluate_each(log, now, request);
-    if detailed.decision.allowed {
+    // Taken apart and built again in the return slot: a `Detailed` kept
+    // whole while the log is appended to is copied once more (a `memcpy`
+    // call per decision).
+    let Detailed {
+        mut decision,
+        limits,
+    } = evaluate_each(log, now, request);
+    if decision.allowed {
         log.append(now, request.costs());
-        detailed.decision.record = Some(RecordRef { ts: now, id: None });
+        decision.record = Some(RecordRef { ts: now, id: None });
     }
-    detailed
+    Detailed { decision, limits }
 }
 
 /// One full check on a log: drop expired records, decide, and append one

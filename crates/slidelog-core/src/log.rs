@@ -371,11 +371,23 @@ impl Log {
         };
         // Oldest first, one by one: a decision usually expires 0 or 1
         // record, where a binary search would cost more.
-        let len = self.len();
-        let mut dropped = 0;
-        while dropped < len && self.stamp(dropped) <= cut {
-            dropped += 1;
-        }
+        let dropped = if self.wide {
+            let len = self.len();
+            let mut dropped = 0;
+            while dropped < len && self.stamp(dropped) <= cut {
+                dropped += 1;
+            }
+            dropped
+        } else {
+            // Offsets: `base + o <= cut` is `o <= cut - base` (nothing has
+            // expired when the cut is below the base).
+            cut.checked_sub(self.base).map_or(0, |d| {
+                self.live()
+                    .iter()
+                    .take_while(|&&o| u64::from(o) <= d)
+                    .count()
+            })
+        };
         if dropped == 0 {
             return 0;
         }
@@ -398,6 +410,9 @@ impl Log {
     /// the newest record (a clock that stepped back).
     pub fn append(&mut self, now: u64, costs: &[u64]) {
         debug_assert!(!costs.is_empty());
+        if self.push_plain(now, costs) {
+            return;
+        }
         let at = match self.newest() {
             Some(newest) if newest > now => self.count_through(now),
             _ => self.len(),
@@ -435,6 +450,31 @@ impl Log {
             }
         }
         self.insert_stamp(at, now);
+    }
+
+    /// [`append`](Self::append)'s common case in one pass: a record of cost 1
+    /// on a plain log of offsets, at or after the newest record, its offset
+    /// in range and the queue with room at its end (what `insert_stamp`
+    /// then does is a push). False, having changed nothing, otherwise.
+    #[inline]
+    fn push_plain(&mut self, now: u64, costs: &[u64]) -> bool {
+        if self.wide || self.sums.is_some() || self.slots.len() == self.slots.capacity() {
+            return false;
+        }
+        let Some(&newest) = self.live().last() else {
+            return false;
+        };
+        let fits = now
+            .checked_sub(self.base)
+            .and_then(|d| u32::try_from(d).ok())
+            .filter(|&offset| offset >= newest);
+        match fits {
+            Some(offset) if costs.iter().all(|&c| c == 1) => {
+                self.slots.push(offset);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// The index of a record at `ts` whose cost at each position

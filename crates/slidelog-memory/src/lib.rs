@@ -227,8 +227,9 @@ impl MemoryStore {
         let mut guard = shard.lock();
         let swept = guard.tick(now_ms, &self.hasher);
         self.forget(swept);
-        if let Some((decision, delta)) = guard.decide_existing(hash, request, mode, now_ms) {
-            self.account(delta);
+        if let Some(decision) =
+            guard.decide_existing(hash, request, mode, now_ms, |delta| self.account(delta))
+        {
             return Ok(decision);
         }
         if mode == Mode::Peek {
@@ -244,9 +245,9 @@ impl MemoryStore {
                 let swept = self.sweep_all(now_ms);
                 guard = shard.lock();
                 // Another caller may have created the key meanwhile.
-                if let Some((decision, delta)) = guard.decide_existing(hash, request, mode, now_ms)
+                if let Some(decision) =
+                    guard.decide_existing(hash, request, mode, now_ms, |delta| self.account(delta))
                 {
-                    self.account(delta);
                     return Ok(decision);
                 }
                 if let Err(limit) = self.try_reserve_key() {

@@ -104,14 +104,18 @@ impl Shard {
     }
 
     /// Decides on a key that already has a log; `None` when it has none.
-    /// Returns the decision and the change in bytes the key holds.
+    /// `account` is told the change in bytes the key holds. (The answer is
+    /// returned alone, not beside the change: a `Detailed` is large, and
+    /// each wrapping of it is one more copy on every decision.)
+    #[inline]
     pub(crate) fn decide_existing<T: Outcome>(
         &mut self,
         hash: u64,
         request: &Request,
         mode: Mode,
         now_ms: u64,
-    ) -> Option<(T, isize)> {
+        account: impl FnOnce(isize),
+    ) -> Option<T> {
         let entry = self.table.find_mut(hash, |e| e.key == request.key())?;
         Some(match mode {
             Mode::Record => {
@@ -121,10 +125,10 @@ impl Shard {
                     entry.log.shrink_if_sparse();
                 }
                 entry.refresh_expiry(request.longest_window_ms());
-                let delta = entry.log.heap_bytes() as isize - before as isize;
-                (decision, delta)
+                account(entry.log.heap_bytes() as isize - before as isize);
+                decision
             }
-            Mode::Peek => (T::evaluate(&entry.log, now_ms, request), 0),
+            Mode::Peek => T::evaluate(&entry.log, now_ms, request),
         })
     }
 
