@@ -212,8 +212,38 @@ impl Request {
         limits: impl Into<Vec<Limit>>,
         cost: u64,
     ) -> Result<Self, InputError> {
-        let key = CompactString::from(key.into());
-        let limits = SmallVec::from_vec(limits.into());
+        Self::validated(
+            CompactString::from(key.into()),
+            SmallVec::from_vec(limits.into()),
+            cost,
+        )
+    }
+
+    /// [`new`](Self::new) from a borrowed key and limits, copied straight
+    /// into the request: a key of up to 24 bytes and up to two limits need
+    /// no allocation at all, where `new` takes an owned `String` and `Vec`
+    /// (for a transport that parsed them out of a body, two allocations
+    /// freed at once). The same checks, in the same order, as `new`.
+    ///
+    /// ```
+    /// # use slidelog_core::{Limit, Request};
+    /// let limits = [Limit::new(5, 1_000)?];
+    /// let request = Request::from_slices("user-1", &limits, 2)?;
+    /// assert_eq!(request, Request::new("user-1", limits.to_vec(), 2)?);
+    /// assert!(Request::from_slices("", &limits, 1).is_err());
+    /// # Ok::<(), slidelog_core::InputError>(())
+    /// ```
+    pub fn from_slices(key: &str, limits: &[Limit], cost: u64) -> Result<Self, InputError> {
+        Self::validated(CompactString::new(key), SmallVec::from_slice(limits), cost)
+    }
+
+    /// The checks of [`new`](Self::new) on a key and limits already in the
+    /// request's own storage.
+    fn validated(
+        key: CompactString,
+        limits: SmallVec<[Limit; 2]>,
+        cost: u64,
+    ) -> Result<Self, InputError> {
         validate_key(&key)?;
         if limits.is_empty() || limits.len() > MAX_LIMITS {
             return Err(InputError::LimitCount { got: limits.len() });
@@ -247,6 +277,41 @@ impl Request {
     ) -> Result<Self, InputError> {
         let limits: Vec<Limit> = limits.into();
         let costs: Vec<u64> = costs.into();
+        Self::check_own_costs(&limits, &costs)?;
+        let mut request = Self::new(key, limits, 1)?;
+        request.costs = one_or_each(costs);
+        Ok(request)
+    }
+
+    /// [`with_costs`](Self::with_costs) from a borrowed key, limits and
+    /// costs (see [`from_slices`](Self::from_slices)): the same checks, in
+    /// the same order.
+    ///
+    /// ```
+    /// # use slidelog_core::{Limit, Request};
+    /// let limits = [Limit::new(3_000, 60_000)?, Limit::new(1_000_000, 60_000)?];
+    /// let request = Request::with_costs_from_slices("user-7", &limits, &[1, 4_000])?;
+    /// assert_eq!(request.costs(), [1, 4_000]);
+    /// assert_eq!(request, Request::with_costs("user-7", limits.to_vec(), vec![1, 4_000])?);
+    /// # Ok::<(), slidelog_core::InputError>(())
+    /// ```
+    pub fn with_costs_from_slices(
+        key: &str,
+        limits: &[Limit],
+        costs: &[u64],
+    ) -> Result<Self, InputError> {
+        Self::check_own_costs(limits, costs)?;
+        let mut request = Self::from_slices(key, limits, 1)?;
+        request.costs = match costs {
+            [first, rest @ ..] if rest.iter().all(|c| c == first) => SmallVec::from_elem(*first, 1),
+            each => SmallVec::from_slice(each),
+        };
+        Ok(request)
+    }
+
+    /// The checks of a cost per limit that come before the key's
+    /// ([`with_costs`](Self::with_costs)).
+    fn check_own_costs(limits: &[Limit], costs: &[u64]) -> Result<(), InputError> {
         if limits.is_empty() || limits.len() > MAX_LIMITS {
             return Err(InputError::LimitCount { got: limits.len() });
         }
@@ -256,7 +321,7 @@ impl Request {
                 limits: limits.len(),
             });
         }
-        for (index, (limit, &cost)) in limits.iter().zip(&costs).enumerate() {
+        for (index, (limit, &cost)) in limits.iter().zip(costs).enumerate() {
             if cost == 0 || cost > limit.max() {
                 return Err(InputError::LimitCost {
                     index,
@@ -265,9 +330,7 @@ impl Request {
                 });
             }
         }
-        let mut request = Self::new(key, limits, 1)?;
-        request.costs = one_or_each(costs);
-        Ok(request)
+        Ok(())
     }
 
     /// The request of a settle or a charge (docs/design.md §4.6): the actual
@@ -343,7 +406,7 @@ impl Request {
 
     /// The same request with another cost for every limit (validated again).
     pub fn with_cost(&self, cost: u64) -> Result<Self, InputError> {
-        Self::new(self.key.as_str(), self.limits.to_vec(), cost)
+        Self::validated(self.key.clone(), self.limits.clone(), cost)
     }
 }
 
@@ -524,5 +587,43 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(msg.contains("cost") && msg.contains('2'), "{msg}");
+    }
+
+    #[test]
+    fn borrowed_constructors_answer_as_the_owned_ones() {
+        let a = Limit::new(5, 1_000).unwrap();
+        let b = Limit::new(100, 60_000).unwrap().named("tokens").unwrap();
+        let dup = Limit::new(7, 1_000).unwrap().named("tokens").unwrap();
+        let long = "k".repeat(MAX_KEY_BYTES + 1);
+        let wide = "w".repeat(40); // beyond CompactString's inline bytes
+        let many = vec![a; MAX_LIMITS + 1];
+        let keys = ["k", "", wide.as_str(), long.as_str()];
+        let sets: [&[Limit]; 5] = [&[a], &[a, b], &[a, b, a], &[b, dup], &many];
+        for key in keys {
+            for limits in sets {
+                for cost in [0, 1, 5, 6] {
+                    assert_eq!(
+                        Request::from_slices(key, limits, cost),
+                        Request::new(key, limits.to_vec(), cost),
+                        "{key:?} {limits:?} {cost}"
+                    );
+                }
+                let costs: [&[u64]; 5] = [&[1], &[1, 1], &[1, 90], &[0, 1], &[6, 1]];
+                for costs in costs {
+                    let costs = &costs[..costs.len().min(limits.len().max(1))];
+                    assert_eq!(
+                        Request::with_costs_from_slices(key, limits, costs),
+                        Request::with_costs(key, limits.to_vec(), costs.to_vec()),
+                        "{key:?} {limits:?} {costs:?}"
+                    );
+                }
+            }
+        }
+        let r = Request::with_costs_from_slices("k", &[a, b, a], &[1, 2, 3]).unwrap();
+        assert_eq!(r.costs(), [1, 2, 3]);
+        assert_eq!(
+            r.with_cost(2).unwrap(),
+            Request::new("k", vec![a, b, a], 2).unwrap()
+        );
     }
 }

@@ -100,7 +100,10 @@ pub struct StoreStats {
 
 /// What a store of this process's memory offers its owner beyond deciding:
 /// sweeping expired logs and reporting what it holds ([`Store::in_process`]).
-pub trait InProcess: Send + Sync {
+/// `Any`, so that a caller that knows the concrete store (the `slidelog`
+/// Limiter and its memory store) can call it directly, without a boxed
+/// future per decision.
+pub trait InProcess: Send + Sync + std::any::Any {
     /// Drops every log that has expired; returns how many keys were dropped.
     fn sweep(&self) -> usize;
 

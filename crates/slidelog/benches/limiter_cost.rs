@@ -12,12 +12,16 @@
 //! counting):
 //!
 //! - `request`: `Request::new(&str, Vec<Limit>, 1)`, as serve's body does;
+//! - `slices`: `Request::from_slices(&str, &[Limit], 1)`, its borrowed variant;
 //! - `sync`: `MemoryStore::decide_each_at` (no future, no clock);
 //! - `store`: `Store::decide_each` through `Arc<dyn Store>` (its boxed
 //!   future), `Now::Server`;
 //! - `limiter`: `Limiter::decide_each_at` on the same prebuilt requests;
 //! - `serve`: `Request::new` then `Limiter::decide_each_at`: the handler's
-//!   slidelog part.
+//!   slidelog part;
+//! - `serve_slices`: the same with `Request::from_slices`;
+//! - `store_decide`, `limiter_decide`: `Store::decide` and
+//!   `Limiter::decide_at` (the deciding limit only: the Envoy service's call).
 //!
 //! ```sh
 //! cargo bench -p slidelog --bench limiter_cost              # allocations and ns per call, every step
@@ -108,7 +112,17 @@ fn store() -> Arc<MemoryStore> {
 }
 
 /// The steps, by name.
-const STEPS: [&str; 5] = ["request", "sync", "store", "limiter", "serve"];
+const STEPS: [&str; 9] = [
+    "request",
+    "slices",
+    "sync",
+    "store",
+    "limiter",
+    "serve",
+    "serve_slices",
+    "store_decide",
+    "limiter_decide",
+];
 
 /// Runs `calls` calls of `step` after every key was created; returns what
 /// the calls allocated and how long they took.
@@ -133,6 +147,13 @@ fn run(step: &str, calls: usize, count: bool) -> (u64, Duration) {
                 for i in 0..calls {
                     let key = w.keys[i % KEYS].as_str();
                     black_box(Request::new(key, vec![w.limit], 1).expect("request"));
+                }
+            }
+            "slices" => {
+                for i in 0..calls {
+                    let key = w.keys[i % KEYS].as_str();
+                    let limits = [w.limit];
+                    black_box(Request::from_slices(key, &limits, 1).expect("request"));
                 }
             }
             "sync" => {
@@ -163,6 +184,29 @@ fn run(step: &str, calls: usize, count: bool) -> (u64, Duration) {
                     let r = Request::new(key, vec![w.limit], 1).expect("request");
                     let each = limiter.decide_each_at(&r, Mode::Record, Now::Server).await;
                     assert!(black_box(each).expect("decided").decision.allowed);
+                }
+            }
+            "serve_slices" => {
+                for i in 0..calls {
+                    let key = w.keys[i % KEYS].as_str();
+                    let limits = [w.limit];
+                    let r = Request::from_slices(key, &limits, 1).expect("request");
+                    let each = limiter.decide_each_at(&r, Mode::Record, Now::Server).await;
+                    assert!(black_box(each).expect("decided").decision.allowed);
+                }
+            }
+            "store_decide" => {
+                for i in 0..calls {
+                    let r = &w.requests[i % KEYS];
+                    let decision = dyn_store.decide(r, Mode::Record, Now::Server).await;
+                    assert!(black_box(decision).expect("decided").allowed);
+                }
+            }
+            "limiter_decide" => {
+                for i in 0..calls {
+                    let r = &w.requests[i % KEYS];
+                    let decision = limiter.decide_at(r, Mode::Record, Now::Server).await;
+                    assert!(black_box(decision).expect("decided").allowed);
                 }
             }
             other => panic!("unknown step {other}; one of {STEPS:?}"),

@@ -78,6 +78,15 @@ impl Cost {
             Self::PerLimit(costs) => Request::with_costs(key, limits, costs),
         }
     }
+
+    /// [`request`](Self::request) from borrowed limits: copied straight into
+    /// the request, without the `Vec` that `request` takes (issue 26).
+    pub(crate) fn request_of(&self, key: &str, limits: &[Limit]) -> Result<Request, InputError> {
+        match self {
+            Self::All(cost) => Request::from_slices(key, limits, *cost),
+            Self::PerLimit(costs) => Request::with_costs_from_slices(key, limits, costs),
+        }
+    }
 }
 
 impl From<u64> for Cost {

@@ -124,3 +124,85 @@ async fn an_unknown_store_url_is_an_error_naming_the_schemes() {
         "{msg}"
     );
 }
+
+/// A memory store behind another `Store`: the limiter cannot call it
+/// directly, so it decides through the trait (a boxed future per call).
+#[derive(Debug)]
+struct Wrapped(Arc<MemoryStore>);
+
+#[async_trait::async_trait]
+impl slidelog::store::Store for Wrapped {
+    async fn decide(
+        &self,
+        request: &Request,
+        mode: Mode,
+        now: Now,
+    ) -> Result<slidelog::Decision, slidelog::StoreError> {
+        self.0.decide(request, mode, now).await
+    }
+    async fn decide_each(
+        &self,
+        request: &Request,
+        mode: Mode,
+        now: Now,
+    ) -> Result<slidelog::Detailed, slidelog::StoreError> {
+        self.0.decide_each(request, mode, now).await
+    }
+    async fn reset(&self, key: &str) -> Result<bool, slidelog::StoreError> {
+        self.0.reset(key).await
+    }
+    async fn ping(&self) -> Result<(), slidelog::StoreError> {
+        self.0.ping().await
+    }
+    fn kind(&self) -> &'static str {
+        "wrapped"
+    }
+    fn in_process(&self) -> Option<&dyn slidelog_core::store::InProcess> {
+        self.0.in_process()
+    }
+}
+
+/// The limiter calls its own memory store directly (issue 26): the same
+/// answers, on the store's clock or an explicit time, as through the
+/// `Store` trait, and the full store's error through the policy alike.
+#[tokio::test]
+async fn the_memory_store_called_directly_answers_as_through_the_trait() {
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let make = || Arc::new(MemoryStore::new().with_key_cap(2).with_clock(clock.clone()));
+    let direct = Limiter::from_store(make());
+    let wrapped = Limiter::from_store(Arc::new(Wrapped(make())));
+    let limits = [limit(2, 1_000), limit(3, 60_000)];
+    for step in 0..12u64 {
+        clock.advance(Duration::from_millis(150));
+        let key = ["a", "b", "c"][(step % 3) as usize];
+        let request = Request::new(key, limits.to_vec(), 1).unwrap();
+        let now = if step % 4 == 3 {
+            Now::At(1_000_000 + step * 150)
+        } else {
+            Now::Server
+        };
+        let mode = if step % 5 == 4 {
+            Mode::Peek
+        } else {
+            Mode::Record
+        };
+        let (d, w) = (
+            direct.decide_each_at(&request, mode, now).await,
+            wrapped.decide_each_at(&request, mode, now).await,
+        );
+        assert_eq!(format!("{d:?}"), format!("{w:?}"), "step {step}");
+        let (d, w) = (
+            direct.decide_at(&request, Mode::Peek, now).await,
+            wrapped.decide_at(&request, Mode::Peek, now).await,
+        );
+        assert_eq!(format!("{d:?}"), format!("{w:?}"), "step {step}");
+    }
+    // Key "c" found the store full (cap 2) and was refused by both.
+    let full = Request::new("c", limits.to_vec(), 1).unwrap();
+    assert!(matches!(
+        direct.decide_each(&full, Mode::Record).await,
+        Err(LimiterError::Store(slidelog::StoreError::Full { .. }))
+    ));
+    assert_eq!(wrapped.store().kind(), "wrapped");
+    assert!(direct.store().in_process().is_some());
+}

@@ -50,18 +50,23 @@ impl Limiter {
         mode: Mode,
         now: Now,
     ) -> Result<Detailed, LimiterError> {
-        if self.inner.store.in_process().is_none() {
+        let Some(in_process) = self.inner.store.in_process() else {
             return self.decide_each_remote(request, mode, now).await;
-        }
+        };
         // In process: no timer, no cache and no outage apply (decide_at
         // skips them for such a store too); bounds, policy and report do.
         self.bounds.check(request).map_err(InputError::from)?;
         let op = Op::deciding(mode);
         let started = self.inner.report.start();
-        match self.inner.store.decide_each(request, mode, now).await {
-            Ok(mut each) => {
+        let answer = match super::as_memory(in_process) {
+            // Called directly: no boxed future (issue 26).
+            Some(memory) => memory.decide_each_at(request, mode, super::memory_now(memory, now)),
+            None => self.inner.store.decide_each(request, mode, now).await,
+        };
+        match answer {
+            Ok(each) => {
                 self.inner.report.answered(true);
-                each.decision = self.inner.report.decided(op, each.decision, started);
+                self.inner.report.decided(op, &each.decision, started);
                 Ok(each)
             }
             Err(e) => {
@@ -91,8 +96,8 @@ impl Limiter {
             .as_deref()
             .filter(|_| now == Now::Server);
         let ticket = match cache.map(|c| c.answer_each(request)) {
-            Some(Ok(mut local)) => {
-                local.decision = self.inner.report.decided(op, local.decision, started);
+            Some(Ok(local)) => {
+                self.inner.report.decided(op, &local.decision, started);
                 return Ok(local);
             }
             Some(Err(ticket)) => Some(ticket),
@@ -103,13 +108,13 @@ impl Limiter {
         }
         let call = self.inner.store.decide_each(request, mode, now);
         match self.inner.bound.run(call).await {
-            Ok(mut each) => {
+            Ok(each) => {
                 if let (Some(cache), Some(ticket)) = (cache, ticket) {
                     cache.observe_each(request, &each, ticket);
                 }
                 self.inner.health.answered();
                 self.inner.report.answered(true);
-                each.decision = self.inner.report.decided(op, each.decision, started);
+                self.inner.report.decided(op, &each.decision, started);
                 Ok(each)
             }
             Err(e) => {

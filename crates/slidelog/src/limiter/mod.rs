@@ -39,8 +39,26 @@ use crate::rejection_cache::RejectionCache;
 use bounded::CallBound;
 use health::Health;
 use report::Report;
+use slidelog_core::store::InProcess;
 use slidelog_core::{Bounds, Decision, InputError, Limit, Mode, Now, Request, Store, TimeMode};
+use slidelog_memory::MemoryStore;
 use std::sync::Arc;
+
+/// The memory store this crate ships, when `in_process` is it
+/// ([`Limiter::memory_store`]).
+fn as_memory(in_process: &dyn InProcess) -> Option<&MemoryStore> {
+    let any: &dyn std::any::Any = in_process;
+    any.downcast_ref()
+}
+
+/// The time of a decision on the memory store, as its `Store` methods read
+/// it: the given one, or the store's own clock.
+fn memory_now(memory: &MemoryStore, now: Now) -> u64 {
+    match now {
+        Now::At(ms) => ms,
+        Now::Server => memory.now_ms(),
+    }
+}
 
 /// A rate limiter over one store. Cheap to clone: clones share the store.
 ///
@@ -155,7 +173,8 @@ impl Limiter {
         limits: &[Limit],
         cost: impl Into<Cost>,
     ) -> Result<Decision, LimiterError> {
-        let request = cost.into().request(key, limits.to_vec())?;
+        let key: String = key.into();
+        let request = cost.into().request_of(&key, limits)?;
         self.decide(&request, Mode::Record).await
     }
 
@@ -177,7 +196,8 @@ impl Limiter {
         limits: &[Limit],
         cost: impl Into<Cost>,
     ) -> Result<Decision, LimiterError> {
-        let request = cost.into().request(key, limits.to_vec())?;
+        let key: String = key.into();
+        let request = cost.into().request_of(&key, limits)?;
         self.decide(&request, Mode::Peek).await
     }
 
@@ -224,22 +244,32 @@ impl Limiter {
             .as_deref()
             .filter(|_| now == Now::Server);
         let ticket = match cache.map(|c| c.answer(request)) {
-            Some(Ok(local)) => return Ok(self.inner.report.decided(op, local, started)),
+            Some(Ok(local)) => {
+                self.inner.report.decided(op, &local, started);
+                return Ok(local);
+            }
             Some(Err(ticket)) => Some(ticket),
             None => None,
         };
         if let Some(outage) = self.inner.health.outage() {
             return self.by_policy(request, op, outage, started);
         }
-        let call = self.inner.store.decide(request, mode, now);
-        match self.inner.bound.run(call).await {
+        let answer = match self.memory_store() {
+            Some(memory) => memory.decide_at(request, mode, memory_now(memory, now)),
+            None => {
+                let call = self.inner.store.decide(request, mode, now);
+                self.inner.bound.run(call).await
+            }
+        };
+        match answer {
             Ok(decision) => {
                 if let (Some(cache), Some(ticket)) = (cache, ticket) {
                     cache.observe(request, &decision, ticket);
                 }
                 self.inner.health.answered();
                 self.inner.report.answered(true);
-                Ok(self.inner.report.decided(op, decision, started))
+                self.inner.report.decided(op, &decision, started);
+                Ok(decision)
             }
             Err(e) => {
                 let (health, inner) = (&self.inner.health, &self.inner);
@@ -249,13 +279,22 @@ impl Limiter {
         }
     }
 
+    /// The memory store this crate ships, when it is the limiter's store:
+    /// called directly (`MemoryStore::decide_at`, `decide_each_at`, what its
+    /// `Store` methods call), which saves the boxed future of every
+    /// `Store` call (an allocation and a dynamic call per decision: issue
+    /// 26). Another store, in process or not, goes through the trait.
+    fn memory_store(&self) -> Option<&MemoryStore> {
+        as_memory(self.inner.store.in_process()?)
+    }
+
     /// Answers `request` by the failure policy for `error`, and reports it.
     fn by_policy(
         &self,
         request: &Request,
         op: Op,
         error: slidelog_core::StoreError,
-        started: Option<std::time::Instant>,
+        started: report::Started,
     ) -> Result<Decision, LimiterError> {
         let answer = self.inner.policy.answer(request, error.clone());
         self.inner

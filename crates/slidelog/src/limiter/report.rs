@@ -10,6 +10,9 @@ use slidelog_core::{Decision, Store, StoreError};
 use std::sync::Arc;
 use std::time::Instant;
 
+/// When a reported call started: read only when a hook will be told.
+pub(crate) type Started = Option<Instant>;
+
 /// Where a limiter's calls are reported: its hook and its episodes.
 #[derive(Debug)]
 pub(crate) struct Report {
@@ -41,16 +44,16 @@ impl Report {
     }
 
     /// Returns the start of a call, read only when a hook will be told.
-    pub(crate) fn start(&self) -> Option<Instant> {
+    pub(crate) fn start(&self) -> Started {
         self.metrics.as_ref().map(|_| Instant::now())
     }
 
-    /// Reports `decision` (from the store or answered locally) and hands it on.
-    pub(crate) fn decided(&self, op: Op, decision: Decision, started: Option<Instant>) -> Decision {
+    /// Reports `decision` (from the store or answered locally). By
+    /// reference: the caller keeps it where it is (no copy in and out).
+    pub(crate) fn decided(&self, op: Op, decision: &Decision, started: Started) {
         if let (Some(metrics), Some(started)) = (&self.metrics, started) {
-            metrics.decided(op, &decision, started.elapsed());
+            metrics.decided(op, decision, started.elapsed());
         }
-        decision
     }
 
     /// Records that a store call succeeded (`decided`: it was a decision): ends an open
@@ -78,7 +81,7 @@ impl Report {
         op: Op,
         error: &StoreError,
         degraded: bool,
-        started: Option<Instant>,
+        started: Started,
     ) {
         if let (Some(metrics), Some(started)) = (&self.metrics, started) {
             metrics.store_failed(op, error, degraded, started.elapsed());
@@ -130,7 +133,7 @@ mod tests {
         let started = report.start();
         assert!(started.is_some(), "timed when a hook listens");
         let limit = slidelog_core::Limit::new(1, 1_000).unwrap();
-        report.decided(Op::Check, Decision::degraded_allow(&limit), started);
+        report.decided(Op::Check, &Decision::degraded_allow(&limit), started);
         report.failed(
             Op::Ping,
             &StoreError::Misconfigured("NOPERM".into()),

@@ -268,10 +268,10 @@ pub(crate) fn charged(
             // Validated as a check with 1 in place of each 0, then built
             // with the zeros (which only a usage request may hold).
             let checked: Vec<u64> = costs.iter().map(|&c| c.max(1)).collect();
-            let valid = Request::with_costs(key.clone(), limits.to_vec(), checked);
+            let valid = Request::with_costs_from_slices(&key, limits, &checked);
             Some(valid.and_then(|_| Request::usage(key, limits.to_vec(), costs)))
         }
-        other => Some(other.request(key, limits.to_vec())),
+        other => Some(other.request_of(&key, limits)),
     }
 }
 
