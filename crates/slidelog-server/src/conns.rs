@@ -64,12 +64,22 @@ struct ConnState {
     /// Last time bytes arrived, in ms since the tracker's epoch.
     last_read_ms: AtomicU64,
     closed: AtomicBool,
+    /// Set at shutdown: the connection's server is to finish the request in
+    /// flight and close (see [`Drain`]).
+    draining: AtomicBool,
+    /// The waker of the task reading the connection (registered by every
+    /// read): wakes it to close, or to see `draining`.
     waker: AtomicWaker,
 }
 
 impl ConnState {
     fn close(&self) {
         self.closed.store(true, Ordering::Release);
+        self.waker.wake();
+    }
+
+    fn drain(&self) {
+        self.draining.store(true, Ordering::Release);
         self.waker.wake();
     }
 }
@@ -151,6 +161,7 @@ impl Conns {
             port,
             last_read_ms: AtomicU64::new(self.now_ms()),
             closed: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
             waker: AtomicWaker::new(),
         });
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
@@ -197,6 +208,17 @@ impl Conns {
             {
                 c.close();
                 self.inner.idle_closed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Asks every open connection of `port` to finish the request in flight
+    /// and close (graceful shutdown; see [`Drain`]). Connections admitted
+    /// later are not asked: call it once no more are accepted.
+    pub fn drain(&self, port: &'static str) {
+        for c in self.inner.conns.lock().values() {
+            if c.port == port {
+                c.drain();
             }
         }
     }
@@ -266,6 +288,30 @@ pub struct TrackedIo<T> {
     id: u64,
     state: Arc<ConnState>,
     conns: Conns,
+}
+
+impl<T> TrackedIo<T> {
+    /// The connection's drain request, for the task that serves it.
+    pub fn drain_signal(&self) -> Drain {
+        Drain(self.state.clone())
+    }
+}
+
+/// Whether [`Conns::drain`] has asked a connection to finish and close.
+///
+/// The task serving the connection checks it each time it is polled (one
+/// atomic load): [`Conns::drain`] wakes the waker the connection's last read
+/// registered, which is that task's. This replaces a shutdown channel polled
+/// on every wake-up of every connection (hyper-util's graceful wrapper: a
+/// `watch` receiver's `changed()` future re-polled for every request).
+#[derive(Debug, Clone)]
+pub struct Drain(Arc<ConnState>);
+
+impl Drain {
+    /// True once the connection is to finish and close.
+    pub fn is_set(&self) -> bool {
+        self.0.draining.load(Ordering::Acquire)
+    }
 }
 
 impl<T> Drop for TrackedIo<T> {

@@ -8,11 +8,12 @@
 //! and sends keep-alive pings, closing a connection whose peer stops
 //! answering them.
 
-use crate::conns::{Conns, default_max_connections};
+use crate::conns::{Conns, Drain, default_max_connections};
 use crate::shutdown::Shutdown;
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
+use hyper_util::server::graceful::GracefulConnection;
 use hyper_util::service::TowerToHyperService;
 use std::future::Future;
 use std::io;
@@ -106,7 +107,9 @@ pub async fn serve_http_with(
     conns.spawn_idle_sweep("http", hygiene.http_idle_timeout, shutdown.clone().wait());
     let mut builder = Builder::new(TokioExecutor::new());
     builder.http1().header_read_timeout(hygiene.header_timeout);
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    // Each connection's task holds a receiver: `closed()` completes when
+    // every one of them has ended (nothing is ever sent).
+    let (live, _) = tokio::sync::watch::channel(());
     let stop = shutdown.clone().wait();
     tokio::pin!(stop);
     loop {
@@ -115,28 +118,55 @@ pub async fn serve_http_with(
             io = conns.accept(&listener, "http") => io,
         };
         let service = TowerToHyperService::new(router.clone());
+        let drain = io.drain_signal();
         // The header-read timeout on a timer of the connection's own.
         let mut builder = builder.clone();
         builder.http1().timer(HeaderTimer::default());
         let conn = builder
             .serve_connection_with_upgrades(TokioIo::new(io), service)
             .into_owned();
-        let conn = graceful.watch(conn);
+        let alive = live.subscribe();
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
+            if let Err(e) = until_drained(conn, drain).await {
                 tracing::debug!(error = %e, "HTTP connection ended with an error");
             }
+            drop(alive);
         });
     }
-    // No new connections; in-flight requests get `grace`.
+    // No new connections; in-flight requests get `grace`, then each
+    // connection closes (at once when it is between requests).
     drop(listener);
+    conns.drain("http");
     tokio::select! {
-        () = graceful.shutdown() => Ok(Stopped::Drained),
+        () = live.closed() => Ok(Stopped::Drained),
         () = tokio::time::sleep(grace) => {
             tracing::warn!(grace = ?grace, "grace period over: dropping requests still in flight");
             Ok(Stopped::GraceExpired)
         }
     }
+}
+
+/// Serves `conn` to its end, asking it to finish the request in flight and
+/// close once `drain` is set (what hyper-util's `GracefulShutdown::watch`
+/// does with a `watch` channel it polls whenever the connection is).
+async fn until_drained<C: GracefulConnection>(conn: C, drain: Drain) -> Result<(), C::Error> {
+    let mut conn = std::pin::pin!(conn);
+    let mut asked = false;
+    std::future::poll_fn(move |cx| {
+        loop {
+            if !asked && drain.is_set() {
+                asked = true;
+                conn.as_mut().graceful_shutdown();
+            }
+            match conn.as_mut().poll(cx) {
+                // Set while the connection was polled, maybe before its read
+                // registered the waker that `Conns::drain` wakes: ask now.
+                Poll::Pending if !asked && drain.is_set() => {}
+                polled => return polled,
+            }
+        }
+    })
+    .await
 }
 
 /// hyper's timer of one HTTP/1 connection, for its header-read timeout.
@@ -222,6 +252,86 @@ pub async fn serve_grpc(
 mod tests {
     use super::*;
     use hyper::rt::Timer as _;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    /// Reads one answer (headers and a body of `Content-Length` bytes).
+    async fn read_answer(tcp: &mut TcpStream) -> String {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 1024];
+        loop {
+            let n = tcp.read(&mut buf).await.unwrap();
+            assert!(n > 0, "closed before an answer: {got:?}");
+            got.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&got).into_owned();
+            if let Some(end) = text.find("\r\n\r\n") {
+                let length: usize = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length: "))
+                    .map_or(0, |v| v.trim().parse().unwrap());
+                if got.len() >= end + 4 + length {
+                    return text;
+                }
+            }
+        }
+    }
+
+    /// At shutdown a kept-alive connection between requests is closed at
+    /// once, a request in flight is answered (then its connection closes),
+    /// and the server reports Drained without waiting for the grace period.
+    #[tokio::test]
+    async fn shutdown_closes_idle_connections_and_finishes_requests_in_flight() {
+        let started = Arc::new(tokio::sync::Notify::new());
+        let release = Arc::new(tokio::sync::Notify::new());
+        let router = {
+            let (started, release) = (started.clone(), release.clone());
+            Router::new()
+                .route("/fast", axum::routing::get(|| async { "fast" }))
+                .route(
+                    "/slow",
+                    axum::routing::get(move || async move {
+                        started.notify_one();
+                        release.notified().await;
+                        "slow"
+                    }),
+                )
+        };
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (trigger, shutdown) = crate::shutdown::channel();
+        let server = tokio::spawn(serve_http(
+            listener,
+            router,
+            shutdown,
+            Duration::from_secs(60),
+        ));
+        let mut idle = TcpStream::connect(addr).await.unwrap();
+        idle.write_all(b"GET /fast HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        assert!(read_answer(&mut idle).await.ends_with("fast"));
+        let mut busy = TcpStream::connect(addr).await.unwrap();
+        busy.write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        started.notified().await;
+
+        trigger.trigger();
+        let mut rest = Vec::new();
+        let closed = tokio::time::timeout(Duration::from_secs(5), idle.read_to_end(&mut rest));
+        assert!(closed.await.is_ok(), "the idle connection stayed open");
+        assert!(rest.is_empty(), "{rest:?}");
+        assert!(!server.is_finished(), "stopped with a request in flight");
+
+        release.notify_one();
+        let answer = read_answer(&mut busy).await;
+        assert!(answer.ends_with("slow"), "{answer}");
+        let stopped = tokio::time::timeout(Duration::from_secs(5), server).await;
+        assert_eq!(
+            stopped.expect("drained in time").unwrap().unwrap(),
+            Stopped::Drained
+        );
+    }
 
     /// The shared sleep never makes a request's deadline earlier or later:
     /// after an earlier request's (shorter) deadline, and before a later
