@@ -76,17 +76,37 @@ pub fn decision(each: &Detailed, request: &Request) -> Response {
     response
 }
 
-/// `n` in decimal.
+/// The two digits of each number below 100, for [`put_u64`].
+const PAIRS: [u8; 200] = {
+    let mut pairs = [0u8; 200];
+    let mut i = 0;
+    while i < 100 {
+        pairs[2 * i] = b'0' + (i / 10) as u8;
+        pairs[2 * i + 1] = b'0' + (i % 10) as u8;
+        i += 1;
+    }
+    pairs
+};
+
+/// `n` in decimal, two digits per division (an answer writes ~11 numbers
+/// of up to 8 digits: one digit per division was ~2.7% of serve's
+/// instructions per check).
 fn put_u64(out: &mut BytesMut, mut n: u64) {
     let mut digits = [0u8; 20];
     let mut at = digits.len();
-    loop {
+    while n >= 100 {
+        let pair = (n % 100) as usize * 2;
+        n /= 100;
+        at -= 2;
+        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    }
+    if n >= 10 {
+        let pair = n as usize * 2;
+        at -= 2;
+        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    } else {
         at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+        digits[at] = b'0' + n as u8;
     }
     out.put_slice(&digits[at..]);
 }
@@ -272,6 +292,26 @@ mod tests {
             std::str::from_utf8(&json).unwrap(),
             std::str::from_utf8(&expected).unwrap()
         );
+    }
+
+    #[test]
+    fn numbers_are_written_as_display_writes_them() {
+        let mut samples = vec![0, u64::MAX, u64::MAX - 1, 10_000_000, 9_999_999];
+        for digits in 1..=20u32 {
+            let power = 10u64.checked_pow(digits - 1).unwrap_or(0);
+            samples.extend([
+                power,
+                power.saturating_sub(1),
+                power.saturating_add(1),
+                power.saturating_mul(9).saturating_add(7),
+            ]);
+        }
+        samples.extend(0..1_000);
+        for n in samples {
+            let mut out = BytesMut::new();
+            put_u64(&mut out, n);
+            assert_eq!(std::str::from_utf8(&out).unwrap(), n.to_string());
+        }
     }
 
     #[tokio::test]
