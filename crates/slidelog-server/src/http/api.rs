@@ -1,23 +1,23 @@
 //! The handlers of the HTTP API (docs/design.md §5): check, peek, reset, health,
 //! readiness and metrics.
 
-use super::body::{DecisionBody, JsonBytes, MAX_NOW_MS, Text, parse};
+use super::body::{BodyCap, DecisionBody, JsonBytes, MAX_NOW_MS, Text, parse};
 use super::error::ApiError;
 use crate::app::App;
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Request as HttpRequest, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use slidelog::{LimiterError, Mode, Now, StoreError};
 
 /// `POST /v1/check`: decide and record.
-pub async fn check(State(app): State<App>, body: Result<JsonBytes, ApiError>) -> Response {
-    decide(app, body, Mode::Record).await
+pub async fn check(app: App, req: HttpRequest, cap: BodyCap) -> Response {
+    decide(app, JsonBytes::read(req, cap).await, Mode::Record).await
 }
 
 /// `POST /v1/peek`: decide, record nothing.
-pub async fn peek(State(app): State<App>, body: Result<JsonBytes, ApiError>) -> Response {
-    decide(app, body, Mode::Peek).await
+pub async fn peek(app: App, req: HttpRequest, cap: BodyCap) -> Response {
+    decide(app, JsonBytes::read(req, cap).await, Mode::Peek).await
 }
 
 async fn decide(app: App, body: Result<JsonBytes, ApiError>, mode: Mode) -> Response {

@@ -21,8 +21,9 @@ pub mod usage;
 
 use crate::app::App;
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::routing::{delete, get, post};
+use body::BodyCap;
 
 /// Default cap on a request body: a body with a 512-byte key and 16 limits
 /// is well under 2 KiB.
@@ -39,28 +40,39 @@ pub fn router(app: App, max_body_bytes: usize) -> Router {
 /// [`router`] plus `extra` routes of other transports (e.g. Envoy's
 /// `POST /json`), which share the app state, the body cap and the JSON errors.
 pub fn router_with(app: App, max_body_bytes: usize, extra: Router<App>) -> Router {
+    // The API's own routes read their bodies within the cap themselves
+    // (`body::JsonBytes::read`); the extra routes read theirs with axum's
+    // extractors, capped by the `DefaultBodyLimit` layer, on their routes
+    // only: the layer puts the limit into every request's extensions.
+    let cap = BodyCap(max_body_bytes);
     Router::new()
-        .merge(extra)
-        .route("/v1/check", post(api::check))
-        .route("/v1/peek", post(api::peek))
-        .route("/v1/settle", post(usage::settle))
-        .route("/v1/charge", post(usage::charge))
+        .merge(extra.layer(DefaultBodyLimit::max(max_body_bytes)))
+        .route(
+            "/v1/check",
+            post(move |State(app): State<App>, req: Request| api::check(app, req, cap)),
+        )
+        .route(
+            "/v1/peek",
+            post(move |State(app): State<App>, req: Request| api::peek(app, req, cap)),
+        )
+        .route(
+            "/v1/settle",
+            post(move |State(app): State<App>, req: Request| usage::settle(app, req, cap)),
+        )
+        .route(
+            "/v1/charge",
+            post(move |State(app): State<App>, req: Request| usage::charge(app, req, cap)),
+        )
         .route("/v1/keys/{key}", delete(api::reset))
         .route("/healthz", get(api::healthz))
         .route("/readyz", get(api::readyz))
         .route("/metrics", get(api::metrics))
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
-        // One layer of both (a panic caught outside the body cap, as when
-        // they were two): each `Router::layer` wraps every route in one more
-        // boxed service, cloned and boxed again for every request.
-        .layer(
-            tower::ServiceBuilder::new()
-                .layer(tower_http::catch_panic::CatchPanicLayer::custom(
-                    panic_response,
-                ))
-                .layer(DefaultBodyLimit::max(max_body_bytes)),
-        )
+        // A panic in any route is caught (outside the extra routes' body cap).
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
+            panic_response,
+        ))
         .with_state(app)
 }
 

@@ -22,11 +22,11 @@
 
 use super::answer::Answer;
 use super::api::client_now;
-use super::body::{DecisionBody, JsonBody};
+use super::body::{BodyCap, DecisionBody, JsonBody};
 use super::error::ApiError;
 use crate::app::App;
 use axum::Json;
-use axum::extract::State;
+use axum::extract::Request as HttpRequest;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use slidelog::{Detailed, LimiterError, Request, StoreError};
@@ -40,18 +40,14 @@ struct SettleAnswer {
 }
 
 /// `POST /v1/settle`: change a record's costs to the actual ones.
-pub async fn settle(
-    State(app): State<App>,
-    body: Result<JsonBody<DecisionBody>, ApiError>,
-) -> Response {
+pub async fn settle(app: App, req: HttpRequest, cap: BodyCap) -> Response {
+    let body = JsonBody::read(req, cap).await;
     respond(&app, settle_inner(&app, body).await)
 }
 
 /// `POST /v1/charge`: record usage without deciding.
-pub async fn charge(
-    State(app): State<App>,
-    body: Result<JsonBody<DecisionBody>, ApiError>,
-) -> Response {
+pub async fn charge(app: App, req: HttpRequest, cap: BodyCap) -> Response {
+    let body = JsonBody::read(req, cap).await;
     respond(&app, charge_inner(&app, body).await)
 }
 
