@@ -222,14 +222,15 @@ impl MemoryStore {
         mode: Mode,
         now_ms: u64,
     ) -> Result<T, StoreError> {
-        let hash = self.hasher.hash_one(request.key());
+        let key = request.key();
+        let hash = self.hasher.hash_one(key);
         let shard = &self.shards[self.shard_index(hash)];
         let mut guard = shard.lock();
         let swept = guard.tick(now_ms, &self.hasher);
         self.forget(swept);
-        if let Some(decision) =
-            guard.decide_existing(hash, request, mode, now_ms, |delta| self.account(delta))
-        {
+        if let Some(decision) = guard.decide_existing((hash, key), request, mode, now_ms, |delta| {
+            self.account(delta)
+        }) {
             return Ok(decision);
         }
         if mode == Mode::Peek {
@@ -246,7 +247,9 @@ impl MemoryStore {
                 guard = shard.lock();
                 // Another caller may have created the key meanwhile.
                 if let Some(decision) =
-                    guard.decide_existing(hash, request, mode, now_ms, |delta| self.account(delta))
+                    guard.decide_existing((hash, key), request, mode, now_ms, |delta| {
+                        self.account(delta)
+                    })
                 {
                     return Ok(decision);
                 }

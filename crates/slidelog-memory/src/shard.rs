@@ -104,19 +104,20 @@ impl Shard {
     }
 
     /// Decides on a key that already has a log; `None` when it has none.
+    /// `key` is `request.key()`, read once by the caller for the hash too.
     /// `account` is told the change in bytes the key holds. (The answer is
     /// returned alone, not beside the change: a `Detailed` is large, and
     /// each wrapping of it is one more copy on every decision.)
     #[inline]
     pub(crate) fn decide_existing<T: Outcome>(
         &mut self,
-        hash: u64,
+        (hash, key): (u64, &str),
         request: &Request,
         mode: Mode,
         now_ms: u64,
         account: impl FnOnce(isize),
     ) -> Option<T> {
-        let entry = self.table.find_mut(hash, |e| e.key == request.key())?;
+        let entry = self.table.find_mut(hash, |e| e.key == key)?;
         Some(match mode {
             Mode::Record => {
                 let before = entry.log.heap_bytes();
