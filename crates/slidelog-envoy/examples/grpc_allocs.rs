@@ -21,6 +21,21 @@
 //!
 //! Allocations of the memory store's logs are included in both (a key's log
 //! grows as its records arrive); the numbers are the mean over the run.
+//!
+//! Two more modes, for instruction counts under callgrind (repeatable on a
+//! shared, noisy machine), with issue 26's throughput request (domain
+//! `bench`, `user=hot`, 10,000,000 per minute: every call admitted and
+//! recorded, one key):
+//!
+//! ```sh
+//! # the service alone, N calls on one thread (after 10,000 warm-up calls)
+//! valgrind --tool=callgrind target/release/examples/grpc_allocs calls N
+//! # a tonic server of the service (or of a fixed OK) on ADDR, driven by
+//! # h2load; the options switch on serve's server settings one by one:
+//! # `keepalive` (HTTP/2 pings every 30 s, 10 s timeout), `streams` (1,024
+//! # concurrent streams), `shutdown` (a graceful-shutdown signal)
+//! target/release/examples/grpc_allocs serve ADDR slidelog|ok [keepalive] [streams] [shutdown]
+//! ```
 
 #![allow(unsafe_code)] // the counting global allocator below, and nothing else
 
@@ -97,7 +112,11 @@ fn request(n: u64) -> RateLimitRequest {
 }
 
 fn limiter() -> Arc<RateLimiter> {
-    let config = RateLimitConfig::from_yaml_str("bench.yaml", CONFIG).expect("config");
+    limiter_with(CONFIG)
+}
+
+fn limiter_with(yaml: &str) -> Arc<RateLimiter> {
+    let config = RateLimitConfig::from_yaml_str("bench.yaml", yaml).expect("config");
     let store = Arc::new(slidelog_memory::MemoryStore::new());
     let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
     Arc::new(
@@ -124,8 +143,32 @@ fn counted<T>(f: impl FnOnce() -> T) -> (T, u64, u64) {
     )
 }
 
+/// The throughput runs' config (scripts/bench/service_cost.sh).
+const BENCH_CONFIG: &str = "domain: bench\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 10000000}\n";
+
+/// The throughput runs' request: `bench`, `user=hot`.
+fn bench_request() -> RateLimitRequest {
+    RateLimitRequest {
+        domain: "bench".into(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![Entry {
+                key: "user".into(),
+                value: "hot".into(),
+            }],
+            ..Default::default()
+        }],
+        hits_addend: 0,
+    }
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let n: u64 = std::env::args().nth(1).map_or(Ok(100_000), |s| s.parse())?;
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("calls") => return calls(args.get(1).map_or(Ok(100_000), |s| s.parse())?),
+        Some("serve") => return serve(&args[1..]),
+        _ => {}
+    }
+    let n: u64 = args.first().map_or(Ok(100_000), |s| s.parse())?;
 
     // The service alone, on this thread.
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -239,4 +282,62 @@ fn grpc_count<S: RateLimitService>(
     });
     server_rt.shutdown_background();
     Ok((allocs, bytes))
+}
+
+/// `calls N`: the service alone on one thread, the bench request N times
+/// after 10,000 warm-up calls (for callgrind: the difference of two N is
+/// the cost of the calls alone).
+fn calls(n: u64) -> Result<(), Box<dyn std::error::Error>> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let service = limiter_with(BENCH_CONFIG);
+    let request = bench_request();
+    rt.block_on(async {
+        for _ in 0..10_000 + n {
+            let answer = service.should_rate_limit(&request).await.expect("decided");
+            assert_eq!(answer.overall_code, Code::Ok as i32);
+            std::hint::black_box(answer);
+        }
+    });
+    println!("calls: {n} after 10,000 warm-up calls");
+    Ok(())
+}
+
+/// `serve ADDR slidelog|ok [keepalive] [streams] [shutdown]`: a tonic server
+/// (TCP_NODELAY, like serve's and the baseline's) of the service with the
+/// bench config, or of a fixed OK, with serve's server settings switched on
+/// one by one, until killed.
+fn serve(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
+    let addr: std::net::SocketAddr = args.first().ok_or("serve ADDR slidelog|ok")?.parse()?;
+    let has = |flag: &str| args.iter().any(|a| a == flag);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let mut builder = tonic::transport::Server::builder().tcp_nodelay(true);
+        if has("keepalive") {
+            builder = builder
+                .http2_keepalive_interval(Some(std::time::Duration::from_secs(30)))
+                .http2_keepalive_timeout(Some(std::time::Duration::from_secs(10)));
+        }
+        if has("streams") {
+            builder = builder.max_concurrent_streams(1_024);
+        }
+        let router = match args.get(1).map(String::as_str) {
+            Some("ok") => builder.add_service(RateLimitServiceServer::new(AlwaysOk)),
+            _ => builder.add_service(
+                slidelog_envoy::GrpcService::new(limiter_with(BENCH_CONFIG)).into_server(),
+            ),
+        };
+        eprintln!("listening on {addr}");
+        if has("shutdown") {
+            router
+                .serve_with_shutdown(addr, std::future::pending::<()>())
+                .await
+        } else {
+            router.serve(addr).await
+        }
+    })?;
+    Ok(())
 }

@@ -118,7 +118,13 @@ fn escape(part: &str) -> String {
 /// whole.
 fn escape_into(out: &mut String, part: &str) {
     let special = |c: char| matches!(c, '%' | ':' | '=' | '#') || c.is_ascii_control();
-    if !part.contains(special) {
+    // Every escaped character is ASCII, and no byte of a multi-byte UTF-8
+    // character is: a byte scan finds the same ones as a char scan,
+    // without decoding (issue 26).
+    if !part
+        .bytes()
+        .any(|b| matches!(b, b'%' | b':' | b'=' | b'#') || b.is_ascii_control())
+    {
         out.push_str(part);
         return;
     }
@@ -155,6 +161,27 @@ mod tests {
         assert_eq!(descriptor_key("d:x", &[("k", "v")]), "envoy:d%3Ax:k=v");
         assert_eq!(descriptor_key("d", &[("k", "100%")]), "envoy:d:k=100%25");
         assert_eq!(descriptor_key("d", &[("k", "é")]), "envoy:d:k=é");
+    }
+
+    /// The byte scan that skips escaping finds exactly what a char scan
+    /// finds (multi-byte characters, C1 controls and DEL included).
+    #[test]
+    fn parts_needing_no_escape_are_found_by_bytes_as_by_chars() {
+        let by_chars = |part: &str| {
+            part.chars()
+                .map(|c| match c {
+                    '%' | ':' | '=' | '#' => format!("%{:02X}", c as u32),
+                    c if c.is_ascii_control() => format!("%{:02X}", c as u32),
+                    c => c.to_string(),
+                })
+                .collect::<String>()
+        };
+        for part in [
+            "plain", "é", "日本", "a:b", "x\u{7f}", "\u{1}", "日本=", "100%", "#", "\u{85}",
+            "\u{9f}ab", "",
+        ] {
+            assert_eq!(escape(part), by_chars(part), "{part:?}");
+        }
     }
 
     #[test]

@@ -8,11 +8,10 @@
 //! a level that has a `rate_limit`; the walk never backtracks to try a
 //! weaker match when a stronger one leads nowhere, as in the reference.
 
-use super::DescriptorEntry;
 use super::pattern::Pattern;
 use super::rule::Rule;
+use super::{DescriptorEntry, LookupMap};
 use smallvec::SmallVec;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// One configured descriptor (or a domain's root).
@@ -22,17 +21,17 @@ pub(super) struct Node {
     pub value_to_metric: bool,
     /// `share_threshold: true` on this (wildcard) descriptor.
     pub share: bool,
-    pub(super) children: HashMap<String, Children>,
+    pub(super) children: LookupMap<Children>,
 }
 
 /// The configured descriptors of one key at one level.
 #[derive(Debug, Default)]
 pub(super) struct Children {
-    exact: HashMap<String, Node>,
+    exact: LookupMap<Node>,
     wildcard: Vec<(Pattern, Node)>,
     /// A pattern's text → its index in `wildcard`, for a request value that
     /// is that text exactly (the reference finds it by exact lookup).
-    literal: HashMap<String, usize>,
+    literal: LookupMap<usize>,
     any: Option<Box<Node>>,
 }
 

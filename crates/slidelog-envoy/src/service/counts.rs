@@ -19,7 +19,7 @@
 //! (`config::rule::OVERRIDE_OVERFLOW`): the `rule` label stays bounded.
 
 use super::RateLimiter;
-use crate::config::{RateLimitConfig, Rule};
+use crate::config::{Domain, Rule};
 use crate::handles::Outcome;
 use crate::proto::RateLimitDescriptor;
 use crate::proto::rate_limit_descriptor::Entry;
@@ -102,27 +102,28 @@ impl RateLimiter {
         }
     }
 
-    /// Counts and logs (at debug) a descriptor that matched no rule.
+    /// Counts and logs (at debug) a descriptor that matched no rule, in
+    /// `domain` (`None`: not configured) named `name`.
     pub(super) fn count_unmatched(
         &self,
-        config: &RateLimitConfig,
-        domain: &str,
-        configured: bool,
+        domain: Option<&Domain>,
+        name: &str,
         d: &RateLimitDescriptor,
     ) {
+        let configured = domain.is_some();
         tracing::debug!(
-            domain,
+            domain = name,
             configured,
             entries = %Entries(&d.entries),
             "descriptor matched no rule: answered OK, not limited"
         );
-        let label = if configured { domain } else { UNCONFIGURED };
+        let label = if configured { name } else { UNCONFIGURED };
         let by_name = || metrics::counter!(UNMATCHED, "domain" => label.to_owned());
         let Some(recorder) = &self.recorder else {
             return by_name().increment(1);
         };
-        let slot = match config.unmatched_slot(domain) {
-            Some(slot) => slot,
+        let slot = match domain {
+            Some(domain) => domain.unmatched_slot(),
             None => &self.unconfigured,
         };
         let local = || metrics::with_local_recorder(recorder.as_ref(), by_name);

@@ -4,12 +4,11 @@
 //! whether another matched rule `replaces` it, and the request to decide.
 
 use super::{RateLimiter, ServiceError};
-use crate::config::{RateLimitConfig, Rule, RuleLimitError, Unit};
+use crate::config::{Domain, RateLimitConfig, Rule, RuleLimitError, Unit};
 use crate::proto::rate_limit_descriptor::{Entry, RateLimitOverride};
 use crate::proto::{RateLimitDescriptor, RateLimitRequest};
 use slidelog_core::{Limit, Request};
 use smallvec::SmallVec;
-use std::collections::HashSet;
 use std::sync::Arc;
 
 /// The plans of one request, on the stack for up to 2 descriptors (Envoy's
@@ -63,37 +62,65 @@ impl RateLimiter {
         config: &RateLimitConfig,
         req: &RateLimitRequest,
     ) -> Result<Plans, ServiceError> {
+        // Looked up once for every descriptor (issue 26).
+        let domain = config.domain(&req.domain);
+        let request_cost = u64::from(req.hits_addend.max(1));
+        if let [d] = req.descriptors.as_slice() {
+            // Envoy's usual request: the same steps in the same order as
+            // below (rule, unmatched count, cost), without the lists. A
+            // lone rule is never replaced: no rule `replaces` its own name
+            // (the config refuses it) and an override has no name.
+            let rule = self.rule_for(domain, &req.domain, d)?;
+            if rule.is_none() {
+                self.count_unmatched(domain, &req.domain, d);
+            }
+            let cost = self.cost_of(0, d, request_cost)?;
+            let plan = match rule {
+                Some(rule) => plan_rule(rule, &req.domain, d, cost)?,
+                None => Plan::NotLimited,
+            };
+            let mut plans = Plans::new();
+            plans.push(plan);
+            return Ok(plans);
+        }
         let matched = req
             .descriptors
             .iter()
-            .map(|d| self.rule_for(config, &req.domain, d))
+            .map(|d| self.rule_for(domain, &req.domain, d))
             .collect::<Result<SmallVec<[_; 4]>, _>>()?;
-        let replaced: HashSet<&str> = matched
+        // A rule whose name another matched rule `replaces` is not applied.
+        // Few names, if any: a list on the stack, no hashing.
+        let replaced: SmallVec<[&str; 4]> = matched
             .iter()
             .flatten()
             .flat_map(|r| r.replaces().iter().map(String::as_str))
             .collect();
-        let request_cost = u64::from(req.hits_addend.max(1));
-        let configured = config.has_domain(&req.domain);
+        let applies: SmallVec<[bool; 4]> = matched
+            .iter()
+            .map(|r| {
+                r.as_ref()
+                    .is_some_and(|r| !r.name().is_some_and(|n| replaced.contains(&n)))
+            })
+            .collect();
+        drop(replaced);
         for (d, _) in req
             .descriptors
             .iter()
             .zip(&matched)
             .filter(|(_, r)| r.is_none())
         {
-            self.count_unmatched(config, &req.domain, configured, d);
+            self.count_unmatched(domain, &req.domain, d);
         }
         req.descriptors
             .iter()
-            .zip(&matched)
+            .zip(matched)
+            .zip(applies)
             .enumerate()
-            .map(|(i, (d, rule))| {
+            .map(|(i, ((d, rule), applies))| {
                 // Every descriptor's cost is bounded, limited or not.
                 let cost = self.cost_of(i, d, request_cost)?;
                 match rule {
-                    Some(rule) if !rule.name().is_some_and(|n| replaced.contains(n)) => {
-                        plan_rule(rule, &req.domain, d, cost)
-                    }
+                    Some(rule) if applies => plan_rule(rule, &req.domain, d, cost),
                     _ => Ok(Plan::NotLimited),
                 }
             })
@@ -125,12 +152,15 @@ impl RateLimiter {
     /// config's match, if any.
     fn rule_for(
         &self,
-        config: &RateLimitConfig,
-        domain: &str,
+        domain: Option<&Domain>,
+        name: &str,
         d: &RateLimitDescriptor,
     ) -> Result<Option<Arc<Rule>>, ServiceError> {
+        let Some(domain) = domain else {
+            return Ok(None);
+        };
         match &d.limit {
-            Some(o) if config.has_domain(domain) => {
+            Some(o) => {
                 let (limit, unit) = override_limit(o)?;
                 self.limiter
                     .bounds()
@@ -139,25 +169,25 @@ impl RateLimiter {
                 // Named only once valid, so a refused override takes no
                 // name of the domain's bounded budget.
                 let (path, counters) =
-                    config.override_metric(domain, override_name(domain, &d.entries));
+                    domain.override_metric(name, override_name(name, &d.entries));
                 Ok(Some(Arc::new(Rule::from_override(
                     limit, unit, path, counters,
                 ))))
             }
-            _ => Ok(config.lookup(domain, &d.entries)),
+            None => Ok(domain.lookup(name, &d.entries)),
         }
     }
 }
 
 /// Plans a descriptor that a rule applies to.
 fn plan_rule(
-    rule: &Arc<Rule>,
+    rule: Arc<Rule>,
     domain: &str,
     d: &RateLimitDescriptor,
     cost: u64,
 ) -> Result<Plan, ServiceError> {
     if rule.blocks_all() {
-        return Ok(Plan::Blocked(Arc::clone(rule)));
+        return Ok(Plan::Blocked(rule));
     }
     let Some(limit) = rule.limit() else {
         return Ok(Plan::Unlimited);
@@ -165,7 +195,7 @@ fn plan_rule(
     let ask = match cost {
         0 => Ask::Look,
         _ if rule.charge() => Ask::Charge,
-        c if c > limit.max() => return Ok(Plan::TooCostly(Arc::clone(rule))),
+        c if c > limit.max() => return Ok(Plan::TooCostly(rule)),
         _ => Ask::Check,
     };
     let key = rule.store_key(domain, &d.entries);
@@ -175,11 +205,7 @@ fn plan_rule(
         Ask::Charge => Request::usage(key, [limit], [cost]),
     }
     .map_err(|e| ServiceError::InvalidArgument(format!("descriptor {}: {e}", rule.path())))?;
-    Ok(Plan::Decide {
-        rule: Arc::clone(rule),
-        request,
-        ask,
-    })
+    Ok(Plan::Decide { rule, request, ask })
 }
 
 /// Reads a client's limit override: its limit and the unit reported back.
@@ -206,7 +232,7 @@ fn override_limit(o: &RateLimitOverride) -> Result<(Limit, Unit), ServiceError> 
 
 /// The metric name the reference gives a client's limit override: the
 /// domain and the descriptor's entries, `<domain>.<key>_<value>...`
-/// (bounded per domain by [`RateLimitConfig::override_metric`]).
+/// (bounded per domain by `Domain::override_metric`).
 fn override_name(domain: &str, entries: &[Entry]) -> String {
     std::iter::once(domain.to_owned())
         .chain(entries.iter().map(|e| format!("{}_{}", e.key, e.value)))
