@@ -1,8 +1,8 @@
 //! One Redis Cluster master down, as `slidelog serve` shows it (issue 23):
 //! `/metrics` says how many masters are known down and for how long
 //! (`slidelog_store_nodes_down`, `slidelog_store_nodes_down_seconds`) while
-//! `slidelog_store_down_seconds` stays 0 (the other masters decide), and 0
-//! again once the master is back. The log tells the outage once: the cluster store's
+//! `slidelog_store_down_seconds` stays 0 and `slidelog_store_up` 1 (the
+//! other masters decide), and 0 again once the master is back. The log tells the outage once: the cluster store's
 //! "cluster master down" / "cluster master up" lines, and one limiter
 //! episode ("store failing" ... "store answers again") that does not end
 //! and start again while only the live masters' keys are asked for longer
@@ -97,6 +97,10 @@ fn one_master_down_is_a_metric_and_one_episode_in_the_log() {
     let (status, body) = check(&addr, &dead);
     assert_eq!(status, 200, "fail-open: {body}");
     assert!(body.contains(r#""degraded":true"#), "{body}");
+    // The store is up: a call failed for the dead master's slot is counted
+    // as a store error, but does not turn slidelog_store_up to 0 (it
+    // alternated with every call before, issue 23).
+    assert_eq!(metric(&addr, "slidelog_store_up"), Some(1.0));
 
     // Three rounds of live keys only for longer than the quiet second, then
     // a dead key again: the episode neither ends nor starts again.
@@ -111,6 +115,11 @@ fn one_master_down_is_a_metric_and_one_episode_in_the_log() {
             std::thread::sleep(Duration::from_millis(50));
         }
         check(&addr, &dead);
+        assert_eq!(
+            metric(&addr, "slidelog_store_up"),
+            Some(1.0),
+            "steady while only the dead master's keys fail"
+        );
     }
     let seconds = metric(&addr, "slidelog_store_nodes_down_seconds").unwrap();
     assert!(seconds >= 3.5, "down for {seconds} s");

@@ -96,7 +96,12 @@ pub trait MetricsHook: Send + Sync + std::fmt::Debug {
         let _ = (op, error, degraded, elapsed);
     }
 
-    /// Called when the store answered a readiness ping.
+    /// Called when the store answered a readiness ping, and after a call
+    /// that failed only because one node of the store is down while the
+    /// others answer (a Redis Cluster master, reported by
+    /// [`StoreStats::nodes_down`](slidelog_core::StoreStats::nodes_down)):
+    /// that call's [`store_failed`](Self::store_failed) comes first, so a
+    /// recorder that marks the store down on a failure marks it up again.
     fn store_up(&self) {}
 
     /// Called when the store is found down (a call and its probe failed):

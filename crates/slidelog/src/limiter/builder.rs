@@ -176,7 +176,7 @@ impl LimiterBuilder {
         // Exact (and worth it) only for a remote store on its own clock.
         let rejections = self.rejections.resolve(remote && self.time.is_store());
         let health = Arc::new(Health::new(store.kind(), self.metrics.clone()));
-        let report = Report::new(&store, self.policy, self.metrics);
+        let report = Report::new(&store, self.policy, self.metrics, health.clone());
         Limiter {
             inner: Arc::new(Inner {
                 store,

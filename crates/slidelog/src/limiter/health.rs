@@ -88,6 +88,12 @@ impl Health {
         )))
     }
 
+    /// Tells whether the store is known down (decisions answer by policy
+    /// without it).
+    pub(crate) fn is_down(&self) -> bool {
+        self.is_down.load(Ordering::Acquire)
+    }
+
     /// Returns what is known of the store's health.
     pub(crate) fn snapshot(&self) -> StoreHealth {
         match self.down.lock().clone() {
@@ -118,7 +124,7 @@ impl Health {
     }
 
     /// Marks the store down (logged and reported once per outage).
-    fn mark_down(&self, cause: StoreError) {
+    pub(crate) fn mark_down(&self, cause: StoreError) {
         let mut down = self.down.lock();
         if let Some(d) = down.as_mut() {
             d.cause = cause;

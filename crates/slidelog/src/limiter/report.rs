@@ -2,8 +2,18 @@
 //! store failure told to the [`MetricsHook`] (timed only when a hook
 //! listens), and store outages logged once per episode ([`Episodes`]), with
 //! the misconfiguration that readiness reports.
+//!
+//! A call that fails because one node of the store is down (a Redis
+//! Cluster master: its keys fail at once while the other masters decide)
+//! is counted as every failure is, but does not say the store is down: the
+//! hook hears [`MetricsHook::store_up`] again after it, so the store's up
+//! gauge stays steady through a partial outage (issue 23) and the per-node
+//! figures ([`StoreStats::nodes_down`](slidelog_core::StoreStats::nodes_down))
+//! report it. The store is down for the hook only when every node is, or
+//! when the limiter's own probe found it down ([`Health`]).
 
 use super::FailurePolicy;
+use super::health::Health;
 use crate::episode::Episodes;
 use crate::metrics::{MetricsHook, Op};
 use slidelog_core::{Decision, Store, StoreError};
@@ -25,6 +35,9 @@ pub(crate) struct Report {
     /// `None` when nobody listens: then a call is not even timed.
     metrics: Option<Arc<dyn MetricsHook>>,
     episodes: Episodes,
+    /// Whether the limiter knows the whole store down: then no failure is
+    /// one node's.
+    health: Arc<Health>,
 }
 
 impl Report {
@@ -33,6 +46,7 @@ impl Report {
         store: &Arc<dyn Store>,
         policy: FailurePolicy,
         metrics: Option<Arc<dyn MetricsHook>>,
+        health: Arc<Health>,
     ) -> Self {
         Self {
             store: store.kind(),
@@ -40,6 +54,7 @@ impl Report {
             policy,
             metrics,
             episodes: Episodes::default(),
+            health,
         }
     }
 
@@ -76,18 +91,29 @@ impl Report {
 
     /// Records that a store call failed (`degraded`: the policy admitted anyway): counted
     /// every time, logged once per outage episode.
-    pub(crate) fn failed(
-        &self,
-        op: Op,
-        error: &StoreError,
-        degraded: bool,
-        started: Started,
-    ) {
+    pub(crate) fn failed(&self, op: Op, error: &StoreError, degraded: bool, started: Started) {
         if let (Some(metrics), Some(started)) = (&self.metrics, started) {
             metrics.store_failed(op, error, degraded, started.elapsed());
+            if self.one_node_down(error) {
+                // Counted above as a failure; the store itself answers.
+                metrics.store_up();
+            }
         }
         self.episodes
             .failure(self.store, op.as_str(), error, &self.policy);
+    }
+
+    /// Tells whether `error` is a failure of part of the store while the
+    /// rest answers: transient (a node refused, dropped or did not answer),
+    /// with the store reporting some of its nodes down but not all, and the
+    /// limiter not knowing the whole store down. Told by the store's own
+    /// counts ([`Store::stats`]), never by the error's text.
+    fn one_node_down(&self, error: &StoreError) -> bool {
+        if !error.is_transient() || self.health.is_down() {
+            return false;
+        }
+        let stats = self.nodes.stats();
+        stats.nodes_down > 0 && stats.nodes_down < stats.nodes
     }
 
     /// Returns the misconfiguration seen since the last successful decision.
@@ -129,7 +155,13 @@ mod tests {
     fn calls_reach_the_hook_and_a_misconfiguration_stays_until_a_decision() {
         let calls = Arc::new(Calls::default());
         let store: Arc<dyn Store> = Arc::new(crate::store::MemoryStore::new());
-        let report = Report::new(&store, FailurePolicy::FailOpen, Some(calls.clone()));
+        let health = Arc::new(Health::new("memory", None));
+        let report = Report::new(
+            &store,
+            FailurePolicy::FailOpen,
+            Some(calls.clone()),
+            health.clone(),
+        );
         let started = report.start();
         assert!(started.is_some(), "timed when a hook listens");
         let limit = slidelog_core::Limit::new(1, 1_000).unwrap();
@@ -151,7 +183,80 @@ mod tests {
             *calls.0.lock(),
             ["check true", "ping failed degraded=false", "up"]
         );
-        let silent = Report::new(&store, FailurePolicy::FailOpen, None);
+        let silent = Report::new(&store, FailurePolicy::FailOpen, None, health);
         assert!(silent.start().is_none(), "not timed when nobody listens");
+    }
+
+    /// A store of `nodes` nodes, `down` of them known down.
+    #[derive(Debug)]
+    struct Nodes {
+        nodes: u32,
+        down: u32,
+    }
+
+    #[async_trait::async_trait]
+    impl Store for Nodes {
+        async fn decide(
+            &self,
+            _: &slidelog_core::Request,
+            _: slidelog_core::Mode,
+            _: slidelog_core::Now,
+        ) -> Result<Decision, StoreError> {
+            unreachable!("the report never calls the store")
+        }
+        async fn reset(&self, _: &str) -> Result<bool, StoreError> {
+            unreachable!()
+        }
+        async fn ping(&self) -> Result<(), StoreError> {
+            unreachable!()
+        }
+        fn kind(&self) -> &'static str {
+            "nodes"
+        }
+        fn stats(&self) -> slidelog_core::StoreStats {
+            slidelog_core::StoreStats {
+                nodes: self.nodes,
+                nodes_down: self.down,
+                ..Default::default()
+            }
+        }
+    }
+
+    #[test]
+    fn a_failure_of_one_node_down_leaves_the_store_up_and_a_whole_outage_does_not() {
+        let node = StoreError::Unavailable("cluster master 10.0.0.2:7001 known down".into());
+        let after = |nodes, down, error: &StoreError, store_known_down: bool| {
+            let calls = Arc::new(Calls::default());
+            let store: Arc<dyn Store> = Arc::new(Nodes { nodes, down });
+            let health = Arc::new(Health::new("nodes", None));
+            if store_known_down {
+                health.mark_down(StoreError::Unavailable("refused".into()));
+            }
+            let report = Report::new(&store, FailurePolicy::FailOpen, Some(calls.clone()), health);
+            report.failed(Op::Check, error, true, report.start());
+            calls.0.lock().clone()
+        };
+        let failed = "check failed degraded=true";
+        // One master of three down: counted, and the store is up.
+        assert_eq!(after(3, 1, &node, false), [failed, "up"]);
+        assert_eq!(
+            after(
+                3,
+                2,
+                &StoreError::Timeout(Duration::from_millis(100)),
+                false
+            ),
+            [failed, "up"]
+        );
+        // Every master down, or the whole store known down by the probe:
+        // down, as on one node.
+        assert_eq!(after(3, 3, &node, false), [failed]);
+        assert_eq!(after(3, 1, &node, true), [failed]);
+        assert_eq!(after(0, 0, &node, false), [failed]);
+        // A failure that is not an outage says nothing of the nodes.
+        assert_eq!(
+            after(3, 1, &StoreError::Backend("WRONGTYPE".into()), false),
+            [failed]
+        );
     }
 }
