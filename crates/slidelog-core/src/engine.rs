@@ -472,4 +472,87 @@ mod tests {
         assert_eq!((d.allowed, d.retry_after_ms), (false, 1));
         assert!(decide_and_record(&mut log, 1000, &r).allowed);
     }
+
+    /// A request of 1 to 3 limits (small maxes so that some reject) and
+    /// one cost for all, or one cost per limit.
+    fn any_request() -> impl proptest::strategy::Strategy<Value = Request> {
+        use proptest::prelude::*;
+        let limit = (1u64..8, prop_oneof![1u64..50, 50u64..400]);
+        (
+            proptest::collection::vec(limit, 1..=3),
+            proptest::collection::vec(1u64..3, 1..=3),
+        )
+            .prop_map(|(limits, costs)| {
+                let limits: Vec<Limit> = limits
+                    .into_iter()
+                    .map(|(m, w)| Limit::new(m, w).unwrap())
+                    .collect();
+                let smallest = limits.iter().map(Limit::max).min().unwrap();
+                let costs: Vec<u64> = costs.into_iter().map(|c| c.min(smallest)).collect();
+                if costs.len() == limits.len() {
+                    Request::with_costs("k", limits, costs).unwrap()
+                } else {
+                    Request::new("k", limits, costs[0]).unwrap()
+                }
+            })
+    }
+
+    proptest::proptest! {
+        /// `evaluate_each` and `decide_and_record_each` (the decision read
+        /// off the deciding limit's counts, a one-limit path) against
+        /// `evaluate` and `decide_and_record`, and every limit's counts
+        /// against that limit judged alone by `evaluate` (where the request
+        /// is rejected by another limit, this one reports its live units, no
+        /// wait, and the time until its newest unit expires).
+        #[test]
+        fn each_limit_agrees_with_the_plain_decision(
+            steps in proptest::collection::vec((0u64..60, any_request()), 1..80),
+        ) {
+            let (mut plain, mut each) = (Log::new(), Log::new());
+            let mut now = 1_000u64;
+            for (delta, request) in steps {
+                now += delta;
+                let peeked = evaluate_each(&each, now, &request);
+                proptest::prop_assert_eq!(peeked.decision, evaluate(&each, now, &request));
+                proptest::prop_assert_eq!(peeked.decision.record, None);
+                for (i, (state, limit)) in peeked.limits.iter().zip(request.limits()).enumerate() {
+                    proptest::prop_assert_eq!(state.limit, *limit);
+                    let counts = state.counts.unwrap();
+                    let cost = request.cost_for(i);
+                    let start = each.first_live(now, limit.window_ms());
+                    let live = each.units_from(start, i);
+                    let alone = live + cost <= limit.max();
+                    if peeked.decision.allowed {
+                        proptest::prop_assert_eq!(counts.count, live + cost);
+                        proptest::prop_assert_eq!(counts.retry_after_ms, 0);
+                        let newest = each.newest_unit(0, i).map_or(now, |n| n.max(now));
+                        proptest::prop_assert_eq!(counts.reset_after_ms, newest + limit.window_ms() - now);
+                    } else {
+                        proptest::prop_assert_eq!(counts.count, live);
+                        proptest::prop_assert_eq!(counts.retry_after_ms == 0, alone);
+                        let reset = each.newest_unit(0, i).map_or(0, |n| (n + limit.window_ms()).saturating_sub(now));
+                        proptest::prop_assert_eq!(counts.reset_after_ms, reset);
+                    }
+                    proptest::prop_assert_eq!(counts.remaining, limit.max().saturating_sub(counts.count));
+                }
+                if request.has_one_cost() && each.cost_width() == 1 && !peeked.decision.allowed {
+                    // A limit that rejects reports the wait it gives alone
+                    // (at position 0 too when every record has one cost).
+                    for (state, limit) in peeked.limits.iter().zip(request.limits()) {
+                        let one = Request::new("k", vec![*limit], request.cost()).unwrap();
+                        let alone = evaluate(&each, now, &one);
+                        let counts = state.counts.unwrap();
+                        if !alone.allowed {
+                            proptest::prop_assert_eq!(counts.retry_after_ms, alone.retry_after_ms);
+                        }
+                    }
+                }
+                let d = decide_and_record(&mut plain, now, &request);
+                let e = decide_and_record_each(&mut each, now, &request);
+                proptest::prop_assert_eq!(d, e.decision);
+                proptest::prop_assert_eq!(d.record, e.decision.record);
+                proptest::prop_assert_eq!(&plain, &each);
+            }
+        }
+    }
 }
