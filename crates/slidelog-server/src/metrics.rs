@@ -23,6 +23,7 @@ use slidelog::metrics::{MetricsHook, Op};
 use slidelog::store::MemoryStore;
 use slidelog::{Decision, StoreError};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -59,7 +60,7 @@ pub struct Metrics {
     /// the store was first heard from).
     store_up: OnceLock<Gauge>,
     /// Each rule's `slidelog_rule_decisions_total` series (allowed, rejected).
-    rules: RwLock<HashMap<(u64, u64), Arc<RuleSeries>>>,
+    rules: RwLock<Rules>,
     /// The series of `rule="other"`, once a rule beyond the cap decides.
     other_rule: OnceLock<Arc<RuleSeries>>,
     /// `slidelog_store_errors_total` by op, kind and transient, resolved
@@ -164,7 +165,7 @@ impl Metrics {
             handle,
             deciding,
             store_up: OnceLock::new(),
-            rules: RwLock::new(HashMap::new()),
+            rules: RwLock::new(HashMap::default()),
             other_rule: OnceLock::new(),
             store_errors: Default::default(),
             bad_requests: RwLock::new(HashMap::new()),
@@ -450,6 +451,39 @@ impl Metrics {
         let series = RuleSeries::new(SharedString::from(format!("{max}/{window_ms}ms")));
         rules.insert((max, window_ms), series.clone());
         series
+    }
+}
+
+/// The series of each rule seen, by `(max, window_ms)`.
+type Rules = HashMap<(u64, u64), Arc<RuleSeries>, BuildHasherDefault<RuleHasher>>;
+
+/// The hasher of the rules map's `(max, window_ms)` keys, looked up for
+/// every decision: one multiply-rotate step per word (FxHash's), where the
+/// default SipHash was ~200 instructions per decision. A client picks the
+/// keys, but the map never holds more than [`MAX_RULE_LABELS`] of them, so
+/// colliding keys cannot make a lookup slow.
+#[derive(Debug, Default, Clone, Copy)]
+struct RuleHasher(u64);
+
+impl RuleHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for RuleHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.add(u64::from(byte));
+        }
+    }
+
+    fn write_u64(&mut self, word: u64) {
+        self.add(word);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
     }
 }
 
