@@ -10,7 +10,7 @@
 //! so an answer held by a slow client keeps little else alive.
 
 use axum::body::{Body, Bytes};
-use axum::http::header::{CONTENT_TYPE, RETRY_AFTER};
+use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
 use bytes::{BufMut, BytesMut};
@@ -45,12 +45,13 @@ fn piece(write: impl FnOnce(&mut BytesMut)) -> Bytes {
 /// the RateLimit header fields.
 pub fn decision(each: &Detailed, request: &Request) -> Response {
     let body = piece(|out| write_json(out, each, request));
+    let body_len = body.len();
     let mut response = Response::new(Body::from(body));
     if !each.decision.allowed {
         *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
     }
     let headers = response.headers_mut();
-    headers.reserve(4);
+    headers.reserve(5);
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     // Every value is ASCII digits, letters, quotes and `;=,-._` (a limit's
     // name is checked to be such): always valid, so a failure cannot
@@ -73,6 +74,9 @@ pub fn decision(each: &Detailed, request: &Request) -> Response {
             piece(|out| put_u64(out, ceil_secs(each.decision.retry_after_ms))),
         );
     }
+    // Last, where axum would add it (it adds none when there is one): from
+    // this buffer rather than a new allocation of axum's.
+    put(CONTENT_LENGTH, piece(|out| put_u64(out, body_len as u64)));
     response
 }
 
@@ -287,6 +291,9 @@ mod tests {
             fields.retry_after
         );
         let expected = serde_json::to_vec(&Answer::new(each).with_receipt(request)).unwrap();
+        assert_eq!(headers[CONTENT_LENGTH], expected.len().to_string().as_str());
+        let names: Vec<&str> = headers.keys().map(|name| name.as_str()).collect();
+        assert_eq!(names.last(), Some(&"content-length"), "{names:?}");
         let json = piece(|out| write_json(out, each, request));
         assert_eq!(
             std::str::from_utf8(&json).unwrap(),
