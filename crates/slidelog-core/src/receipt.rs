@@ -171,36 +171,35 @@ impl Receipt {
     /// are built on the stack, so an answer can copy the text straight into
     /// its own buffer.
     pub fn encode_with<R>(&self, write: impl FnOnce(&str) -> R) -> R {
-        let binary = self.binary();
-        // Every receipt fits (at most 166 bytes: 2 + 8 + 16 x 8 + 8 + 4 +
-        // 16, and 192 bytes make 256 characters); a larger one would take
-        // the heap rather than fail.
+        let mut binary = Binary::new();
+        self.write_binary(&mut binary);
+        let binary = binary.as_slice();
+        // Every receipt of bounded values fits (at most 166 bytes: 2 + 8 +
+        // 16 x 8 + 8 + 4 + 16, and 192 bytes make 256 characters); a
+        // larger one takes the heap rather than fail.
         let mut text = [0u8; MAX_RECEIPT_CHARS];
-        match URL_SAFE_NO_PAD.encode_slice(&binary, &mut text) {
+        match URL_SAFE_NO_PAD.encode_slice(binary, &mut text) {
             Ok(len) => match std::str::from_utf8(&text[..len]) {
                 Ok(text) => write(text),
-                Err(_) => write(&URL_SAFE_NO_PAD.encode(&binary)),
+                Err(_) => write(&URL_SAFE_NO_PAD.encode(binary)),
             },
-            Err(_) => write(&URL_SAFE_NO_PAD.encode(&binary)),
+            Err(_) => write(&URL_SAFE_NO_PAD.encode(binary)),
         }
     }
 
-    /// The receipt's binary (the table atop this module).
-    fn binary(&self) -> Binary {
-        let mut out = Binary::new();
+    /// Writes the receipt's binary (the table atop this module) into `out`.
+    fn write_binary(&self, out: &mut Binary) {
         let count = (self.costs.len() - 1) as u8;
-        out.push(RECEIPT_VERSION);
-        out.push(u8::from(self.id.is_some()) | (count << 1));
-        put_varint(&mut out, self.ts);
+        out.put([RECEIPT_VERSION, u8::from(self.id.is_some()) | (count << 1)]);
+        out.varint(self.ts);
         for &cost in &self.costs {
-            put_varint(&mut out, cost);
+            out.varint(cost);
         }
-        out.extend_from_slice(&self.key_fingerprint.to_le_bytes());
-        out.extend_from_slice(&self.limits_fingerprint.to_le_bytes());
+        out.put(self.key_fingerprint.to_le_bytes());
+        out.put(self.limits_fingerprint.to_le_bytes());
         if let Some(id) = self.id {
-            out.extend_from_slice(&id.to_le_bytes());
+            out.put(id.to_le_bytes());
         }
-        out
     }
 
     /// Decodes a receipt text; never panics.
@@ -256,17 +255,52 @@ impl Receipt {
     }
 }
 
-/// A receipt's binary, on the stack: the largest receipt decodes from
-/// [`MAX_RECEIPT_CHARS`] characters, 3 bytes for every 4.
-type Binary = SmallVec<[u8; MAX_RECEIPT_CHARS * 3 / 4]>;
+/// The most bytes a receipt's binary can take, whatever its values: the
+/// version and flags, a timestamp and up to [`MAX_LIMITS`] costs of at most
+/// 10 LEB128 bytes each (any `u64`), the fingerprints and a record id.
+const MAX_BINARY: usize = 2 + 10 + MAX_LIMITS * 10 + 8 + 4 + 16;
 
-/// LEB128: 7 bits a byte, low first.
-fn put_varint(out: &mut Binary, mut value: u64) {
-    while value >= 0x80 {
-        out.push((value as u8) | 0x80);
-        value >>= 7;
+/// A receipt's binary being written, on the stack: a plain array and its
+/// length (a `SmallVec` checked at every byte whether it had spilled, and
+/// was copied out whole: issue 26). A receipt holds at most [`MAX_LIMITS`]
+/// costs (a request's, or a decoded count of 4 bits), so it never fills.
+struct Binary {
+    bytes: [u8; MAX_BINARY],
+    len: usize,
+}
+
+impl Binary {
+    fn new() -> Self {
+        Self {
+            bytes: [0; MAX_BINARY],
+            len: 0,
+        }
     }
-    out.push(value as u8);
+
+    /// Appends a fixed number of bytes (one store each for the fingerprints).
+    fn put<const N: usize>(&mut self, more: [u8; N]) {
+        let end = self.len + N;
+        self.bytes[self.len..end].copy_from_slice(&more);
+        self.len = end;
+    }
+
+    fn push(&mut self, byte: u8) {
+        self.bytes[self.len] = byte;
+        self.len += 1;
+    }
+
+    /// LEB128: 7 bits a byte, low first.
+    fn varint(&mut self, mut value: u64) {
+        while value >= 0x80 {
+            self.push((value as u8) | 0x80);
+            value >>= 7;
+        }
+        self.push(value as u8);
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
 }
 
 /// A cursor over a receipt's bytes.
@@ -302,6 +336,16 @@ impl Reader<'_> {
             }
         }
         Err(ReceiptError::Malformed("number too long"))
+    }
+}
+
+#[cfg(test)]
+impl Receipt {
+    /// The binary as a `Vec`, for the tests.
+    fn binary(&self) -> Vec<u8> {
+        let mut out = Binary::new();
+        self.write_binary(&mut out);
+        out.as_slice().to_vec()
     }
 }
 
@@ -378,6 +422,16 @@ mod tests {
                 }
             }
         }
+        // A timestamp beyond any store's (10 LEB128 bytes) still encodes,
+        // on the heap, without a panic.
+        let far = Receipt::new(
+            &shapes[2],
+            RecordRef {
+                ts: u64::MAX,
+                id: Some(u128::MAX),
+            },
+        );
+        assert_eq!(far.encode(), URL_SAFE_NO_PAD.encode(far.binary()));
     }
 
     #[test]

@@ -21,7 +21,9 @@
 //!   slidelog part;
 //! - `serve_slices`: the same with `Request::from_slices`;
 //! - `store_decide`, `limiter_decide`: `Store::decide` and
-//!   `Limiter::decide_at` (the deciding limit only: the Envoy service's call).
+//!   `Limiter::decide_at` (the deciding limit only: the Envoy service's call);
+//! - `receipt`: the receipt text of an admitted check
+//!   (`Receipt::new` + `encode_with`, as serve's answer writes it).
 //!
 //! ```sh
 //! cargo bench -p slidelog --bench limiter_cost              # allocations and ns per call, every step
@@ -112,7 +114,7 @@ fn store() -> Arc<MemoryStore> {
 }
 
 /// The steps, by name.
-const STEPS: [&str; 9] = [
+const STEPS: [&str; 10] = [
     "request",
     "slices",
     "sync",
@@ -122,6 +124,7 @@ const STEPS: [&str; 9] = [
     "serve_slices",
     "store_decide",
     "limiter_decide",
+    "receipt",
 ];
 
 /// Runs `calls` calls of `step` after every key was created; returns what
@@ -207,6 +210,17 @@ fn run(step: &str, calls: usize, count: bool) -> (u64, Duration) {
                     let r = &w.requests[i % KEYS];
                     let decision = limiter.decide_at(r, Mode::Record, Now::Server).await;
                     assert!(black_box(decision).expect("decided").allowed);
+                }
+            }
+            "receipt" => {
+                let record = slidelog::RecordRef {
+                    ts: 1_764_540_000_000,
+                    id: None,
+                };
+                for i in 0..calls {
+                    let r = &w.requests[i % KEYS];
+                    let receipt = slidelog::Receipt::new(r, record);
+                    black_box(receipt.encode_with(|text| text.len()));
                 }
             }
             other => panic!("unknown step {other}; one of {STEPS:?}"),
