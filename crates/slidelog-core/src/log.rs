@@ -491,7 +491,8 @@ impl Log {
     #[inline]
     pub fn newest_unit(&self, start: usize, position: usize) -> Option<u64> {
         let last = self.len().checked_sub(1).filter(|&last| last >= start)?;
-        if self.cost(last, position) > 0 {
+        // A plain log's records all cost 1: the newest record is the unit.
+        if self.sums.is_none() || self.cost(last, position) > 0 {
             return Some(self.stamp(last));
         }
         let units = self.units_from(start, position);
