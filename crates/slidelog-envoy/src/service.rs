@@ -207,7 +207,10 @@ impl RateLimiter {
             Plan::Decide { request, ask, .. } => Some(match ask {
                 Ask::Check => self.configured.decide(request, Mode::Record).await,
                 Ask::Look => self.configured.decide(request, Mode::Peek).await,
-                Ask::Charge => self.charge(request).await,
+                // Boxed: the charge's future is the largest of the three
+                // and charges are rare (`charge: true` rules); inline, it
+                // would size every call's future (issue 26).
+                Ask::Charge => Box::pin(self.charge(request)).await,
             }),
             _ => None,
         }
