@@ -295,8 +295,13 @@ fn require_json(req: &HttpRequest) -> Result<(), ApiError> {
         return Ok(());
     };
     let is_json = content_type.to_str().is_ok_and(|ct| {
-        // Compared without case, in place (no lower-cased copy).
-        let essence = ct.split(';').next().unwrap_or("").trim().as_bytes();
+        // Compared without case, in place (no lower-cased copy), on bytes:
+        // `to_str` let through only visible ASCII, spaces and tabs, so
+        // ASCII trimming is `str::trim` here, without its Unicode tables
+        // and `split`'s char searcher (~250 instructions per request).
+        let ct = ct.as_bytes();
+        let end = ct.iter().position(|&b| b == b';').unwrap_or(ct.len());
+        let essence = ct[..end].trim_ascii();
         essence.eq_ignore_ascii_case(b"application/json")
             || essence.len() >= 5 && essence[essence.len() - 5..].eq_ignore_ascii_case(b"+json")
     });
@@ -454,6 +459,46 @@ mod tests {
             items.push(Err(std::io::Error::other("connection reset")));
         }
         HttpRequest::new(Body::from_stream(futures::stream::iter(items)))
+    }
+
+    /// The byte-wise Content-Type test accepts and refuses what the
+    /// `str` one it replaced did.
+    #[test]
+    fn content_types_are_judged_as_before() {
+        fn before(value: &axum::http::HeaderValue) -> bool {
+            value.to_str().is_ok_and(|ct| {
+                let essence = ct.split(';').next().unwrap_or("").trim().as_bytes();
+                essence.eq_ignore_ascii_case(b"application/json")
+                    || essence.len() >= 5
+                        && essence[essence.len() - 5..].eq_ignore_ascii_case(b"+json")
+            })
+        }
+        let values: [&[u8]; 16] = [
+            b"application/json",
+            b"Application/JSON; charset=utf-8",
+            b"  application/json\t ;x",
+            b"application/problem+json",
+            b"application/vnd.x+JSON;v=1",
+            b"+json",
+            b"json",
+            b"",
+            b";application/json",
+            b"text/plain",
+            b"application/jsonx",
+            b"application/json; x=\xc3\xa9",
+            b"application/\xc3\xa9+json",
+            b"\tapplication/json\t",
+            b"application/json;",
+            b"application/x-json ; +json",
+        ];
+        for value in values {
+            let value = axum::http::HeaderValue::from_bytes(value).unwrap();
+            let req = HttpRequest::builder()
+                .header(header::CONTENT_TYPE, value.clone())
+                .body(Body::empty())
+                .unwrap();
+            assert_eq!(require_json(&req).is_ok(), before(&value), "{value:?}");
+        }
     }
 
     /// The cap is that of `http_body_util::Limited` (more than `cap` bytes
