@@ -91,10 +91,10 @@ impl ConfigHandle {
         let fp = fingerprint(path).unwrap_or(0);
         match RateLimitConfig::load_with(path, &self.options) {
             Ok(mut config) => {
-                // The domains' override-name budgets outlive a reload
-                // (shared with the old config: a request still on it
-                // counts in the same budget).
-                config.keep_override_names(&self.get());
+                // The metric-name budgets outlive a reload: a domain's
+                // override names (shared with the old config), a rule's
+                // renamed names (handed to the rule at the same path).
+                config.keep_metric_names(&self.get());
                 *self.current.write() = Arc::new(config);
                 *self.fingerprint.write() = fp;
                 *self.last_error.write() = None;

@@ -98,3 +98,37 @@ async fn sighup_reloads_at_once() {
     );
     watcher.abort();
 }
+
+/// A rule's metric names (`detailed_metric`) survive a reload: the names
+/// given out stay, renamed from the new rule (its new limit applies to
+/// them), and once the budget is used up a new value is counted under the
+/// rule's configured path, before and after the reload alike.
+#[test]
+fn a_rules_metric_names_survive_reloads_with_the_new_limit() {
+    use slidelog_envoy::config::rule::MAX_METRIC_KEYS_PER_RULE;
+    let detailed = |limit: u32| {
+        format!(
+            "domain: d\ndescriptors:\n  - key: client\n    detailed_metric: true\n    rate_limit: {{unit: second, requests_per_unit: {limit}}}\n"
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("limits.yaml");
+    std::fs::write(&path, detailed(5)).unwrap();
+    let handle = ConfigHandle::load(&path).unwrap();
+    let rule = |value: &str| handle.get().lookup("d", &[("client", value)]).unwrap();
+    for i in 0..MAX_METRIC_KEYS_PER_RULE {
+        assert_eq!(rule(&format!("c{i}")).path(), format!("d.client_c{i}"));
+    }
+    assert_eq!(rule("late").path(), "d.client", "the budget is used up");
+    std::fs::write(&path, detailed(7)).unwrap();
+    handle.reload().unwrap();
+    let kept = rule("c0");
+    assert_eq!(kept.path(), "d.client_c0");
+    assert_eq!(kept.limit().unwrap().max(), 7, "renamed from the new rule");
+    assert_eq!(
+        rule("after").path(),
+        "d.client",
+        "no new name after a reload"
+    );
+    assert_eq!(rule("after").limit().unwrap().max(), 7);
+}

@@ -94,7 +94,7 @@ pub(crate) struct Domain {
     unmatched: Slot<metrics::Counter>,
     /// The metric names given out to clients' limit overrides. Shared with
     /// the same domain of the config this one replaced on reload
-    /// ([`RateLimitConfig::keep_override_names`]), so the budget is the
+    /// ([`RateLimitConfig::keep_metric_names`]), so the budget is the
     /// domain's, not one config's.
     overrides: Arc<rule::OverrideNames>,
 }
@@ -236,10 +236,24 @@ impl RateLimitConfig {
     /// client's override names cannot grow the metric series by another
     /// [`rule::MAX_METRIC_KEYS_PER_RULE`] with every reload. Shared, not
     /// copied: a request still deciding on `old` counts in the same budget.
-    pub(crate) fn keep_override_names(&mut self, old: &RateLimitConfig) {
+    ///
+    /// Likewise each rule's metric names (`detailed_metric`,
+    /// `value_to_metric`) go to the rule at the same config path, renamed
+    /// from the new rule (its limit and options apply to them).
+    pub(crate) fn keep_metric_names(&mut self, old: &RateLimitConfig) {
         for (name, domain) in &mut self.domains {
             if let Some(before) = old.domains.get(name) {
                 domain.overrides = Arc::clone(&before.overrides);
+            }
+        }
+        let before: HashMap<&str, &Arc<Rule>> = old
+            .rules()
+            .into_iter()
+            .map(|r| (r.config_path(), r))
+            .collect();
+        for rule in self.rules() {
+            if let Some(old) = before.get(rule.config_path()) {
+                rule.keep_names_of(old);
             }
         }
     }

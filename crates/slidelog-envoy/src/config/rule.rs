@@ -232,9 +232,35 @@ impl Rule {
     }
 }
 
+impl Rule {
+    /// Takes over the metric names `old` (this rule's predecessor, at the
+    /// same config path, in the config this one replaces on reload) gave
+    /// out, each renamed from this rule (so with this rule's limit and
+    /// options), and whether the bound was said: a reload does not let a
+    /// client's values add another [`MAX_METRIC_KEYS_PER_RULE`] names. The
+    /// renamed rules count under the same labels, hence in the same series.
+    /// (A name that a request still deciding on the old config gives out
+    /// while the reload runs is not seen: at most a few.)
+    pub(super) fn keep_names_of(self: &Arc<Self>, old: &Rule) {
+        let before = old.budget.names.lock();
+        let mut names = self.budget.names.lock();
+        for metric in before.named.keys() {
+            if *metric == self.path || names.named.contains_key(metric) {
+                continue;
+            }
+            let mut rule = (**self).clone();
+            rule.path = metric.clone();
+            rule.budget = Arc::default();
+            names.named.insert(metric.clone(), Arc::new(rule));
+        }
+        names.warned |= before.warned;
+    }
+}
+
 /// The metric names one rule has given out, each with its renamed rule,
-/// bounded by [`MAX_METRIC_KEYS_PER_RULE`]. Bookkeeping only: two rules are
-/// equal whatever their budgets hold.
+/// bounded by [`MAX_METRIC_KEYS_PER_RULE`]; a reload hands the names on to
+/// the rule at the same config path ([`Rule::keep_names_of`]). Bookkeeping
+/// only: two rules are equal whatever their budgets hold.
 #[derive(Debug, Default)]
 pub(super) struct MetricBudget {
     names: Mutex<Names>,
@@ -264,7 +290,7 @@ impl Eq for MetricBudget {}
 /// distinct names, then `<domain>.`[`OVERRIDE_OVERFLOW`] for every other,
 /// so that a client sending endless values cannot grow the label set.
 /// Kept with the domain, and handed on to the same domain of the config
-/// that replaces it on reload (`RateLimitConfig::keep_override_names`): the
+/// that replaces it on reload (`RateLimitConfig::keep_metric_names`): the
 /// bound holds per domain for as long as the domain stays configured, not
 /// per config.
 #[derive(Debug, Default)]
