@@ -76,7 +76,7 @@ impl Limit {
     /// with a sub-millisecond remainder is an error, never rounded).
     pub fn per(max: u64, window: Duration) -> Result<Self, InputError> {
         let ms = window.as_millis();
-        if window.subsec_nanos() % 1_000_000 != 0 || ms > u128::from(u64::MAX) {
+        if !window.subsec_nanos().is_multiple_of(1_000_000) || ms > u128::from(u64::MAX) {
             return Err(InputError::WindowResolution { got: window });
         }
         Self::new(max, ms as u64)
@@ -166,12 +166,12 @@ pub fn parse_list(text: &str) -> Result<Vec<Limit>, LimitParseError> {
 /// never clash).
 pub fn check_names(limits: &[Limit]) -> Result<(), InputError> {
     for (index, limit) in limits.iter().enumerate() {
-        if let Some(name) = limit.name() {
-            if limits[..index].iter().any(|l| l.name() == Some(name)) {
-                return Err(InputError::DuplicateName {
-                    name: name.to_owned(),
-                });
-            }
+        if let Some(name) = limit.name()
+            && limits[..index].iter().any(|l| l.name() == Some(name))
+        {
+            return Err(InputError::DuplicateName {
+                name: name.to_owned(),
+            });
         }
     }
     Ok(())

@@ -101,12 +101,14 @@ pub async fn run<C: ConnectionLike>(conn: &mut C, check: Check<'_>) -> RedisResu
     } else {
         (String::new(), 0)
     };
-    if mode == Mode::Record && !each && request.limits().len() == 1 && request.cost_for(0) == 1 {
-        if let Some(outcome) =
+    if mode == Mode::Record
+        && !each
+        && request.limits().len() == 1
+        && request.cost_for(0) == 1
+        && let Some(outcome) =
             run_single(conn, redis_key, request, &member, now_ms, deadline_ms).await?
-        {
-            return Ok(with_record(outcome, id));
-        }
+    {
+        return Ok(with_record(outcome, id));
     }
     let mut invocation = SCRIPT.key(redis_key);
     invocation

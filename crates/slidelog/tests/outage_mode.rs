@@ -52,10 +52,10 @@ async fn outage_p99(limiter: &Limiter, limits: &[Limit], n: usize) -> Duration {
 async fn until_exact(limiter: &Limiter, limits: &[Limit]) -> Duration {
     let started = Instant::now();
     loop {
-        if let Ok(d) = limiter.check("{o}probe", limits, 1).await {
-            if !d.degraded {
-                return started.elapsed();
-            }
+        if let Ok(d) = limiter.check("{o}probe", limits, 1).await
+            && !d.degraded
+        {
+            return started.elapsed();
         }
         assert!(started.elapsed() < Duration::from_secs(20), "never exact");
         tokio::time::sleep(Duration::from_millis(10)).await;

@@ -69,7 +69,7 @@ impl Service<Request<String>> for Flaky {
     type Future = std::future::Ready<Result<Response<String>, Infallible>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        if self.polls.fetch_add(1, Ordering::SeqCst) % 2 == 0 {
+        if self.polls.fetch_add(1, Ordering::SeqCst).is_multiple_of(2) {
             cx.waker().wake_by_ref();
             Poll::Pending
         } else {

@@ -238,7 +238,7 @@ impl Worker {
                     log.first_error.get_or_insert_with(|| e.to_string());
                 }
             }
-            if i % 64 == 0 {
+            if i.is_multiple_of(64) {
                 self.progress.inc(64.min(self.total - i));
             }
         }
