@@ -20,6 +20,7 @@ use axum::extract::Request as HttpRequest;
 use axum::http::{StatusCode, header};
 use bytes::BytesMut;
 use slidelog::{InputError, Limit, Request};
+use smallvec::{SmallVec, smallvec};
 use std::borrow::Cow;
 
 /// Largest `now_ms` accepted: 2^53 - 1, the largest integer that a double
@@ -136,10 +137,13 @@ impl<S: AsRef<str>> DecisionBody<S> {
         match own_costs {
             // One cost per limit: an entry without its own takes `cost`.
             Some(entries) => {
-                let costs: Vec<u64> = entries.iter().map(|l| l.cost.unwrap_or(cost)).collect();
-                Request::with_costs(self.key.as_ref(), limits, costs).map_err(input_error)
+                let costs: BodyList<u64> = entries.iter().map(|l| l.cost.unwrap_or(cost)).collect();
+                Request::with_costs_from_slices(self.key.as_ref(), &limits, &costs)
+                    .map_err(input_error)
             }
-            None => Request::new(self.key.as_ref(), limits, cost).map_err(input_error),
+            // Copied straight from the body into the request: no owned key
+            // or limit list in between (issue 26).
+            None => Request::from_slices(self.key.as_ref(), &limits, cost).map_err(input_error),
         }
     }
 
@@ -169,11 +173,11 @@ impl<S: AsRef<str>> DecisionBody<S> {
         } else {
             vec![cost]
         };
-        Request::usage(self.key.as_ref(), limits, costs).map_err(input_error)
+        Request::usage(self.key.as_ref(), limits.into_vec(), costs).map_err(input_error)
     }
 
     /// Validates the limits: `max` and `window_ms`, or `limits`, never both.
-    fn limits(&self) -> Result<Vec<Limit>, ApiError> {
+    fn limits(&self) -> Result<BodyList<Limit>, ApiError> {
         match (&self.limits, self.max, self.window_ms) {
             (Some(_), Some(_), _) | (Some(_), _, Some(_)) => Err(ApiError::bad_request(
                 "limits",
@@ -192,7 +196,7 @@ impl<S: AsRef<str>> DecisionBody<S> {
                 })
                 .collect(),
             (None, Some(max), Some(window_ms)) => {
-                Ok(vec![Limit::new(max, window_ms).map_err(input_error)?])
+                Ok(smallvec![Limit::new(max, window_ms).map_err(input_error)?])
             }
             (None, Some(_), None) => Err(ApiError::bad_request(
                 "window_ms",
@@ -206,6 +210,11 @@ impl<S: AsRef<str>> DecisionBody<S> {
         }
     }
 }
+
+/// A body's limits or costs on the stack up to four (a longer list, which
+/// the body cap bounds and the request's own checks refuse beyond 16,
+/// moves to the heap).
+type BodyList<T> = SmallVec<[T; 4]>;
 
 /// The answer to a body with no limit at all.
 const MISSING_LIMIT: &str = "missing limit: give `max` (1 to 10000000) and `window_ms` \
