@@ -136,8 +136,8 @@ fn decision_of(log: &Log, now: u64, v: Verdict<'_>) -> Decision {
 /// [`evaluate`] with every limit's state beside the decision (the same
 /// decision; a few more words of work per limit, no other pass over the log).
 ///
-/// The decision is the deciding limit's counts (the fields [`decision_of`]
-/// gives are that limit's [`counts_of`]), so each limit's newest unit is
+/// The decision is the deciding limit's counts (the fields `decision_of`
+/// gives are that limit's `counts_of`), so each limit's newest unit is
 /// looked up once.
 pub fn evaluate_each(log: &Log, now: u64, request: &Request) -> Detailed {
     if let [limit] = request.limits() {
