@@ -99,13 +99,25 @@ pub struct StoreStats {
 }
 
 /// What a store of this process's memory offers its owner beyond deciding:
-/// sweeping expired logs and reporting what it holds ([`Store::in_process`]).
-/// `Any`, so that a caller that knows the concrete store (the `slidelog`
-/// Limiter and its memory store) can call it directly, without a boxed
-/// future per decision.
-pub trait InProcess: Send + Sync + std::any::Any {
+/// sweeping expired logs, reporting what it holds, and deciding without a
+/// future ([`Store::in_process`]).
+pub trait InProcess: Send + Sync {
     /// Drops every log that has expired; returns how many keys were dropped.
     fn sweep(&self) -> usize;
+
+    /// [`Store::decide`], answered synchronously: a store in this process's
+    /// memory never waits, so its owner (the `slidelog` Limiter) decides
+    /// without the trait's boxed future per call (issue 26).
+    fn decide_now(&self, request: &Request, mode: Mode, now: Now) -> Result<Decision, StoreError>;
+
+    /// [`Store::decide_each`], answered synchronously (see
+    /// [`decide_now`](Self::decide_now)).
+    fn decide_each_now(
+        &self,
+        request: &Request,
+        mode: Mode,
+        now: Now,
+    ) -> Result<Detailed, StoreError>;
 
     /// Returns what the store holds against its bounds.
     fn usage(&self) -> Usage;

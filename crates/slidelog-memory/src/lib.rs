@@ -305,7 +305,7 @@ impl Store for MemoryStore {
         mode: Mode,
         now: Now,
     ) -> Result<Decision, StoreError> {
-        self.decide_at(request, mode, now.or_clock(&*self.clock))
+        slidelog_core::store::InProcess::decide_now(self, request, mode, now)
     }
 
     async fn decide_each(
@@ -314,7 +314,7 @@ impl Store for MemoryStore {
         mode: Mode,
         now: Now,
     ) -> Result<Detailed, StoreError> {
-        self.decide_each_at(request, mode, now.or_clock(&*self.clock))
+        slidelog_core::store::InProcess::decide_each_now(self, request, mode, now)
     }
 
     async fn settle(
@@ -350,6 +350,19 @@ impl Store for MemoryStore {
 impl slidelog_core::store::InProcess for MemoryStore {
     fn sweep(&self) -> usize {
         MemoryStore::sweep(self)
+    }
+
+    fn decide_now(&self, request: &Request, mode: Mode, now: Now) -> Result<Decision, StoreError> {
+        self.decide_at(request, mode, now.or_clock(&*self.clock))
+    }
+
+    fn decide_each_now(
+        &self,
+        request: &Request,
+        mode: Mode,
+        now: Now,
+    ) -> Result<Detailed, StoreError> {
+        self.decide_each_at(request, mode, now.or_clock(&*self.clock))
     }
 
     fn usage(&self) -> slidelog_core::store::Usage {

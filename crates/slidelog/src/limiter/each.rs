@@ -58,12 +58,8 @@ impl Limiter {
         self.bounds.check(request).map_err(InputError::from)?;
         let op = Op::deciding(mode);
         let started = self.inner.report.start();
-        let answer = match super::as_memory(in_process) {
-            // Called directly: no boxed future (issue 26).
-            Some(memory) => memory.decide_each_at(request, mode, super::memory_now(memory, now)),
-            None => self.inner.store.decide_each(request, mode, now).await,
-        };
-        match answer {
+        // Synchronously: no boxed future (issue 26).
+        match in_process.decide_each_now(request, mode, now) {
             Ok(each) => {
                 self.inner.report.answered(true);
                 self.inner.report.decided(op, &each.decision, started);

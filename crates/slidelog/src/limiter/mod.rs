@@ -39,26 +39,8 @@ use crate::rejection_cache::RejectionCache;
 use bounded::CallBound;
 use health::Health;
 use report::Report;
-use slidelog_core::store::InProcess;
 use slidelog_core::{Bounds, Decision, InputError, Limit, Mode, Now, Request, Store, TimeMode};
-use slidelog_memory::MemoryStore;
 use std::sync::Arc;
-
-/// The memory store this crate ships, when `in_process` is it
-/// ([`Limiter::memory_store`]).
-fn as_memory(in_process: &dyn InProcess) -> Option<&MemoryStore> {
-    let any: &dyn std::any::Any = in_process;
-    any.downcast_ref()
-}
-
-/// The time of a decision on the memory store, as its `Store` methods read
-/// it: the given one, or the store's own clock.
-fn memory_now(memory: &MemoryStore, now: Now) -> u64 {
-    match now {
-        Now::At(ms) => ms,
-        Now::Server => memory.now_ms(),
-    }
-}
 
 /// A rate limiter over one store. Cheap to clone: clones share the store.
 ///
@@ -254,8 +236,10 @@ impl Limiter {
         if let Some(outage) = self.inner.health.outage() {
             return self.by_policy(request, op, outage, started);
         }
-        let answer = match self.memory_store() {
-            Some(memory) => memory.decide_at(request, mode, memory_now(memory, now)),
+        // A store in this process's memory decides synchronously: no boxed
+        // future, no timer (it cannot hang; issue 26).
+        let answer = match self.inner.store.in_process() {
+            Some(local) => local.decide_now(request, mode, now),
             None => {
                 let call = self.inner.store.decide(request, mode, now);
                 self.inner.bound.run(call).await
@@ -277,15 +261,6 @@ impl Limiter {
                 self.by_policy(request, op, e, started)
             }
         }
-    }
-
-    /// The memory store this crate ships, when it is the limiter's store:
-    /// called directly (`MemoryStore::decide_at`, `decide_each_at`, what its
-    /// `Store` methods call), which saves the boxed future of every
-    /// `Store` call (an allocation and a dynamic call per decision: issue
-    /// 26). Another store, in process or not, goes through the trait.
-    fn memory_store(&self) -> Option<&MemoryStore> {
-        as_memory(self.inner.store.in_process()?)
     }
 
     /// Answers `request` by the failure policy for `error`, and reports it.
