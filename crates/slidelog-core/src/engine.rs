@@ -93,52 +93,18 @@ pub fn evaluate(log: &Log, now: u64, request: &Request) -> Decision {
     decision_of(log, now, decider.expect("a request has at least one limit"))
 }
 
-/// The decision that the deciding verdict `v` gives.
+/// The decision that the deciding verdict `v` gives: that limit's
+/// [`counts_of`] (admitted exactly when the deciding verdict admits: it
+/// rejects whenever any limit does).
 fn decision_of(log: &Log, now: u64, v: Verdict<'_>) -> Decision {
-    let window = v.limit.window_ms();
-    match v.wait {
-        Some(wait) => Decision {
-            allowed: false,
-            limit: v.limit.max(),
-            window_ms: window,
-            count: v.live,
-            // More than `max` can be live after a clock stepped back or a
-            // key's max was lowered: remaining is then 0, never a panic.
-            remaining: v.limit.max().saturating_sub(v.live),
-            retry_after_ms: wait,
-            // Rejected: nothing is appended, so the newest record that
-            // counts in this limit is a live one.
-            reset_after_ms: log
-                .newest_unit(0, v.position)
-                .map_or(0, |n| (n + window).saturating_sub(now)),
-            degraded: false,
-            record: None,
-        },
-        None => {
-            // Admitted: a record at `now` joins; the newest is whichever is
-            // later (a record of cost 0 in this limit counts nowhere in it).
-            let newest_after = log.newest_unit(0, v.position).map_or(now, |n| n.max(now));
-            Decision {
-                allowed: true,
-                limit: v.limit.max(),
-                window_ms: window,
-                count: v.live + v.cost,
-                remaining: v.remaining_after(),
-                retry_after_ms: 0,
-                reset_after_ms: newest_after + window - now,
-                degraded: false,
-                record: None,
-            }
-        }
-    }
+    decision_from(&v, counts_of(log, now, &v, v.wait.is_none()))
 }
 
 /// [`evaluate`] with every limit's state beside the decision (the same
 /// decision; a few more words of work per limit, no other pass over the log).
 ///
-/// The decision is the deciding limit's counts (the fields `decision_of`
-/// gives are that limit's `counts_of`), so each limit's newest unit is
-/// looked up once.
+/// The decision is the deciding limit's counts (as in [`evaluate`]), so
+/// each limit's newest unit is looked up once.
 pub fn evaluate_each(log: &Log, now: u64, request: &Request) -> Detailed {
     if let [limit] = request.limits() {
         // One limit (the common request): no list of verdicts, and the
@@ -186,8 +152,7 @@ pub fn evaluate_each(log: &Log, now: u64, request: &Request) -> Detailed {
 }
 
 /// The decision whose deciding verdict is `v`, from that limit's
-/// [`counts_of`]: what [`decision_of`] gives for `v` (admitted exactly when
-/// the deciding verdict admits: it rejects whenever any limit does).
+/// [`counts_of`].
 fn decision_from(v: &Verdict<'_>, counts: Counts) -> Decision {
     Decision {
         allowed: v.wait.is_none(),
@@ -202,8 +167,12 @@ fn decision_from(v: &Verdict<'_>, counts: Counts) -> Decision {
     }
 }
 
-/// One limit's counts after a decision that `allowed` or not: the fields of
-/// [`decision_of`], for this limit.
+/// One limit's counts after a decision that `allowed` or not. Rejected:
+/// nothing is appended, so the newest record that counts in this limit is a
+/// live one; more than `max` can be live after a clock stepped back or a
+/// key's max was lowered, and remaining is then 0, never a panic. Admitted:
+/// a record at `now` joins, and the newest is whichever is later (a record
+/// of cost 0 in this limit counts nowhere in it).
 fn counts_of(log: &Log, now: u64, v: &Verdict<'_>, allowed: bool) -> Counts {
     let window = v.limit.window_ms();
     let newest = log.newest_unit(0, v.position);
