@@ -23,7 +23,6 @@ use slidelog::metrics::{MetricsHook, Op};
 use slidelog::store::MemoryStore;
 use slidelog::{Decision, StoreError};
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -454,38 +453,13 @@ impl Metrics {
     }
 }
 
-/// The series of each rule seen, by `(max, window_ms)`.
-type Rules = HashMap<(u64, u64), Arc<RuleSeries>, BuildHasherDefault<RuleHasher>>;
-
-/// The hasher of the rules map's `(max, window_ms)` keys, looked up for
-/// every decision: one multiply-rotate step per word (FxHash's), where the
-/// default SipHash was ~200 instructions per decision. A client picks the
-/// keys, but the map never holds more than [`MAX_RULE_LABELS`] of them, so
-/// colliding keys cannot make a lookup slow.
-#[derive(Debug, Default, Clone, Copy)]
-struct RuleHasher(u64);
-
-impl RuleHasher {
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-impl Hasher for RuleHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            self.add(u64::from(byte));
-        }
-    }
-
-    fn write_u64(&mut self, word: u64) {
-        self.add(word);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
+/// The series of each rule seen, by `(max, window_ms)`, looked up for
+/// every decision: hashed with foldhash (a few instructions for two words,
+/// where the default SipHash was ~200 per decision). A client picks the
+/// keys, but the map never holds more than [`MAX_RULE_LABELS`] of them, and
+/// the hasher is seeded at random, so colliding keys cannot make a lookup
+/// slow.
+type Rules = HashMap<(u64, u64), Arc<RuleSeries>, foldhash::fast::RandomState>;
 
 impl RuleSeries {
     fn new(label: SharedString) -> Arc<Self> {
