@@ -4,7 +4,12 @@
 # and tonic answering a fixed body), alternating, ROUNDS rounds; prints one
 # row per run and the medians, with the server's CPU per request (utime +
 # stime of the server process from /proc, whole run) and, on Redis, Redis's
-# CPU per request (INFO cpu) beside.
+# CPU per request (INFO cpu) beside. Each run's row also gives the server's
+# user-space share of its CPU, how often its threads were preempted per
+# request (involuntary context switches: a server that takes more CPU per
+# request is preempted more often by the woken client, which costs kernel
+# time on both sides) and the load client's own CPU per request (the client
+# shares the machine's cores, so its cost is part of every requests/s).
 #
 #   HTTP/1.1 POST /v1/check: wrk -t2 -c64, 10,000 keys, max 1,000,000 per
 #     60 s (scripts/bench/check_keys.lua; WRK_SCRIPT=http_check.lua adds its
@@ -66,18 +71,25 @@ PIDS+=("$BPID")
 for _ in $(seq 100); do grep -q listening "$WORK/baseline.log" && break; sleep 0.1; done
 
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+uticks() { awk '{print $14}' "/proc/$1/stat"; }
+# Times the server's threads were preempted (involuntary context switches), all threads.
+preempted() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^nonvoluntary_ctxt_switches/ {s += $2} END {print s + 0}'; }
+# client CMD...: runs the load client (its stderr merged into stdout), then
+# prints its CPU time as "CLIENT_CPU user sys" (seconds).
+client() { local TIMEFORMAT='CLIENT_CPU %3U %3S'; { time "$@"; } 2>&1; }
 redis_cpu() { # seconds of Redis CPU (user + sys) so far
   [ -n "$RPID" ] || { echo 0; return; }
   redis-cli -p "$RPORT" info cpu | awk -F: '/^used_cpu_(user|sys):/ {s += $2} END {printf "%.6f", s}'
 }
 HZ=$(getconf CLK_TCK)
 
-# run API SERVER_PID PORT -> "rate requests server_us_per_req redis_us_per_req"
+# run API SERVER_PID PORT -> "rate requests server_us_per_req redis_us_per_req
+#   server_user_us_per_req preemptions_per_req client_us_per_req"
 run() {
-  local api=$1 pid=$2 port=$3 out rate n t0 t1 r0 r1
-  t0=$(ticks "$pid"); r0=$(redis_cpu)
+  local api=$1 pid=$2 port=$3 out rate n t0 t1 r0 r1 u0 u1 p0 p1
+  t0=$(ticks "$pid"); r0=$(redis_cpu); u0=$(uticks "$pid"); p0=$(preempted "$pid")
   if [ "$api" = http ]; then
-    out=$(KEYS=10000 MAX=1000000 WINDOW_MS=60000 "${NICE_CMD[@]}" wrk -t2 -c64 -d"${DURATION}s" \
+    out=$(KEYS=10000 MAX=1000000 WINDOW_MS=60000 client "${NICE_CMD[@]}" wrk -t2 -c64 -d"${DURATION}s" \
       -s "scripts/bench/$WRK_SCRIPT" "http://127.0.0.1:$port/v1/check")
     rate=$(echo "$out" | awk '/^Requests\/sec/ {print $2}')
     n=$(echo "$out" | awk '/requests in/ {print $1}')
@@ -85,19 +97,22 @@ run() {
       echo "answers other than 200: $out" >&2
     fi
   else
-    out=$("${NICE_CMD[@]}" h2load -t2 -c8 -m8 -D "$DURATION" -d "$WORK/grpc.bin" -H 'content-type: application/grpc' \
+    out=$(client "${NICE_CMD[@]}" h2load -t2 -c8 -m8 -D "$DURATION" -d "$WORK/grpc.bin" -H 'content-type: application/grpc' \
       -H 'te: trailers' "http://127.0.0.1:$port/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit" 2>&1)
     rate=$(echo "$out" | awk '/^finished in/ {print $4}')
     n=$(echo "$out" | awk '/^requests:/ {print $8}')
   fi
-  t1=$(ticks "$pid"); r1=$(redis_cpu)
+  t1=$(ticks "$pid"); r1=$(redis_cpu); u1=$(uticks "$pid"); p1=$(preempted "$pid")
+  local ccpu
+  ccpu=$(echo "$out" | awk '/^CLIENT_CPU/ {print $2 + $3}')
   python3 -c "
-n = $n; print(f'$rate {n} {($t1 - $t0) / $HZ * 1e6 / n:.2f} {($r1 - $r0) * 1e6 / n:.2f}')"
+n = $n; print(f'$rate {n} {($t1 - $t0) / $HZ * 1e6 / n:.2f} {($r1 - $r0) * 1e6 / n:.2f}'
+              f' {($u1 - $u0) / $HZ * 1e6 / n:.2f} {($p1 - $p0) / n:.3f} {$ccpu * 1e6 / n:.2f}')"
 }
 
-declare -A RATES CPU RCPU
-echo "| round | API | server | requests/s | requests | server CPU µs/request | Redis CPU µs/request |"
-echo "|---|---|---|---|---|---|---|"
+declare -A RATES CPU RCPU CCPU
+echo "| round | API | server | requests/s | requests | server CPU µs/request | of it user | server preempted / request | client CPU µs/request | Redis CPU µs/request |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 apis="http grpc"
 [ -n "$ONLY" ] && apis=$ONLY
 for round in $(seq "$ROUNDS"); do
@@ -107,20 +122,20 @@ for round in $(seq "$ROUNDS"); do
     for who in $order; do
       if [ "$who" = serve ]; then pid=$SPID; [ "$api" = http ] && port=$HPORT || port=$GPORT
       else pid=$BPID; [ "$api" = http ] && port=$BHPORT || port=$BGPORT; fi
-      read -r rate n us rus < <(run "$api" "$pid" "$port")
-      RATES[$api.$who]+="$rate "; CPU[$api.$who]+="$us "; RCPU[$api.$who]+="$rus "
+      read -r rate n us rus uus pre cus < <(run "$api" "$pid" "$port")
+      RATES[$api.$who]+="$rate "; CPU[$api.$who]+="$us "; RCPU[$api.$who]+="$rus "; CCPU[$api.$who]+="$cus "
       [ "$who" = serve ] || rus=-
-      echo "| $round | $api | $who | $rate | $n | $us | $rus |"
+      echo "| $round | $api | $who | $rate | $n | $us | $uus | $pre | $cus | $rus |"
     done
   done
 done
 median() { python3 -c "import statistics,sys; print(f'{statistics.median(float(v) for v in sys.argv[1:]):.2f}')" $1; }
 echo
-echo "| API | store | serve requests/s (median) | baseline requests/s (median) | serve / baseline | serve CPU µs/request | baseline CPU µs/request | Redis CPU µs/request |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| API | store | serve requests/s (median) | baseline requests/s (median) | serve / baseline | serve CPU µs/request | baseline CPU µs/request | client CPU µs/request, serve / baseline | Redis CPU µs/request |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for api in $apis; do
   s=$(median "${RATES[$api.serve]}"); b=$(median "${RATES[$api.baseline]}")
-  echo "| $api | $STORE | $s | $b | $(python3 -c "print(f'{$s / $b:.2f}')") | $(median "${CPU[$api.serve]}") | $(median "${CPU[$api.baseline]}") | $( [ -n "$RPID" ] && median "${RCPU[$api.serve]}" || echo -) |"
+  echo "| $api | $STORE | $s | $b | $(python3 -c "print(f'{$s / $b:.2f}')") | $(median "${CPU[$api.serve]}") | $(median "${CPU[$api.baseline]}") | $(median "${CCPU[$api.serve]}") / $(median "${CCPU[$api.baseline]}") | $( [ -n "$RPID" ] && median "${RCPU[$api.serve]}" || echo -) |"
 done
 rejected=$(curl -fs "http://127.0.0.1:$HPORT/metrics" | awk '/^slidelog_decisions_total\{op="check",result="rejected"\}/ {print $2}')
 echo
