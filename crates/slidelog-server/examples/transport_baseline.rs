@@ -6,6 +6,20 @@
 //! give, so whatever slidelog adds shows beside it, in the same run, with
 //! the same client.
 //!
+//! It installs serve's log subscriber (`tracing_subscriber::fmt`, filtered by
+//! `RUST_LOG`, default `info`, written to stderr; the setup of
+//! `src/cli/serve/logs.rs`, copied). That is for fairness, not for its logs:
+//! h2, hyper and tonic open spans and events on every request, and with no
+//! subscriber installed `tracing`'s `log` fallback (the crates enable its
+//! `log` feature) builds and tests a `log` record for each span (`Span::log`,
+//! `Span::record_all`) on every request. That cost the baseline ~11,600
+//! user-space instructions per gRPC request (h2's spans; callgrind,
+//! `scripts/bench/grpc_callgrind.sh`: 76,356 -> 64,782 per request with the
+//! subscriber, whose filter disables those callsites once), 15% of it; on
+//! HTTP it is within noise (`scripts/bench/service_callgrind.sh`: 26,536 ->
+//! 26,746). Without it the baseline's gRPC side pays for something serve
+//! does not, and serve's ratio to it is flattered.
+//!
 //! ```sh
 //! cargo run --release -p slidelog-server --example transport_baseline -- 127.0.0.1:8081 127.0.0.1:8082
 //! ```
@@ -43,8 +57,22 @@ async fn check(_body: Bytes) -> Json<serde_json::Value> {
     }))
 }
 
+/// Serve's log subscriber, as `slidelog serve` (default `--log-format text`)
+/// installs it: see the module doc for why the baseline has it.
+fn init_logs() {
+    use std::io::IsTerminal;
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    init_logs();
     let mut args = std::env::args().skip(1);
     let http: SocketAddr = args.next().unwrap_or("127.0.0.1:8081".into()).parse()?;
     let grpc: SocketAddr = args.next().unwrap_or("127.0.0.1:8082".into()).parse()?;
