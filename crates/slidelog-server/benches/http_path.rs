@@ -56,9 +56,10 @@ const SHAPES: [Shape; 2] = [
     },
 ];
 
-/// The service's router over a fresh memory store, as `serve` builds it
-/// (the bounds raised to admit max 1,000,000, as `--max-limit 1000000`).
-fn service() -> axum::Router {
+/// The service's router over a fresh memory store, as `serve` builds and
+/// serves it (panics caught; the bounds raised to admit max 1,000,000, as
+/// `--max-limit 1000000`).
+fn service() -> slidelog_server::http::CatchPanics {
     let config = AppConfig {
         bounds: slidelog::Bounds {
             max_limit: 1_000_000,
@@ -67,7 +68,10 @@ fn service() -> axum::Router {
         ..AppConfig::default()
     };
     let app = App::with_memory_store(Arc::new(MemoryStore::new()), config);
-    slidelog_server::http::router(app, slidelog_server::http::DEFAULT_MAX_BODY_BYTES)
+    slidelog_server::http::CatchPanics(slidelog_server::http::router(
+        app,
+        slidelog_server::http::DEFAULT_MAX_BODY_BYTES,
+    ))
 }
 
 /// The baseline's `/v1/check`: a fixed admitted answer (examples/transport_baseline.rs).
@@ -79,6 +83,27 @@ fn baseline() -> axum::Router {
         }))
     }
     axum::Router::new().route("/v1/check", post(check))
+}
+
+/// What is measured: a router, or the service `serve` makes of one.
+trait Service:
+    tower::Service<
+        Request<Body>,
+        Response = axum::response::Response,
+        Error = std::convert::Infallible,
+        Future: Send,
+    > + Clone
+{
+}
+
+impl<S> Service for S where
+    S: tower::Service<
+            Request<Body>,
+            Response = axum::response::Response,
+            Error = std::convert::Infallible,
+            Future: Send,
+        > + Clone
+{
 }
 
 fn requests(n: usize, body: fn(usize) -> String) -> Vec<Request<Body>> {
@@ -94,7 +119,7 @@ fn requests(n: usize, body: fn(usize) -> String) -> Vec<Request<Body>> {
 
 /// Answers `n` requests of `shape` through `router`; returns (allocations
 /// per request, bytes allocated per request, ns per request).
-async fn measure(router: &axum::Router, n: usize, body: fn(usize) -> String) -> (f64, f64, f64) {
+async fn measure<S: Service>(router: &S, n: usize, body: fn(usize) -> String) -> (f64, f64, f64) {
     // Warm up: every key gets its log, the metrics their series.
     for request in requests(KEYS, body) {
         answer(router, request).await;
@@ -115,7 +140,7 @@ async fn measure(router: &axum::Router, n: usize, body: fn(usize) -> String) -> 
 }
 
 /// Sends one request and reads the whole answer, as a client would.
-async fn answer(router: &axum::Router, request: Request<Body>) {
+async fn answer<S: Service>(router: &S, request: Request<Body>) {
     let response = router.clone().oneshot(request).await.expect("infallible");
     assert!(response.status().is_success(), "{}", response.status());
     let body = axum::body::to_bytes(response.into_body(), usize::MAX)

@@ -9,6 +9,7 @@
 //! answering them.
 
 use crate::conns::{Conns, Drain, default_max_connections};
+use crate::http::CatchPanics;
 use crate::shutdown::Shutdown;
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -83,7 +84,8 @@ impl Default for Hygiene {
 }
 
 /// Serves `router` on `listener` until `shutdown` fires; then finishes the
-/// requests in flight for at most `grace`. Default connection limits.
+/// requests in flight for at most `grace`. Default connection limits. A
+/// panic in the router is answered 500 ([`CatchPanics`]).
 ///
 /// Tests bind `127.0.0.1:0` and read the port from the listener first.
 pub async fn serve_http(
@@ -117,7 +119,7 @@ pub async fn serve_http_with(
             () = &mut stop => break,
             io = conns.accept(&listener, "http") => io,
         };
-        let service = TowerToHyperService::new(router.clone());
+        let service = TowerToHyperService::new(CatchPanics(router.clone()));
         let drain = io.drain_signal();
         // The header-read timeout on a timer of the connection's own.
         let mut builder = builder.clone();
