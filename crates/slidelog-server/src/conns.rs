@@ -26,7 +26,7 @@ use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
@@ -67,8 +67,9 @@ struct ConnState {
     /// Set at shutdown: the connection's server is to finish the request in
     /// flight and close (see [`Drain`]).
     draining: AtomicBool,
-    /// The waker of the task reading the connection (registered by every
-    /// read): wakes it to close, or to see `draining`.
+    /// The waker of the task reading the connection (registered by its
+    /// reads, see `TrackedIo::poll_read`): wakes it to close, or to see
+    /// `draining`.
     waker: AtomicWaker,
 }
 
@@ -172,6 +173,7 @@ impl Conns {
             id,
             state,
             conns: self.clone(),
+            registered: None,
         })
     }
 
@@ -288,6 +290,9 @@ pub struct TrackedIo<T> {
     id: u64,
     state: Arc<ConnState>,
     conns: Conns,
+    /// The waker last put into `state.waker`, while it is there (see
+    /// `poll_read`).
+    registered: Option<Waker>,
 }
 
 impl<T> TrackedIo<T> {
@@ -327,7 +332,21 @@ impl<T: AsyncRead + Unpin> AsyncRead for TrackedIo<T> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        self.state.waker.register(cx.waker());
+        // The waker is registered again only when it changed or once the
+        // connection is draining: `AtomicWaker::register` is two locked
+        // compare-exchanges per read, and the waker of a connection's task
+        // never changes. The one registered stays in `state.waker` until
+        // `close` or `drain` takes it to wake it, each after setting its
+        // flag: a read that sees neither flag set still has its waker there
+        // (or has been woken already, and is polled again to see the flag).
+        // After a drain, reads register every time, for a later `close`.
+        let same = (self.registered.as_ref()).is_some_and(|w| w.will_wake(cx.waker()));
+        if !same {
+            self.registered = Some(cx.waker().clone());
+        }
+        if !same || self.state.draining.load(Ordering::Acquire) {
+            self.state.waker.register(cx.waker());
+        }
         if self.state.closed.load(Ordering::Acquire) {
             return Poll::Ready(Ok(()));
         }
@@ -400,5 +419,71 @@ mod tests {
         let _c = conns.admit((), "http").expect("room made");
         assert!(a.state.closed.load(Ordering::Acquire));
         assert_eq!(conns.evicted(), 1);
+    }
+
+    /// Counts its wakes.
+    #[derive(Default)]
+    struct Wakes(AtomicUsize);
+
+    impl futures::task::ArcWake for Wakes {
+        fn wake_by_ref(this: &Arc<Self>) {
+            this.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Reads with `waker` until pending; true when the read ended (EOF).
+    fn read(io: &mut TrackedIo<tokio::io::DuplexStream>, waker: &Waker) -> bool {
+        let mut cx = Context::from_waker(waker);
+        let mut bytes = [0u8; 16];
+        loop {
+            let mut buf = ReadBuf::new(&mut bytes);
+            match Pin::new(&mut *io).poll_read(&mut cx, &mut buf) {
+                Poll::Pending => return false,
+                Poll::Ready(result) => {
+                    result.unwrap();
+                    if buf.filled().is_empty() {
+                        return true;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads that skip registering an unchanged waker still leave it to be
+    /// woken by a drain, then by a close after the drain; a new waker is
+    /// the one woken.
+    #[tokio::test]
+    async fn drain_and_close_wake_the_task_that_reads_last() {
+        let conns = Conns::new(4);
+        let (mut client, server) = tokio::io::duplex(64);
+        let mut io = conns.admit(server, "http").unwrap();
+        let (first, second) = (Arc::new(Wakes::default()), Arc::new(Wakes::default()));
+        let (first_waker, second_waker) = (
+            futures::task::waker(first.clone()),
+            futures::task::waker(second.clone()),
+        );
+        for _ in 0..3 {
+            tokio::io::AsyncWriteExt::write_all(&mut client, b"GET")
+                .await
+                .unwrap();
+            assert!(!read(&mut io, &first_waker));
+        }
+        assert!(!read(&mut io, &second_waker));
+        assert!(!read(&mut io, &second_waker));
+        // (The duplex stream wakes its reader on a write: counted apart.)
+        let wakes = |w: &Arc<Wakes>| w.0.load(Ordering::Relaxed);
+        let before = (wakes(&first), wakes(&second));
+        conns.drain("http");
+        assert_eq!((wakes(&first), wakes(&second)), (before.0, before.1 + 1));
+        assert!(io.drain_signal().is_set());
+        // Draining: each read registers again, for the close to come.
+        assert!(!read(&mut io, &second_waker));
+        assert!(!read(&mut io, &second_waker));
+        assert!(conns.close_quietest(Duration::ZERO));
+        assert_eq!((wakes(&first), wakes(&second)), (before.0, before.1 + 2));
+        assert!(
+            read(&mut io, &second_waker),
+            "a closed connection's read ends"
+        );
     }
 }
