@@ -13,6 +13,10 @@
 //! rule's pair of series the first time that rule decides, a failure's
 //! series the first time that failure happens. A series still appears in
 //! the exposition only once it has been touched, as before.
+//!
+//! What every decision does is kept to plain loads where the value does
+//! not change: its rule's series are found without a lock ([`Rules`]), and
+//! `slidelog_store_up` is written only when it changes ([`StoreUp`]).
 
 use metrics::{Counter, Gauge, Histogram, Key, Label, Recorder, SharedString, counter, gauge};
 use metrics_exporter_prometheus::{
@@ -23,6 +27,8 @@ use slidelog::metrics::{MetricsHook, Op};
 use slidelog::store::MemoryStore;
 use slidelog::{Decision, StoreError};
 use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -56,12 +62,12 @@ pub struct Metrics {
     /// The series of check and peek decisions, resolved at start.
     deciding: [Deciding; 2],
     /// `slidelog_store_up`, registered when first set (it is absent until
-    /// the store was first heard from).
-    store_up: OnceLock<Gauge>,
+    /// the store was first heard from), set only when it changes.
+    store_up: StoreUp,
     /// Each rule's `slidelog_rule_decisions_total` series (allowed, rejected).
-    rules: RwLock<Rules>,
+    rules: Rules,
     /// The series of `rule="other"`, once a rule beyond the cap decides.
-    other_rule: OnceLock<Arc<RuleSeries>>,
+    other_rule: OnceLock<RuleSeries>,
     /// `slidelog_store_errors_total` by op, kind and transient, resolved
     /// the first time each happens.
     store_errors: [[[OnceLock<Counter>; 2]; KINDS.len()]; OPS.len()],
@@ -118,6 +124,8 @@ struct Deciding {
 /// One rule's `slidelog_rule_decisions_total` series, each registered the
 /// first time the rule decides with that result.
 struct RuleSeries {
+    /// `(max, window_ms)`.
+    key: (u64, u64),
     label: SharedString,
     allowed: OnceLock<Counter>,
     rejected: OnceLock<Counter>,
@@ -163,8 +171,8 @@ impl Metrics {
             recorder: Arc::new(recorder),
             handle,
             deciding,
-            store_up: OnceLock::new(),
-            rules: RwLock::new(HashMap::default()),
+            store_up: StoreUp::default(),
+            rules: Rules::default(),
             other_rule: OnceLock::new(),
             store_errors: Default::default(),
             bad_requests: RwLock::new(HashMap::new()),
@@ -337,12 +345,10 @@ impl Metrics {
     }
 
     fn set_store_up(&self, value: f64) {
-        self.store_up
-            .get_or_init(|| {
-                self.recorder
-                    .register_gauge(&Key::from_static_name(STORE_UP), &METADATA)
-            })
-            .set(value);
+        self.store_up.set(value, || {
+            self.recorder
+                .register_gauge(&Key::from_static_name(STORE_UP), &METADATA)
+        });
     }
 
     /// Counts a request refused as bad input; `field` is a fixed name.
@@ -432,44 +438,129 @@ impl Metrics {
 
     /// The series of the rule `max`/`window_ms`: its own among the first
     /// [`MAX_RULE_LABELS`] rules, else those of `rule="other"`.
-    fn rule_series(&self, max: u64, window_ms: u64) -> Arc<RuleSeries> {
-        // Read-locked on the hot path: a rule is inserted once, then only read.
-        if let Some(series) = self.rules.read().get(&(max, window_ms)) {
-            return series.clone();
+    fn rule_series(&self, max: u64, window_ms: u64) -> &RuleSeries {
+        let key = (max, window_ms);
+        let start = self.rules.hasher.hash_one(key) as usize;
+        if let Some(series) = self.rules.find(key, start) {
+            return series;
         }
-        let mut rules = self.rules.write();
-        if let Some(series) = rules.get(&(max, window_ms)) {
-            return series.clone();
+        // A rule not seen yet: inserted once, under the lock, then only read.
+        let mut held = self.rules.inserting.lock();
+        if let Some(series) = self.rules.find(key, start) {
+            return series;
         }
-        if rules.len() >= MAX_RULE_LABELS {
+        if *held >= MAX_RULE_LABELS {
             return self
                 .other_rule
-                .get_or_init(|| RuleSeries::new(SharedString::const_str("other")))
-                .clone();
+                .get_or_init(|| RuleSeries::new(key, SharedString::const_str("other")));
         }
-        let series = RuleSeries::new(SharedString::from(format!("{max}/{window_ms}ms")));
-        rules.insert((max, window_ms), series.clone());
-        series
+        let series = RuleSeries::new(key, SharedString::from(format!("{max}/{window_ms}ms")));
+        for i in 0..RULE_SLOTS {
+            let slot = &self.rules.slots[(start + i) % RULE_SLOTS];
+            if slot.get().is_none() {
+                *held += 1;
+                // Only the lock's holder fills slots: this one is still empty.
+                return slot.get_or_init(|| series);
+            }
+        }
+        unreachable!("the table has twice as many slots as rules")
     }
 }
 
-/// The series of each rule seen, by `(max, window_ms)`, looked up for
-/// every decision: hashed with foldhash (a few instructions for two words,
-/// where the default SipHash was ~200 per decision). A client picks the
-/// keys, but the map never holds more than [`MAX_RULE_LABELS`] of them, and
-/// the hasher is seeded at random, so colliding keys cannot make a lookup
-/// slow.
-type Rules = HashMap<(u64, u64), Arc<RuleSeries>, foldhash::fast::RandomState>;
+/// Slots of [`Rules`]: twice the rules it holds, so that a probe meets an
+/// empty slot (the end of a miss) after a few steps.
+const RULE_SLOTS: usize = 2 * MAX_RULE_LABELS;
+
+/// The series of each rule seen, by `(max, window_ms)`, looked up for every
+/// decision: an open-addressing table whose slots are only ever filled,
+/// never emptied or moved, so that a lookup reads them without a lock (a
+/// read lock and a shared pointer's count were four atomic writes per
+/// decision, on lines every worker thread writes). Hashed with foldhash: a
+/// client picks the keys, but the table never holds more than
+/// [`MAX_RULE_LABELS`] of them, and the hasher is seeded at random, so
+/// colliding keys cannot make a lookup slow.
+struct Rules {
+    slots: [OnceLock<RuleSeries>; RULE_SLOTS],
+    hasher: foldhash::fast::RandomState,
+    /// Taken to insert a rule; counts the rules held.
+    inserting: parking_lot::Mutex<usize>,
+}
+
+impl Default for Rules {
+    fn default() -> Self {
+        Self {
+            slots: std::array::from_fn(|_| OnceLock::new()),
+            hasher: foldhash::fast::RandomState::default(),
+            inserting: parking_lot::Mutex::new(0),
+        }
+    }
+}
+
+impl Rules {
+    /// The series of `key`, probing from the slot `start` (its hash) to the
+    /// first empty slot.
+    fn find(&self, key: (u64, u64), start: usize) -> Option<&RuleSeries> {
+        for i in 0..RULE_SLOTS {
+            let series = self.slots[(start + i) % RULE_SLOTS].get()?;
+            if series.key == key {
+                return Some(series);
+            }
+        }
+        None
+    }
+}
 
 impl RuleSeries {
-    fn new(label: SharedString) -> Arc<Self> {
+    fn new(key: (u64, u64), label: SharedString) -> Self {
         // Shared, so that each series' key clones it without copying.
         let label = SharedString::from_shared(Arc::from(label.as_ref()));
-        Arc::new(Self {
+        Self {
+            key,
             label,
             allowed: OnceLock::new(),
             rejected: OnceLock::new(),
-        })
+        }
+    }
+}
+
+/// `slidelog_store_up`, written only when it changes: every decision says
+/// the store is up, and a gauge's write is an atomic write (two, with the
+/// recorder's generation) to a line every worker thread would otherwise
+/// write. The last value set is kept beside it, read with a plain load;
+/// changes are made under a lock, state and gauge together, so that once
+/// calls stop the gauge holds the last value any call set: a success after
+/// a failure always finds the state at 0 and sets 1.
+struct StoreUp {
+    gauge: OnceLock<Gauge>,
+    /// [`STORE_UP_UNSET`] until first set, then 0 or 1.
+    state: AtomicU8,
+    changing: parking_lot::Mutex<()>,
+}
+
+/// [`StoreUp::state`] before the gauge was first set.
+const STORE_UP_UNSET: u8 = 0xff;
+
+impl StoreUp {
+    /// Sets the gauge to `value` (0 or 1) unless it already holds it;
+    /// `register` makes the gauge the first time.
+    fn set(&self, value: f64, register: impl FnOnce() -> Gauge) {
+        let state = u8::from(value != 0.0);
+        if self.state.load(Ordering::Acquire) == state {
+            return;
+        }
+        let _changing = self.changing.lock();
+        self.state.store(state, Ordering::Release);
+        self.gauge.get_or_init(register).set(value);
+    }
+}
+
+impl Default for StoreUp {
+    fn default() -> Self {
+        Self {
+            gauge: OnceLock::new(),
+            state: AtomicU8::new(STORE_UP_UNSET),
+            changing: parking_lot::Mutex::new(()),
+        }
     }
 }
 
@@ -597,6 +688,102 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line}: {text}");
         }
+    }
+
+    /// The value of the gauge `name` in `text`, if shown.
+    fn gauge_in(text: &str, name: &str) -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+    }
+
+    #[test]
+    fn store_up_is_set_when_it_changes_and_a_success_after_a_failure_sets_it() {
+        let m = Metrics::new(None);
+        m.decision(Op::Check, &allowed(5, 1000), Duration::ZERO);
+        assert_eq!(gauge_in(&m.render(), STORE_UP), Some(1.0));
+        m.store_error(
+            Op::Check,
+            &StoreError::Timeout(Duration::from_millis(5)),
+            false,
+            Duration::ZERO,
+        );
+        assert_eq!(gauge_in(&m.render(), STORE_UP), Some(0.0));
+        m.decision(Op::Check, &allowed(5, 1000), Duration::ZERO);
+        assert_eq!(gauge_in(&m.render(), STORE_UP), Some(1.0));
+        m.store_up(false);
+        m.store_up(false);
+        assert_eq!(gauge_in(&m.render(), STORE_UP), Some(0.0));
+        m.store_up(true);
+        assert_eq!(gauge_in(&m.render(), STORE_UP), Some(1.0));
+
+        // Threads racing successes and failures: once they are done the
+        // gauge holds what the state says, and the next call sets it.
+        let m = Arc::new(Metrics::new(None));
+        for round in 0..20 {
+            let threads: Vec<_> = (0..4)
+                .map(|t| {
+                    let m = m.clone();
+                    std::thread::spawn(move || {
+                        for i in 0..500 {
+                            m.store_up((i + t + round) % 7 != 0);
+                        }
+                    })
+                })
+                .collect();
+            threads.into_iter().for_each(|t| t.join().unwrap());
+            let state = m.store_up.state.load(Ordering::Acquire);
+            assert_eq!(
+                gauge_in(&m.render(), STORE_UP),
+                Some(f64::from(state)),
+                "round {round}"
+            );
+            m.store_up(false);
+            assert_eq!(gauge_in(&m.render(), STORE_UP), Some(0.0));
+            m.decision(Op::Check, &allowed(5, 1000), Duration::ZERO);
+            assert_eq!(gauge_in(&m.render(), STORE_UP), Some(1.0));
+        }
+    }
+
+    #[test]
+    fn each_rule_finds_its_own_series_from_any_thread() {
+        let m = Arc::new(Metrics::new(None));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let m = m.clone();
+                std::thread::spawn(move || {
+                    for max in 1..=40u64 {
+                        for window in [1000, 2000] {
+                            m.decision(Op::Check, &allowed(max, window), Duration::ZERO);
+                        }
+                    }
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        let text = m.render();
+        // 80 rules: the first 64 seen have their own series, the rest
+        // share "other"; 320 decisions in all, each counted once.
+        let mut total = 0.0;
+        let mut series = 0;
+        for line in text
+            .lines()
+            .filter(|l| l.starts_with("slidelog_rule_decisions_total{"))
+        {
+            series += 1;
+            total += line.rsplit(' ').next().unwrap().parse::<f64>().unwrap();
+        }
+        assert_eq!(series, MAX_RULE_LABELS + 1, "{text}");
+        assert_eq!(total, 320.0, "{text}");
+        for max in 1..=40u64 {
+            for window in [1000, 2000] {
+                let label = format!("rule=\"{max}/{window}ms\"");
+                if let Some(line) = text.lines().find(|l| l.contains(&label)) {
+                    assert!(line.ends_with(" 4"), "{line}");
+                }
+            }
+        }
+        assert!(m.rule_series(7, 1000).key == (7, 1000));
+        assert!(std::ptr::eq(m.rule_series(7, 1000), m.rule_series(7, 1000)));
     }
 
     #[test]

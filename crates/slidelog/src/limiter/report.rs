@@ -16,12 +16,12 @@ use super::FailurePolicy;
 use super::health::Health;
 use crate::episode::Episodes;
 use crate::metrics::{MetricsHook, Op};
+use slidelog_core::clock::{Stopwatch, Tick};
 use slidelog_core::{Decision, Store, StoreError};
 use std::sync::Arc;
-use std::time::Instant;
 
 /// When a reported call started: read only when a hook will be told.
-pub(crate) type Started = Option<Instant>;
+pub(crate) type Started = Option<Tick>;
 
 /// Where a limiter's calls are reported: its hook and its episodes.
 #[derive(Debug)]
@@ -34,6 +34,8 @@ pub(crate) struct Report {
     policy: FailurePolicy,
     /// `None` when nobody listens: then a call is not even timed.
     metrics: Option<Arc<dyn MetricsHook>>,
+    /// Times the calls told to the hook (a TSC read, not `clock_gettime`).
+    stopwatch: Stopwatch,
     episodes: Episodes,
     /// Whether the limiter knows the whole store down: then no failure is
     /// one node's.
@@ -53,6 +55,7 @@ impl Report {
             nodes: store.clone(),
             policy,
             metrics,
+            stopwatch: Stopwatch::new(),
             episodes: Episodes::default(),
             health,
         }
@@ -60,14 +63,14 @@ impl Report {
 
     /// Returns the start of a call, read only when a hook will be told.
     pub(crate) fn start(&self) -> Started {
-        self.metrics.as_ref().map(|_| Instant::now())
+        self.metrics.as_ref().map(|_| self.stopwatch.start())
     }
 
     /// Reports `decision` (from the store or answered locally). By
     /// reference: the caller keeps it where it is (no copy in and out).
     pub(crate) fn decided(&self, op: Op, decision: &Decision, started: Started) {
         if let (Some(metrics), Some(started)) = (&self.metrics, started) {
-            metrics.decided(op, decision, started.elapsed());
+            metrics.decided(op, decision, self.stopwatch.elapsed(started));
         }
     }
 
@@ -93,7 +96,7 @@ impl Report {
     /// every time, logged once per outage episode.
     pub(crate) fn failed(&self, op: Op, error: &StoreError, degraded: bool, started: Started) {
         if let (Some(metrics), Some(started)) = (&self.metrics, started) {
-            metrics.store_failed(op, error, degraded, started.elapsed());
+            metrics.store_failed(op, error, degraded, self.stopwatch.elapsed(started));
             if self.one_node_down(error) {
                 // Counted above as a failure; the store itself answers.
                 metrics.store_up();
