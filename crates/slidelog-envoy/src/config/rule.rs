@@ -3,7 +3,7 @@
 
 use super::{DescriptorEntry, Unit};
 use crate::handles::{RuleCounters, Slot};
-use crate::key::write_descriptor_key;
+use crate::key::{write_descriptor_key, write_descriptor_key_into};
 use parking_lot::Mutex;
 use slidelog_core::Limit;
 use std::collections::HashMap;
@@ -197,6 +197,21 @@ impl Rule {
             (e.key(), shared.unwrap_or(e.value()))
         });
         write_descriptor_key(domain, parts)
+    }
+
+    /// [`store_key`](Self::store_key) written into `key` (cleared first),
+    /// for a caller that reuses one buffer.
+    pub(crate) fn write_store_key<E: DescriptorEntry>(
+        &self,
+        key: &mut String,
+        domain: &str,
+        entries: &[E],
+    ) {
+        let parts = entries.iter().enumerate().map(|(i, e)| {
+            let shared = self.share.get(i).and_then(Option::as_deref);
+            (e.key(), shared.unwrap_or(e.value()))
+        });
+        write_descriptor_key_into(key, domain, parts);
     }
 
     /// This rule under another metric name, when the budget allows it: the

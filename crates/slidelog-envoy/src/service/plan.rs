@@ -179,6 +179,16 @@ impl RateLimiter {
     }
 }
 
+/// A key buffer grown past this (a key longer than the store's bound, about
+/// to be hashed) is let go after use.
+const KEPT_KEY_BUFFER: usize = 1024;
+
+thread_local! {
+    /// The store key of the descriptor being planned on this thread.
+    /// Taken out while in use (a `Cell`: no borrow flag), put back after.
+    static STORE_KEY: std::cell::Cell<String> = const { std::cell::Cell::new(String::new()) };
+}
+
 /// Plans a descriptor that a rule applies to.
 fn plan_rule(
     rule: Arc<Rule>,
@@ -198,13 +208,21 @@ fn plan_rule(
         c if c > limit.max() => return Ok(Plan::TooCostly(rule)),
         _ => Ask::Check,
     };
-    let key = rule.store_key(domain, &d.entries);
+    // The key is written into this thread's buffer and copied into the
+    // request (inline up to 24 bytes), the limit from the stack: no
+    // `String` and `Vec` allocated and freed per descriptor (issue 26).
+    let mut key = STORE_KEY.take();
+    rule.write_store_key(&mut key, domain, &d.entries);
     let request = match ask {
-        Ask::Check => Request::new(key, [limit], cost),
-        Ask::Look => Request::new(key, [limit], 1),
-        Ask::Charge => Request::usage(key, [limit], [cost]),
+        Ask::Check => Request::from_slices(&key, &[limit], cost),
+        Ask::Look => Request::from_slices(&key, &[limit], 1),
+        Ask::Charge => Request::usage(key.as_str(), [limit], [cost]),
+    };
+    if key.capacity() <= KEPT_KEY_BUFFER {
+        STORE_KEY.set(key);
     }
-    .map_err(|e| ServiceError::InvalidArgument(format!("descriptor {}: {e}", rule.path())))?;
+    let request = request
+        .map_err(|e| ServiceError::InvalidArgument(format!("descriptor {}: {e}", rule.path())))?;
     Ok(Plan::Decide { rule, request, ask })
 }
 
