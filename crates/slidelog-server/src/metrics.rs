@@ -16,7 +16,9 @@
 //!
 //! What every decision does is kept to plain loads where the value does
 //! not change: its rule's series are found without a lock ([`Rules`]), and
-//! `slidelog_store_up` is written only when it changes ([`StoreUp`]).
+//! `slidelog_store_up` is written only when it changes ([`StoreUp`]). Its
+//! two counters are counted per thread ([`Tallies`]) and set into the
+//! exporter's counters when rendered, so `/metrics` shows the same numbers.
 
 use metrics::{Counter, Gauge, Histogram, Key, Label, Recorder, SharedString, counter, gauge};
 use metrics_exporter_prometheus::{
@@ -28,7 +30,7 @@ use slidelog::store::MemoryStore;
 use slidelog::{Decision, StoreError};
 use std::collections::HashMap;
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -68,6 +70,8 @@ pub struct Metrics {
     rules: Rules,
     /// The series of `rule="other"`, once a rule beyond the cap decides.
     other_rule: OnceLock<RuleSeries>,
+    /// The counts of the decision and rule counters, not yet rendered.
+    tallies: Tallies,
     /// `slidelog_store_errors_total` by op, kind and transient, resolved
     /// the first time each happens.
     store_errors: [[[OnceLock<Counter>; 2]; KINDS.len()]; OPS.len()],
@@ -126,6 +130,9 @@ struct Deciding {
 struct RuleSeries {
     /// `(max, window_ms)`.
     key: (u64, u64),
+    /// Which rule it is, in the order first seen ([`MAX_RULE_LABELS`] for
+    /// `other`): where its counts are in [`Tallies`].
+    index: usize,
     label: SharedString,
     allowed: OnceLock<Counter>,
     rejected: OnceLock<Counter>,
@@ -174,6 +181,7 @@ impl Metrics {
             store_up: StoreUp::default(),
             rules: Rules::default(),
             other_rule: OnceLock::new(),
+            tallies: Tallies::new(),
             store_errors: Default::default(),
             bad_requests: RwLock::new(HashMap::new()),
             memory,
@@ -262,24 +270,21 @@ impl Metrics {
         } else {
             (&rule.rejected, "rejected")
         };
-        series
-            .get_or_init(|| {
-                let labels = [
-                    Label::new("rule", rule.label.clone()),
-                    Label::from_static_parts("result", result),
-                ];
-                let key = Key::from_parts(RULE_DECISIONS, labels.to_vec());
-                self.recorder.register_counter(&key, &METADATA)
-            })
-            .increment(1);
+        // Registered by the first decision that touches it; counted in the tallies.
+        series.get_or_init(|| {
+            let labels = [
+                Label::new("rule", rule.label.clone()),
+                Label::from_static_parts("result", result),
+            ];
+            let key = Key::from_parts(RULE_DECISIONS, labels.to_vec());
+            self.recorder.register_counter(&key, &METADATA)
+        });
+        let rejected = usize::from(!decision.allowed);
+        let shard = self.tallies.shard();
+        shard.add(rule_tally(rule.index, rejected));
         match deciding_index(op) {
             Some(i) => {
-                let deciding = &self.deciding[i];
-                if decision.allowed {
-                    deciding.allowed.increment(1);
-                } else {
-                    deciding.rejected.increment(1);
-                }
+                shard.add(deciding_tally(i, rejected));
                 self.latency(i).record(elapsed.as_secs_f64());
             }
             // Only checks and peeks decide; counted by name should another op ever report.
@@ -344,7 +349,15 @@ impl Metrics {
         self.set_store_up(if up { 1.0 } else { 0.0 });
     }
 
+    #[inline]
     fn set_store_up(&self, value: f64) {
+        if !self.store_up.holds(value) {
+            self.change_store_up(value);
+        }
+    }
+
+    #[cold]
+    fn change_store_up(&self, value: f64) {
         self.store_up.set(value, || {
             self.recorder
                 .register_gauge(&Key::from_static_name(STORE_UP), &METADATA)
@@ -396,8 +409,31 @@ impl Metrics {
         });
     }
 
+    /// Sets the exporter's decision and rule counters to their tallies
+    /// (the counters only grow: a render racing another sets each to the
+    /// larger count).
+    fn fold_tallies(&self) {
+        for (i, deciding) in self.deciding.iter().enumerate() {
+            deciding
+                .allowed
+                .absolute(self.tallies.sum(deciding_tally(i, 0)));
+            deciding
+                .rejected
+                .absolute(self.tallies.sum(deciding_tally(i, 1)));
+        }
+        let rules = self.rules.slots.iter().filter_map(OnceLock::get);
+        for rule in rules.chain(self.other_rule.get()) {
+            for (rejected, series) in [&rule.allowed, &rule.rejected].into_iter().enumerate() {
+                if let Some(counter) = series.get() {
+                    counter.absolute(self.tallies.sum(rule_tally(rule.index, rejected)));
+                }
+            }
+        }
+    }
+
     /// The Prometheus text exposition of everything recorded so far.
     pub fn render(&self) -> String {
+        self.fold_tallies();
         if let Some(cache) = self.rejections.get() {
             let stats = cache.stats();
             metrics::with_local_recorder(self.recorder.as_ref(), || {
@@ -450,11 +486,12 @@ impl Metrics {
             return series;
         }
         if *held >= MAX_RULE_LABELS {
-            return self
-                .other_rule
-                .get_or_init(|| RuleSeries::new(key, SharedString::const_str("other")));
+            return self.other_rule.get_or_init(|| {
+                RuleSeries::new(key, MAX_RULE_LABELS, SharedString::const_str("other"))
+            });
         }
-        let series = RuleSeries::new(key, SharedString::from(format!("{max}/{window_ms}ms")));
+        let label = SharedString::from(format!("{max}/{window_ms}ms"));
+        let series = RuleSeries::new(key, *held, label);
         for i in 0..RULE_SLOTS {
             let slot = &self.rules.slots[(start + i) % RULE_SLOTS];
             if slot.get().is_none() {
@@ -511,15 +548,86 @@ impl Rules {
 }
 
 impl RuleSeries {
-    fn new(key: (u64, u64), label: SharedString) -> Self {
+    fn new(key: (u64, u64), index: usize, label: SharedString) -> Self {
         // Shared, so that each series' key clones it without copying.
         let label = SharedString::from_shared(Arc::from(label.as_ref()));
         Self {
             key,
+            index,
             label,
             allowed: OnceLock::new(),
             rejected: OnceLock::new(),
         }
+    }
+}
+
+/// Counts of the counters every decision increments: the deciding op's
+/// (`slidelog_decisions_total`) and its rule's
+/// (`slidelog_rule_decisions_total`), by result. Each thread counts in its
+/// own shard (a line no other thread writes, but for more threads than
+/// shards), where the exporter's counter is two atomic additions on lines
+/// every worker thread writes (its value and the recorder's generation).
+/// [`Metrics::render`] sets each counter to the sum of the shards before
+/// rendering, so `/metrics` shows the same counts; a series still appears
+/// when first touched (registered by the decision that touches it).
+struct Tallies {
+    shards: Box<[Shard]>,
+}
+
+/// One thread's (or a few threads') counts, alone on its cache lines.
+#[repr(align(128))]
+struct Shard([AtomicU64; TALLIES]);
+
+/// Counts per shard: allowed and rejected of check and peek, then of each
+/// rule and of `other`.
+const TALLIES: usize = 4 + 2 * (MAX_RULE_LABELS + 1);
+
+/// Where the count of deciding op `index` (see [`deciding_index`]) with
+/// result `rejected` (0 allowed, 1 rejected) is in a [`Shard`].
+fn deciding_tally(index: usize, rejected: usize) -> usize {
+    2 * index + rejected
+}
+
+/// Where the count of rule `index` ([`RuleSeries::index`]) with result
+/// `rejected` is in a [`Shard`].
+fn rule_tally(index: usize, rejected: usize) -> usize {
+    4 + 2 * index + rejected
+}
+
+impl Tallies {
+    fn new() -> Self {
+        // A shard per core (a power of two, so that a thread's is a mask away).
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let shards = cores.next_power_of_two().min(64);
+        Self {
+            shards: (0..shards)
+                .map(|_| Shard(std::array::from_fn(|_| AtomicU64::new(0))))
+                .collect(),
+        }
+    }
+
+    /// The calling thread's shard: threads take shards in turn.
+    fn shard(&self) -> &Shard {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        thread_local! {
+            static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+        }
+        let index = SHARD.with(|shard| *shard) & (self.shards.len() - 1);
+        &self.shards[index]
+    }
+
+    /// The count at `tally`, over every shard.
+    fn sum(&self, tally: usize) -> u64 {
+        self.shards
+            .iter()
+            .map(|shard| shard.0[tally].load(Ordering::Relaxed))
+            .sum()
+    }
+}
+
+impl Shard {
+    fn add(&self, tally: usize) {
+        self.0[tally].fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -541,13 +649,19 @@ struct StoreUp {
 const STORE_UP_UNSET: u8 = 0xff;
 
 impl StoreUp {
+    /// Tells whether the gauge was last set to `value` (0 or 1).
+    #[inline]
+    fn holds(&self, value: f64) -> bool {
+        self.state.load(Ordering::Acquire) == u8::from(value != 0.0)
+    }
+
     /// Sets the gauge to `value` (0 or 1) unless it already holds it;
     /// `register` makes the gauge the first time.
     fn set(&self, value: f64, register: impl FnOnce() -> Gauge) {
-        let state = u8::from(value != 0.0);
-        if self.state.load(Ordering::Acquire) == state {
+        if self.holds(value) {
             return;
         }
+        let state = u8::from(value != 0.0);
         let _changing = self.changing.lock();
         self.state.store(state, Ordering::Release);
         self.gauge.get_or_init(register).set(value);
@@ -774,6 +888,19 @@ mod tests {
         }
         assert_eq!(series, MAX_RULE_LABELS + 1, "{text}");
         assert_eq!(total, 320.0, "{text}");
+        // Counted in per-thread tallies (here more threads than shards on a
+        // small machine), summed when rendered: a second render is the same.
+        assert!(
+            text.contains(r#"slidelog_decisions_total{op="check",result="allowed"} 320"#),
+            "{text}"
+        );
+        // (The exporter orders series as its maps do: compare them sorted.)
+        let sorted = |text: &str| {
+            let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+            lines.sort();
+            lines
+        };
+        assert_eq!(sorted(&m.render()), sorted(&text));
         for max in 1..=40u64 {
             for window in [1000, 2000] {
                 let label = format!("rule=\"{max}/{window}ms\"");
