@@ -15,9 +15,9 @@
 //! the exposition only once it has been touched, as before.
 //!
 //! What every decision does is kept to plain loads where the value does
-//! not change: its rule's series are found without a lock ([`Rules`]), and
-//! `slidelog_store_up` is written only when it changes ([`StoreUp`]). Its
-//! two counters are counted per thread ([`Tallies`]) and set into the
+//! not change: its rule's series are found without a lock (`Rules`), and
+//! `slidelog_store_up` is written only when it changes (`StoreUp`). Its
+//! two counters are counted per thread (`Tallies`) and set into the
 //! exporter's counters when rendered, so `/metrics` shows the same numbers.
 
 use metrics::{Counter, Gauge, Histogram, Key, Label, Recorder, SharedString, counter, gauge};
