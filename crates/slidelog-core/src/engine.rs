@@ -37,6 +37,10 @@ impl Verdict<'_> {
 }
 
 /// The verdict of the limit at `position` of a request.
+// Inlined (as `counts_of` is) so that the one-limit path of
+// `evaluate_each` keeps the verdict in registers: ~40 instructions per
+// decision fewer (callgrind), which the `#[inline]` hint alone did not get.
+#[inline(always)]
 fn judge<'a>(log: &Log, now: u64, limit: &'a Limit, position: usize, cost: u64) -> Verdict<'a> {
     let start = log.first_live(now, limit.window_ms());
     let live = log.units_from(start, position);
@@ -173,6 +177,7 @@ fn decision_from(v: &Verdict<'_>, counts: Counts) -> Decision {
 /// key's max was lowered, and remaining is then 0, never a panic. Admitted:
 /// a record at `now` joins, and the newest is whichever is later (a record
 /// of cost 0 in this limit counts nowhere in it).
+#[inline(always)]
 fn counts_of(log: &Log, now: u64, v: &Verdict<'_>, allowed: bool) -> Counts {
     let window = v.limit.window_ms();
     let newest = log.newest_unit(0, v.position);

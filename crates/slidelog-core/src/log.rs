@@ -369,24 +369,39 @@ impl Log {
         let Some(cut) = now.checked_sub(longest_window_ms) else {
             return 0;
         };
-        // Oldest first, one by one: a decision usually expires 0 or 1
-        // record, where a binary search would cost more.
+        // The newest record first: when it has expired every record has,
+        // and the log empties without a scan. Read before the oldest, its
+        // cache line (the one the decision's counts and append use) is
+        // requested while the scan waits for the oldest's: in a store of
+        // many logs both are misses, and they overlap instead of following
+        // each other.
         let dropped = if self.wide {
             let len = self.len();
-            let mut dropped = 0;
-            while dropped < len && self.stamp(dropped) <= cut {
-                dropped += 1;
+            if len == 0 {
+                return 0;
             }
-            dropped
+            if self.stamp(len - 1) <= cut {
+                len
+            } else {
+                // Oldest first, one by one: a decision usually expires 0
+                // or 1 record, where a binary search would cost more.
+                (0..len).take_while(|&j| self.stamp(j) <= cut).count()
+            }
         } else {
+            let live = self.live();
+            let Some(&newest) = live.last() else {
+                return 0;
+            };
             // Offsets: `base + o <= cut` is `o <= cut - base` (nothing has
             // expired when the cut is below the base).
-            cut.checked_sub(self.base).map_or(0, |d| {
-                self.live()
-                    .iter()
-                    .take_while(|&&o| u64::from(o) <= d)
-                    .count()
-            })
+            let Some(d) = cut.checked_sub(self.base) else {
+                return 0;
+            };
+            if u64::from(newest) <= d {
+                live.len()
+            } else {
+                live.iter().take_while(|&&o| u64::from(o) <= d).count()
+            }
         };
         if dropped == 0 {
             return 0;
@@ -681,6 +696,30 @@ mod tests {
         log.shrink_if_sparse();
         assert!(log.heap_bytes() <= 4 * 4, "{}", log.heap_bytes());
         assert_eq!(stamps(&log), [20_198, 20_199]);
+    }
+
+    #[test]
+    fn a_log_whose_newest_record_expired_empties_whole() {
+        // Weighted and whole timestamps (60 days apart): the newest record
+        // has expired, so every record goes, and the log is plain offsets again.
+        let day = 86_400_000;
+        let mut log = Log::new();
+        log.append(1_000, &[3]);
+        log.append(1_000 + 60 * day, &[1, 2]);
+        assert!(log.wide && log.is_weighted());
+        let room = log.heap_bytes();
+        assert_eq!(log.expire(1_000 + 61 * day, day), 2);
+        assert!(log.is_empty() && !log.wide && !log.is_weighted());
+        assert_eq!(log.newest(), None);
+        assert!(log.heap_bytes() <= room);
+        // Only the oldest expired: counted from the front, the newest kept.
+        log.append(5_000, &[1]);
+        log.append(6_000, &[1]);
+        assert_eq!(log.expire(6_500, 1_000), 1);
+        assert_eq!(stamps(&log), [6_000]);
+        // Nothing expired, and an empty log: nothing to drop.
+        assert_eq!(log.expire(6_500, 1_000), 0);
+        assert_eq!(Log::new().expire(10_000, 1_000), 0);
     }
 
     #[test]
