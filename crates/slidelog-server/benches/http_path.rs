@@ -59,7 +59,7 @@ const SHAPES: [Shape; 2] = [
 /// The service's router over a fresh memory store, as `serve` builds and
 /// serves it (panics caught; the bounds raised to admit max 1,000,000, as
 /// `--max-limit 1000000`).
-fn service() -> slidelog_server::http::CatchPanics {
+fn service() -> slidelog_server::http::Api {
     let config = AppConfig {
         bounds: slidelog::Bounds {
             max_limit: 1_000_000,
@@ -68,10 +68,11 @@ fn service() -> slidelog_server::http::CatchPanics {
         ..AppConfig::default()
     };
     let app = App::with_memory_store(Arc::new(MemoryStore::new()), config);
-    slidelog_server::http::CatchPanics(slidelog_server::http::router(
+    slidelog_server::http::service(
         app,
         slidelog_server::http::DEFAULT_MAX_BODY_BYTES,
-    ))
+        axum::Router::new(),
+    )
 }
 
 /// The baseline's `/v1/check`: a fixed admitted answer (examples/transport_baseline.rs).

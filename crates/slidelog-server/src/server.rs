@@ -9,9 +9,8 @@
 //! answering them.
 
 use crate::conns::{Conns, Drain, default_max_connections};
-use crate::http::CatchPanics;
+use crate::http::Api;
 use crate::shutdown::Shutdown;
-use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::server::graceful::GracefulConnection;
@@ -85,12 +84,12 @@ impl Default for Hygiene {
 
 /// Serves `router` on `listener` until `shutdown` fires; then finishes the
 /// requests in flight for at most `grace`. Default connection limits. A
-/// panic in the router is answered 500 ([`CatchPanics`]).
+/// panic in the router is answered 500 ([`Api`]).
 ///
 /// Tests bind `127.0.0.1:0` and read the port from the listener first.
 pub async fn serve_http(
     listener: TcpListener,
-    router: Router,
+    router: impl Into<Api>,
     shutdown: Shutdown,
     grace: Duration,
 ) -> io::Result<Stopped> {
@@ -100,11 +99,12 @@ pub async fn serve_http(
 /// [`serve_http`] with the given connection limits.
 pub async fn serve_http_with(
     listener: TcpListener,
-    router: Router,
+    router: impl Into<Api>,
     shutdown: Shutdown,
     grace: Duration,
     hygiene: &Hygiene,
 ) -> io::Result<Stopped> {
+    let router = router.into();
     let conns = hygiene.conns.clone();
     conns.spawn_idle_sweep("http", hygiene.http_idle_timeout, shutdown.clone().wait());
     let mut builder = Builder::new(TokioExecutor::new());
@@ -119,7 +119,7 @@ pub async fn serve_http_with(
             () = &mut stop => break,
             io = conns.accept(&listener, "http") => io,
         };
-        let service = TowerToHyperService::new(CatchPanics(router.clone()));
+        let service = TowerToHyperService::new(router.clone());
         let drain = io.drain_signal();
         // The header-read timeout on a timer of the connection's own.
         let mut builder = builder.clone();
@@ -253,6 +253,7 @@ pub async fn serve_grpc(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::Router;
     use hyper::rt::Timer as _;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpStream;

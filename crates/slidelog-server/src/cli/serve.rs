@@ -191,7 +191,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if let Some(schedule) = inspect_schedule {
         schedule::spawn(app.clone(), schedule, shutdown.clone());
     }
-    let router = http::router_with(
+    let router = http::service(
         app,
         args.max_body_bytes,
         slidelog_envoy::json::router(limiter),

@@ -73,6 +73,13 @@ impl IntoResponse for ApiError {
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
+        // Last, as the router's route future adds it to an answer without
+        // one (axum's `set_content_length`): here, so that the answers of
+        // `POST /v1/check`, which does not go through the router (`Api`),
+        // carry the same fields in the same order.
+        if let Some(length) = axum::body::HttpBody::size_hint(response.body()).exact() {
+            (response.headers_mut()).insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+        }
         response
     }
 }

@@ -22,15 +22,19 @@ pub mod usage;
 use crate::app::App;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::Method;
 use axum::response::Response;
 use axum::routing::future::RouteFuture;
 use axum::routing::{delete, get, post};
 use body::BodyCap;
 use futures::FutureExt as _;
-use futures::future::{CatchUnwind, Either, Map, Ready, ready};
+use futures::future::{BoxFuture, CatchUnwind, Either, Map, Ready, ready};
 use std::convert::Infallible;
 use std::panic::AssertUnwindSafe;
 use std::task::{Context, Poll};
+
+/// The check route's path (see [`Api`]).
+const CHECK: &str = "/v1/check";
 
 /// Default cap on a request body: a body with a 512-byte key and 16 limits
 /// is well under 2 KiB.
@@ -38,8 +42,8 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024;
 
 /// The API's routes over `app`, with bodies capped at `max_body_bytes`
 /// (413 beyond) and JSON answers for unknown routes and methods. A panic in
-/// a handler is answered 500 by [`CatchPanics`], which
-/// [`serve_http`](crate::server::serve_http) wraps every router in.
+/// a handler is answered 500 by [`Api`], which
+/// [`serve_http`](crate::server::serve_http) serves every router as.
 pub fn router(app: App, max_body_bytes: usize) -> Router {
     router_with(app, max_body_bytes, Router::new())
 }
@@ -55,7 +59,7 @@ pub fn router_with(app: App, max_body_bytes: usize, extra: Router<App>) -> Route
     Router::new()
         .merge(extra.layer(DefaultBodyLimit::max(max_body_bytes)))
         .route(
-            "/v1/check",
+            CHECK,
             post(move |State(app): State<App>, req: Request| api::check(app, req, cap)),
         )
         .route(
@@ -79,54 +83,125 @@ pub fn router_with(app: App, max_body_bytes: usize, extra: Router<App>) -> Route
         .with_state(app)
 }
 
-/// A router whose panics (in any route, fallback or extractor, when called
-/// or when polled) are answered 500 `{"error":"internal error"}` rather
-/// than dropping the connection.
-///
-/// Around the whole router, once, rather than as `Router::layer(CatchPanicLayer)`:
-/// that layer wrapped every route in one more boxed service, cloned (an
-/// allocation) for every request, and boxed every answer's body twice more
-/// (tower-http's `UnsyncBoxBody`, then axum's `Body` around it).
-#[derive(Clone, Debug)]
-pub struct CatchPanics(pub Router);
+/// The HTTP API as `serve` serves it: [`router_with`]'s routes, with
+/// `POST /v1/check` called straight ([`Api`]) and panics caught.
+pub fn service(app: App, max_body_bytes: usize, extra: Router<App>) -> Api {
+    Api {
+        check: Some((app.clone(), BodyCap(max_body_bytes))),
+        router: router_with(app, max_body_bytes, extra),
+    }
+}
 
-/// What [`CatchPanics`] answers with: the router's future, or the answer to
-/// a panic in the router's `call`.
-pub type CatchPanicsFuture = Either<
+/// The service hyper calls for each request: a router whose panics (in
+/// any route, fallback or extractor, when called or when polled) are
+/// answered 500 `{"error":"internal error"}` rather than dropping the
+/// connection, and, when built by [`service`], `POST /v1/check` answered
+/// without the router.
+///
+/// Panics are caught around the whole router, once, rather than by
+/// `Router::layer(CatchPanicLayer)`: that layer wrapped every route in one
+/// more boxed service, cloned (an allocation) for every request, and boxed
+/// every answer's body twice more (tower-http's `UnsyncBoxBody`, then
+/// axum's `Body` around it).
+///
+/// `POST /v1/check`, nearly every request, goes straight to the handler
+/// the router would call (the same `api::check` with the same app and
+/// cap): the router would match its path, put the original URI, the
+/// matched path and the (no) path parameters into the request's extensions
+/// (a map and three boxes, read by nothing on this route), and clone the
+/// route's boxed service. Any other method or path, `/v1/check/` or
+/// `/v1/%63heck` included, goes to the router, which answers it as before.
+#[derive(Clone, Debug)]
+pub struct Api {
+    router: Router,
+    /// The app and body cap of the check route, when it is the API's.
+    check: Option<(App, BodyCap)>,
+}
+
+/// A router alone, every request through it (with panics caught).
+impl From<Router> for Api {
+    fn from(router: Router) -> Self {
+        Self {
+            router,
+            check: None,
+        }
+    }
+}
+
+/// What [`Api`] answers with: the router's future, the check handler's, or
+/// the answer to a panic in `call`.
+pub type ApiFuture = Either<
     Map<CatchUnwind<AssertUnwindSafe<RouteFuture<Infallible>>>, fn(Caught) -> Answered>,
-    Ready<Answered>,
+    Either<
+        Map<
+            CatchUnwind<AssertUnwindSafe<BoxFuture<'static, Response>>>,
+            fn(std::thread::Result<Response>) -> Answered,
+        >,
+        Ready<Answered>,
+    >,
 >;
 
 type Answered = Result<Response, Infallible>;
 type Caught = std::thread::Result<Answered>;
 
-impl<B> tower::Service<axum::http::Request<B>> for CatchPanics
+impl<B> tower::Service<axum::http::Request<B>> for Api
 where
     B: axum::body::HttpBody<Data = axum::body::Bytes> + Send + 'static,
     B::Error: Into<axum::BoxError>,
 {
     type Response = Response;
     type Error = Infallible;
-    type Future = CatchPanicsFuture;
+    type Future = ApiFuture;
 
     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, req: axum::http::Request<B>) -> Self::Future {
-        match std::panic::catch_unwind(AssertUnwindSafe(|| self.0.call(req))) {
-            Ok(future) => Either::Left(
-                AssertUnwindSafe(future)
+        match std::panic::catch_unwind(AssertUnwindSafe(|| self.route(req))) {
+            Ok(Either::Left(routed)) => Either::Left(
+                AssertUnwindSafe(routed)
                     .catch_unwind()
                     .map(answer_panic as fn(Caught) -> Answered),
             ),
-            Err(panic) => Either::Right(ready(Ok(panic_response(panic)))),
+            Ok(Either::Right(check)) => Either::Right(Either::Left(
+                AssertUnwindSafe(check)
+                    .catch_unwind()
+                    .map(answer_check as fn(std::thread::Result<Response>) -> Answered),
+            )),
+            Err(panic) => Either::Right(Either::Right(ready(Ok(panic_response(panic))))),
         }
+    }
+}
+
+impl Api {
+    fn route<B>(
+        &mut self,
+        req: axum::http::Request<B>,
+    ) -> Either<RouteFuture<Infallible>, BoxFuture<'static, Response>>
+    where
+        B: axum::body::HttpBody<Data = axum::body::Bytes> + Send + 'static,
+        B::Error: Into<axum::BoxError>,
+    {
+        // The router matches the path's bytes as they came (no decoding),
+        // and the query is not part of the path.
+        if let Some((app, cap)) = &self.check
+            && req.method() == Method::POST
+            && req.uri().path() == CHECK
+        {
+            let req = req.map(axum::body::Body::new);
+            return Either::Right(Box::pin(api::check(app.clone(), req, *cap)));
+        }
+        Either::Left(tower::Service::call(&mut self.router, req))
     }
 }
 
 fn answer_panic(polled: Caught) -> Answered {
     polled.unwrap_or_else(|panic| Ok(panic_response(panic)))
+}
+
+fn answer_check(polled: std::thread::Result<Response>) -> Answered {
+    Ok(polled.unwrap_or_else(panic_response))
 }
 
 fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
@@ -149,7 +224,7 @@ mod tests {
 
     /// The API's router with extra routes whose handler panics, when its
     /// future is polled or before it has one (in an extractor).
-    fn panicking() -> CatchPanics {
+    fn panicking() -> Api {
         struct Boom;
         impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Boom {
             type Rejection = Infallible;
@@ -176,10 +251,10 @@ mod tests {
             Arc::new(slidelog_memory::MemoryStore::new()),
             crate::app::AppConfig::default(),
         );
-        CatchPanics(router_with(app, DEFAULT_MAX_BODY_BYTES, extra))
+        service(app, DEFAULT_MAX_BODY_BYTES, extra)
     }
 
-    async fn call(service: &CatchPanics, method: Method, path: &str, body: &str) -> Response {
+    async fn call(service: &Api, method: Method, path: &str, body: &str) -> Response {
         let request = axum::http::Request::builder()
             .method(method)
             .uri(path)
@@ -203,6 +278,7 @@ mod tests {
             let response = call(&service, method, path, "").await;
             assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
             assert_eq!(response.headers()["content-type"], "application/json");
+            assert_eq!(response.headers()["content-length"], "26");
             assert_eq!(text(response).await, r#"{"error":"internal error"}"#);
         }
         let check = r#"{"key":"k","max":5,"window_ms":60000}"#;
@@ -220,5 +296,57 @@ mod tests {
         let big = format!(r#"{{"key":"{}"}}"#, "k".repeat(DEFAULT_MAX_BODY_BYTES));
         let response = call(&service, Method::POST, "/v1/check", &big).await;
         assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    }
+
+    /// `POST /v1/check` called straight answers as through the router:
+    /// the same status, header fields and body, admitted, rejected or
+    /// refused; paths the router alone serves still reach it.
+    #[tokio::test]
+    async fn a_check_answers_straight_as_through_the_router() {
+        let app = || {
+            App::with_memory_store(
+                Arc::new(slidelog_memory::MemoryStore::new()),
+                crate::app::AppConfig {
+                    trust_client_time: true,
+                    ..Default::default()
+                },
+            )
+        };
+        let straight = service(app(), 64, Router::new());
+        let routed = Api::from(router(app(), 64));
+        assert!(routed.check.is_none() && straight.check.is_some());
+        let check = r#"{"key":"k","max":1,"window_ms":60000,"now_ms":1000}"#;
+        let requests = [
+            (Method::POST, "/v1/check", check),
+            (Method::POST, "/v1/check?x=1", check),
+            (
+                Method::POST,
+                "/v1/check",
+                r#"{"key":"k","max":0,"window_ms":1}"#,
+            ),
+            (Method::POST, "/v1/check", r#"{"key":"k","#),
+            (Method::POST, "/v1/check", &"x".repeat(65)),
+            (Method::POST, "/v1/check/", check),
+            (Method::POST, "/v1/%63heck", check),
+            (Method::PUT, "/v1/check", check),
+            (Method::POST, "/v1/peek", check),
+        ];
+        for (method, path, body) in requests {
+            let a = call(&straight, method.clone(), path, body).await;
+            let b = call(&routed, method.clone(), path, body).await;
+            assert_eq!(a.status(), b.status(), "{method} {path} {body}");
+            assert_eq!(a.headers(), b.headers(), "{method} {path} {body}");
+            assert_eq!(text(a).await, text(b).await, "{method} {path} {body}");
+        }
+        let wrong_type = |service: &Api| {
+            let request = axum::http::Request::post("/v1/check")
+                .header("content-type", "text/plain")
+                .body(Body::from(check))
+                .unwrap();
+            service.clone().oneshot(request)
+        };
+        let (a, b) = (wrong_type(&straight).await, wrong_type(&routed).await);
+        assert_eq!(a.unwrap().status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+        assert_eq!(b.unwrap().status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
     }
 }

@@ -51,7 +51,7 @@ pub async fn start_with_body_cap(app: App, max_body_bytes: usize) -> TestServer 
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind port 0");
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (trigger, shutdown) = shutdown::channel();
-    let router = http::router(app.clone(), max_body_bytes);
+    let router = http::service(app.clone(), max_body_bytes, axum::Router::new());
     let task = tokio::spawn(serve_http(
         listener,
         router,
