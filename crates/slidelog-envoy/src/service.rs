@@ -44,7 +44,7 @@ use crate::config::Unit;
 use crate::handles::{SharedRecorder, Slot};
 use crate::proto::{RateLimitRequest, RateLimitResponse, rate_limit_response::Code};
 use crate::reload::ConfigHandle;
-use plan::{Ask, Plan};
+use plan::{Ask, Plan, Plans};
 use slidelog::{Bounds, Limiter, LimiterError};
 use slidelog_core::{Decision, Mode, Request, StoreError};
 use smallvec::SmallVec;
@@ -162,9 +162,12 @@ impl RateLimiter {
     ) -> Result<RateLimitResponse, ServiceError> {
         self.check_shape(req)?;
         let config = self.config.get();
-        let plans = self.plan(&config, req)?;
-        let answers = self.decide(&plans).await;
-        self.respond(&req.domain, &plans, answers)
+        // Filled and read in place (no copy of the plans or the answers
+        // on their way: issue 26).
+        let mut plans = Plans::new();
+        self.plan(&config, req, &mut plans)?;
+        let mut answers = self.decide(&plans).await;
+        self.respond(&req.domain, &plans, &mut answers)
     }
 
     /// Refuses a request without a domain or descriptors, or with more
@@ -247,12 +250,14 @@ impl RateLimiter {
         &self,
         domain: &str,
         plans: &[Plan],
-        answers: Answers,
+        answers: &mut Answers,
     ) -> Result<RateLimitResponse, ServiceError> {
         let mut statuses = Vec::with_capacity(plans.len());
-        // The most restrictive limited descriptor, for the optional headers.
+        // The most restrictive limited descriptor, for the optional headers
+        // (tracked only when they are asked for: issue 26).
+        let headers = self.options.response_headers;
         let mut tightest: Option<(Decision, Unit)> = None;
-        for (plan, answer) in plans.iter().zip(answers) {
+        for (plan, answer) in plans.iter().zip(answers.iter_mut().map(Option::take)) {
             let status = match (plan, answer) {
                 (Plan::NotLimited, _) => status::not_limited(),
                 (Plan::Unlimited, _) => status::unlimited(),
@@ -269,7 +274,7 @@ impl RateLimiter {
                     // decision; an error here is fail-closed.
                     let decision = answered(*ask, result?);
                     self.count_decision(domain, rule, &decision);
-                    if tightest.is_none_or(|(t, _)| decision.remaining < t.remaining) {
+                    if headers && tightest.is_none_or(|(t, _)| decision.remaining < t.remaining) {
                         tightest = Some((decision, rule.unit()));
                     }
                     status::status_for(rule, &decision)
@@ -284,7 +289,7 @@ impl RateLimiter {
             statuses,
             ..Default::default()
         };
-        if let (true, Some((d, _))) = (self.options.response_headers, tightest) {
+        if let Some((d, _)) = tightest {
             response.response_headers_to_add = status::rate_limit_headers(&d);
         }
         Ok(response)

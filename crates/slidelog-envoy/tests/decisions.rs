@@ -224,6 +224,16 @@ async fn response_headers_report_the_tightest_descriptor() {
             ("x-ratelimit-reset", "60"),
         ]
     );
+    // Off (the default): no headers, however many descriptors are limited.
+    let l = limiter(
+        Arc::new(slidelog_memory::MemoryStore::new()),
+        ServiceOptions::default(),
+    );
+    let r = ask(&l, &[&[("tenant", "t")], &[("user", "u")]]).await;
+    assert_eq!(r.statuses.len(), 2);
+    assert!(r.response_headers_to_add.is_empty());
+    let r = ask(&l, &[&[("user", "u")]]).await;
+    assert!(r.response_headers_to_add.is_empty());
 }
 
 async fn ask_compat(l: &RateLimiter, entries: &[(&str, &str)]) -> RateLimitResponse {

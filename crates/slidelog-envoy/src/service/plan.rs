@@ -56,12 +56,13 @@ pub(super) enum Ask {
 }
 
 impl RateLimiter {
-    /// Plans every descriptor of `req`, in order.
+    /// Plans every descriptor of `req`, in order, into `plans` (empty).
     pub(super) fn plan(
         &self,
         config: &RateLimitConfig,
         req: &RateLimitRequest,
-    ) -> Result<Plans, ServiceError> {
+        plans: &mut Plans,
+    ) -> Result<(), ServiceError> {
         // Looked up once for every descriptor (issue 26).
         let domain = config.domain(&req.domain);
         let request_cost = u64::from(req.hits_addend.max(1));
@@ -79,9 +80,8 @@ impl RateLimiter {
                 Some(rule) => plan_rule(rule, &req.domain, d, cost)?,
                 None => Plan::NotLimited,
             };
-            let mut plans = Plans::new();
             plans.push(plan);
-            return Ok(plans);
+            return Ok(());
         }
         let matched = req
             .descriptors
@@ -111,20 +111,17 @@ impl RateLimiter {
         {
             self.count_unmatched(domain, &req.domain, d);
         }
-        req.descriptors
-            .iter()
-            .zip(matched)
-            .zip(applies)
-            .enumerate()
-            .map(|(i, ((d, rule), applies))| {
-                // Every descriptor's cost is bounded, limited or not.
-                let cost = self.cost_of(i, d, request_cost)?;
-                match rule {
-                    Some(rule) if applies => plan_rule(rule, &req.domain, d, cost),
-                    _ => Ok(Plan::NotLimited),
-                }
-            })
-            .collect()
+        for (i, ((d, rule), applies)) in
+            req.descriptors.iter().zip(matched).zip(applies).enumerate()
+        {
+            // Every descriptor's cost is bounded, limited or not.
+            let cost = self.cost_of(i, d, request_cost)?;
+            plans.push(match rule {
+                Some(rule) if applies => plan_rule(rule, &req.domain, d, cost)?,
+                _ => Plan::NotLimited,
+            });
+        }
+        Ok(())
     }
 
     /// Returns the cost of descriptor `i`, as the reference service reads it:
