@@ -79,9 +79,10 @@ pub struct Stopwatch {
     clock: quanta::Clock,
 }
 
-/// When a call timed by a [`Stopwatch`] started.
+/// When a call timed by a [`Stopwatch`] started: the clock's raw count
+/// (TSC ticks), scaled to time only once, by [`Stopwatch::elapsed`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Tick(quanta::Instant);
+pub struct Tick(u64);
 
 impl Stopwatch {
     /// A stopwatch (the clock's calibration is made once per process).
@@ -91,13 +92,14 @@ impl Stopwatch {
 
     /// Reads the stopwatch: the start of a call.
     pub fn start(&self) -> Tick {
-        Tick(self.clock.now())
+        Tick(self.clock.raw())
     }
 
-    /// The time since `started`; zero, never negative, should the reading
+    /// The time since `started` (read from this stopwatch or a clone of
+    /// it); zero, never negative, should the reading
     /// go backwards (another core's TSC).
     pub fn elapsed(&self, started: Tick) -> Duration {
-        self.clock.now().saturating_duration_since(started.0)
+        self.clock.delta(started.0, self.clock.raw())
     }
 }
 
