@@ -91,6 +91,7 @@ impl Stopwatch {
     }
 
     /// Reads the stopwatch: the start of a call.
+    #[inline]
     pub fn start(&self) -> Tick {
         Tick(self.clock.raw())
     }
@@ -98,6 +99,7 @@ impl Stopwatch {
     /// The time since `started` (read from this stopwatch or a clone of
     /// it); zero, never negative, should the reading
     /// go backwards (another core's TSC).
+    #[inline]
     pub fn elapsed(&self, started: Tick) -> Duration {
         self.clock.delta(started.0, self.clock.raw())
     }
