@@ -11,7 +11,11 @@ use axum::response::{IntoResponse, Response};
 use slidelog::{LimiterError, Mode, Now, StoreError};
 
 /// `POST /v1/check`: decide and record.
-pub async fn check(app: App, req: HttpRequest, cap: BodyCap) -> Response {
+pub async fn check<B>(app: App, req: axum::http::Request<B>, cap: BodyCap) -> Response
+where
+    B: axum::body::HttpBody<Data = axum::body::Bytes>,
+    B::Error: Into<axum::BoxError>,
+{
     decide(app, JsonBytes::read(req, cap).await, Mode::Record).await
 }
 

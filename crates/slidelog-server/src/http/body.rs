@@ -15,7 +15,7 @@
 //! parsed again with it, so that the answer names the field at fault.
 
 use super::error::ApiError;
-use axum::body::{Body, Bytes};
+use axum::body::{Bytes, HttpBody};
 use axum::extract::Request as HttpRequest;
 use axum::http::{StatusCode, header};
 use bytes::BytesMut;
@@ -260,7 +260,15 @@ impl JsonBytes {
     /// serve's instructions per check together). Same answers: 413 once
     /// more than `cap` bytes have arrived, 400 with axum's text when the
     /// body cannot be read.
-    pub async fn read(req: HttpRequest, cap: BodyCap) -> Result<Self, ApiError> {
+    ///
+    /// Any body type: `POST /v1/check` reads hyper's own body straight
+    /// (see `http::Api`), not boxed into an axum `Body` first; a body's
+    /// error reads as it does through `Body` (wrapped in an `axum::Error`).
+    pub async fn read<B>(req: axum::http::Request<B>, cap: BodyCap) -> Result<Self, ApiError>
+    where
+        B: HttpBody<Data = Bytes>,
+        B::Error: Into<axum::BoxError>,
+    {
         require_json(&req)?;
         read_capped(req.into_body(), cap.0).await.map(JsonBytes)
     }
@@ -269,14 +277,21 @@ impl JsonBytes {
 /// The whole of `body`, refused once more than `cap` bytes have arrived
 /// (as `http_body_util::Limited` refuses). A body in one chunk (the common
 /// case) is returned as it came, without a copy.
-async fn read_capped(body: Body, cap: usize) -> Result<Bytes, ApiError> {
-    use futures::StreamExt as _;
-    let mut chunks = body.into_data_stream();
+async fn read_capped<B>(body: B, cap: usize) -> Result<Bytes, ApiError>
+where
+    B: HttpBody<Data = Bytes>,
+    B::Error: Into<axum::BoxError>,
+{
+    let mut body = std::pin::pin!(body);
     let mut first: Option<Bytes> = None;
     let mut joined: Option<BytesMut> = None;
     let mut len = 0usize;
-    while let Some(chunk) = chunks.next().await {
-        let chunk = chunk.map_err(unreadable)?;
+    while let Some(frame) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+        let frame = frame.map_err(|e| unreadable(axum::Error::new(e)))?;
+        // Data only: trailers are skipped, as `Body::into_data_stream` did.
+        let Ok(chunk) = frame.into_data() else {
+            continue;
+        };
         len = len.saturating_add(chunk.len());
         if len > cap {
             return Err(too_large());
@@ -299,7 +314,7 @@ async fn read_capped(body: Body, cap: usize) -> Result<Bytes, ApiError> {
 }
 
 /// Refuses a body whose `Content-Type` says it is not JSON (none is fine).
-fn require_json(req: &HttpRequest) -> Result<(), ApiError> {
+fn require_json<B>(req: &axum::http::Request<B>) -> Result<(), ApiError> {
     let Some(content_type) = req.headers().get(header::CONTENT_TYPE) else {
         return Ok(());
     };
@@ -466,6 +481,7 @@ fn bound_hint(field: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::body::Body;
 
     /// A request whose body arrives in `chunks`, then fails if `fail`.
     fn chunked(chunks: &[&'static str], fail: bool) -> HttpRequest {

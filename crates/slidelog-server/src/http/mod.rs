@@ -189,7 +189,7 @@ impl Api {
             && req.method() == Method::POST
             && req.uri().path() == CHECK
         {
-            let req = req.map(axum::body::Body::new);
+            // hyper's body as it is, not boxed into an axum `Body`.
             return Either::Right(Box::pin(api::check(app.clone(), req, *cap)));
         }
         Either::Left(tower::Service::call(&mut self.router, req))
