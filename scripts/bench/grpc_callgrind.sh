@@ -45,7 +45,7 @@ calls() {
 
 # measure WHO -> "instructions_per_request requests"
 measure() {
-  local who=$1 port cg pid out done total
+  local who=$1 port cg pid
   port=$(free_port)
   cg="$WORK/callgrind.$who.out"
   if [ "$who" = serve ]; then
@@ -62,17 +62,7 @@ measure() {
     calls "$port" 1 1 1 | grep -q '^status codes: 1 2xx' && break
     sleep 0.1
   done
-  callgrind_control -z "$pid" >/dev/null 2>&1
-  out=$(calls "$port" "$N" "$C" "$M")
-  done=$(echo "$out" | awk '/^status codes:/ {print $3}')
-  [ "$done" = "$N" ] || { echo "$who: $out" >&2; exit 1; }
-  callgrind_control -d "$pid" >/dev/null 2>&1
-  sleep 1
-  kill "$pid"; wait "$pid" 2>/dev/null || true
-  # The dump after -z is the file with the highest part number.
-  total=$(ls "$cg".* 2>/dev/null | sort -t. -k4 -n | tail -1 | xargs grep -h '^summary:' | awk '{print $2}')
-  [ -n "$OUT" ] && cp "$(ls "$cg".* | sort -t. -k4 -n | tail -1)" "$OUT/callgrind.$who.out"
-  python3 -c "print(f'{$total / $N:.0f} $N')"
+  callgrind_per_request "$who" "$pid" "$cg" "$N" calls "$port" "$N" "$C" "$M"
 }
 
 echo "| server | requests | connections | streams each | instructions / request |"

@@ -18,3 +18,25 @@ msg = b"\x0a\x05bench\x12" + bytes([len(desc)]) + desc
 open(sys.argv[1], "wb").write(b"\x00" + len(msg).to_bytes(4, "big") + msg)
 PY
 }
+
+# callgrind_per_request WHO PID CG N CMD...: with server PID running under
+# callgrind (writing CG), zeroes its counters, runs the load CMD (h2load, N
+# requests), checks that all N were answered, dumps the counters and stops
+# the server; prints "instructions_per_request N" (the dump copied to
+# $OUT/callgrind.WHO.out when OUT is set).
+callgrind_per_request() {
+  local who=$1 pid=$2 cg=$3 n=$4 out done total dump
+  shift 4
+  callgrind_control -z "$pid" >/dev/null 2>&1
+  out=$("$@" 2>&1)
+  done=$(echo "$out" | awk '/^status codes:/ {print $3}')
+  [ "$done" = "$n" ] || { echo "$who: $out" >&2; exit 1; }
+  callgrind_control -d "$pid" >/dev/null 2>&1
+  sleep 1
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+  # The dump after -z is the file with the highest part number.
+  dump=$(ls "$cg".* 2>/dev/null | sort -t. -k4 -n | tail -1)
+  total=$(grep -h '^summary:' "$dump" | awk '{print $2}')
+  [ -n "${OUT:-}" ] && cp "$dump" "$OUT/callgrind.$who.out"
+  python3 -c "print(f'{$total / $n:.0f} $n')"
+}

@@ -35,7 +35,7 @@ printf '{"key":"bench:1","max":10000000,"window_ms":60000}' >"$WORK/body.json"
 
 # measure WHO -> "instructions_per_request requests"
 measure() {
-  local who=$1 port cg pid out done total
+  local who=$1 port cg pid
   port=$(free_port)
   cg="$WORK/callgrind.$who.out"
   if [ "$who" = serve ]; then
@@ -52,18 +52,8 @@ measure() {
       "http://127.0.0.1:$port/v1/check" && break
     sleep 0.1
   done
-  callgrind_control -z "$pid" >/dev/null 2>&1
-  out=$(h2load --h1 -n "$N" -c "$C" -m 1 -d "$WORK/body.json" -H 'content-type: application/json' \
-    "http://127.0.0.1:$port/v1/check" 2>&1)
-  done=$(echo "$out" | awk '/^status codes:/ {print $3}')
-  [ "$done" = "$N" ] || { echo "$who: $out" >&2; exit 1; }
-  callgrind_control -d "$pid" >/dev/null 2>&1
-  sleep 1
-  kill "$pid"; wait "$pid" 2>/dev/null || true
-  # The dump after -z is the file with the highest part number.
-  total=$(ls "$cg".* 2>/dev/null | sort -t. -k4 -n | tail -1 | xargs grep -h '^summary:' | awk '{print $2}')
-  [ -n "$OUT" ] && cp "$(ls "$cg".* | sort -t. -k4 -n | tail -1)" "$OUT/callgrind.$who.out"
-  python3 -c "print(f'{$total / $N:.0f} $N')"
+  callgrind_per_request "$who" "$pid" "$cg" "$N" h2load --h1 -n "$N" -c "$C" -m 1 -d "$WORK/body.json" \
+    -H 'content-type: application/json' "http://127.0.0.1:$port/v1/check"
 }
 
 echo "| server | requests | connections | instructions / request |"
