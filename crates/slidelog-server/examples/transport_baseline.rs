@@ -7,8 +7,8 @@
 //! the same client.
 //!
 //! It installs serve's log subscriber (`tracing_subscriber::fmt`, filtered by
-//! `RUST_LOG`, default `info`, written to stderr; the setup of
-//! `src/cli/serve/logs.rs`, copied). That is for fairness, not for its logs:
+//! `RUST_LOG`, default `info`, written to stderr:
+//! `slidelog_server::cli::init_logs`, the one serve calls). That is for fairness, not for its logs:
 //! h2, hyper and tonic open spans and events on every request, and with no
 //! subscriber installed `tracing`'s `log` fallback (the crates enable its
 //! `log` feature) builds and tests a `log` record for each span (`Span::log`,
@@ -57,22 +57,10 @@ async fn check(_body: Bytes) -> Json<serde_json::Value> {
     }))
 }
 
-/// Serve's log subscriber, as `slidelog serve` (default `--log-format text`)
-/// installs it: see the module doc for why the baseline has it.
-fn init_logs() {
-    use std::io::IsTerminal;
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    init_logs();
+    // Serve's log subscriber (default `--log-format text`): see the module doc.
+    slidelog_server::cli::init_logs(slidelog_server::cli::LogFormat::Text);
     let mut args = std::env::args().skip(1);
     let http: SocketAddr = args.next().unwrap_or("127.0.0.1:8081".into()).parse()?;
     let grpc: SocketAddr = args.next().unwrap_or("127.0.0.1:8082".into()).parse()?;

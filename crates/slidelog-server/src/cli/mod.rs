@@ -113,6 +113,7 @@ impl StoreArgs {
 }
 
 pub use crate::duration::parse_duration;
+pub use serve::{LogFormat, init_logs};
 
 /// Parses the command line and runs it. Exit code 2 on every error.
 pub fn main() -> ExitCode {

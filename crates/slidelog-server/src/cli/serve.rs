@@ -11,7 +11,7 @@ mod schedule;
 mod upkeep;
 mod validate;
 
-pub use logs::LogFormat;
+pub use logs::{LogFormat, init as init_logs};
 
 use super::{StoreArgs, parse_duration};
 use crate::http::{self, DEFAULT_MAX_BODY_BYTES};

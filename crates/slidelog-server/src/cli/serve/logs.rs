@@ -10,8 +10,10 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the log subscriber, unless one is already installed.
-pub(super) fn init(format: LogFormat) {
+/// Installs the log subscriber, unless one is already installed: also
+/// `examples/transport_baseline.rs`'s, so that the baseline pays for its
+/// spans what serve pays.
+pub fn init(format: LogFormat) {
     use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
