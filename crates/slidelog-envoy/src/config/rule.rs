@@ -192,11 +192,7 @@ impl Rule {
     /// `share_threshold` wildcard writes the pattern in place of its value,
     /// so every value matching it shares one log.
     pub fn store_key<E: DescriptorEntry>(&self, domain: &str, entries: &[E]) -> String {
-        let parts = entries.iter().enumerate().map(|(i, e)| {
-            let shared = self.share.get(i).and_then(Option::as_deref);
-            (e.key(), shared.unwrap_or(e.value()))
-        });
-        write_descriptor_key(domain, parts)
+        write_descriptor_key(domain, self.key_parts(entries))
     }
 
     /// [`store_key`](Self::store_key) written into `key` (cleared first),
@@ -207,11 +203,19 @@ impl Rule {
         domain: &str,
         entries: &[E],
     ) {
-        let parts = entries.iter().enumerate().map(|(i, e)| {
+        write_descriptor_key_into(key, domain, self.key_parts(entries));
+    }
+
+    /// The `(key, value)` parts of a matched descriptor's store key: an
+    /// entry matched by a `share_threshold` wildcard gives its pattern.
+    fn key_parts<'a, E: DescriptorEntry>(
+        &'a self,
+        entries: &'a [E],
+    ) -> impl Iterator<Item = (&'a str, &'a str)> + Clone + 'a {
+        entries.iter().enumerate().map(|(i, e)| {
             let shared = self.share.get(i).and_then(Option::as_deref);
             (e.key(), shared.unwrap_or(e.value()))
-        });
-        write_descriptor_key_into(key, domain, parts);
+        })
     }
 
     /// This rule under another metric name, when the budget allows it: the

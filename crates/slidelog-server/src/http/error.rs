@@ -78,7 +78,9 @@ impl IntoResponse for ApiError {
         // `POST /v1/check`, which does not go through the router (`Api`),
         // carry the same fields in the same order.
         if let Some(length) = axum::body::HttpBody::size_hint(response.body()).exact() {
-            (response.headers_mut()).insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+            response
+                .headers_mut()
+                .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
         }
         response
     }
