@@ -15,11 +15,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 DURATION=${DURATION:-10}
 BIN=${BIN:-target/release/slidelog}
-for tool in wrk h2load redis-server; do
-  command -v $tool >/dev/null || { echo "$tool is missing: apt-get install -y wrk nghttp2-client redis-server" >&2; exit 2; }
-done
 [ -x "$BIN" ] || cargo build --release -q -p slidelog-server
 source scripts/bench/lib.sh
+require_tools "wrk nghttp2-client redis-server" wrk h2load redis-server
 
 RPORT=$(free_port)
 redis-server --port "$RPORT" --save '' --appendonly no >"$WORK/redis.log" 2>&1 &

@@ -5,6 +5,15 @@ WORK=$(mktemp -d)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
 trap cleanup EXIT
+# require_tools "PACKAGES" TOOL...: exits 2, saying what to install, unless
+# every TOOL is on the PATH.
+require_tools() {
+  local packages=$1 tool
+  shift
+  for tool in "$@"; do
+    command -v "$tool" >/dev/null || { echo "$tool is missing: apt-get install -y $packages" >&2; exit 2; }
+  done
+}
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # grpc_request FILE: ShouldRateLimit{domain: "bench", descriptors: [{entries:

@@ -19,11 +19,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SERVER=${SERVER:-redis-server}
-for tool in valgrind callgrind_annotate "$SERVER" redis-benchmark redis-cli; do
-  command -v $tool >/dev/null || { echo "$tool is missing: apt-get install -y valgrind redis-server" >&2; exit 2; }
-done
 N=${N:-2000}
 source scripts/bench/lib.sh
+require_tools "valgrind redis-server" valgrind callgrind_annotate "$SERVER" redis-benchmark redis-cli
 
 cp crates/slidelog-redis/tests/original_sliding_window.lua "$WORK/original.lua"
 cp crates/slidelog-redis/src/single_limit.lua "$WORK/single.lua"

@@ -25,10 +25,8 @@ WHO=${WHO:-serve baseline}
 BIN=${BIN:-target/release/slidelog}
 BASELINE=${BASELINE:-target/release/examples/transport_baseline}
 OUT=${OUT:-}
-for tool in valgrind callgrind_control h2load; do
-  command -v $tool >/dev/null || { echo "$tool is missing: apt-get install -y valgrind nghttp2-client" >&2; exit 2; }
-done
 source scripts/bench/lib.sh
+require_tools "valgrind nghttp2-client" valgrind callgrind_control h2load
 [ -n "$OUT" ] && mkdir -p "$OUT"
 
 printf '{"key":"bench:1","max":10000000,"window_ms":60000}' >"$WORK/body.json"

@@ -36,12 +36,10 @@ BASELINE=${BASELINE:-target/release/examples/transport_baseline}
 WRK_SCRIPT=${WRK_SCRIPT:-check_keys.lua}
 NICE_CMD=()
 [ -n "${NICE:-}" ] && NICE_CMD=(nice -n "$NICE")
-for tool in wrk h2load; do
-  command -v $tool >/dev/null || { echo "$tool is missing: apt-get install -y wrk nghttp2-client" >&2; exit 2; }
-done
+source scripts/bench/lib.sh
+require_tools "wrk nghttp2-client" wrk h2load
 [ -x "$BIN" ] || cargo build --release -q -p slidelog-server --bin slidelog
 [ -x "$BASELINE" ] || cargo build --release -q -p slidelog-server --example transport_baseline
-source scripts/bench/lib.sh
 
 printf 'domain: bench\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 10000000}\n' >"$WORK/envoy.yaml"
 grpc_request "$WORK/grpc.bin"

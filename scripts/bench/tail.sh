@@ -14,11 +14,11 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 DURATION=${DURATION:-10}
 BIN=${BIN:-target/release/slidelog}
-command -v h2load >/dev/null || { echo "h2load is missing: apt-get install -y nghttp2-client" >&2; exit 2; }
 [ -x "$BIN" ] || cargo build --release -q -p slidelog-server
 BASELINE=target/release/examples/transport_baseline
 [ -x "$BASELINE" ] || cargo build --release -q -p slidelog-server --example transport_baseline
 source scripts/bench/lib.sh
+require_tools "nghttp2-client" h2load
 
 printf 'domain: bench\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 10000000}\n' >"$WORK/envoy.yaml"
 grpc_request "$WORK/grpc.bin"
