@@ -8,6 +8,7 @@
 //! do them) the same as edits.
 
 use crate::config::{ConfigError, LoadOptions, RateLimitConfig, config_files};
+use arc_swap::{ArcSwap, Guard};
 use parking_lot::RwLock;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,7 +18,10 @@ use std::time::Duration;
 /// A config that can be read by many tasks and replaced on reload.
 #[derive(Debug)]
 pub struct ConfigHandle {
-    current: RwLock<Arc<RateLimitConfig>>,
+    /// Read by every request: an `ArcSwap`, whose load writes only to the
+    /// reading thread's own slot, where a lock and a reference count are
+    /// atomic writes to lines every worker thread writes (issue 26).
+    current: ArcSwap<RateLimitConfig>,
     path: Option<PathBuf>,
     options: LoadOptions,
     fingerprint: RwLock<u128>,
@@ -42,7 +46,7 @@ impl ConfigHandle {
         let config = RateLimitConfig::load_with(&path, &options)?;
         let fingerprint = fingerprint(&path).unwrap_or(0);
         Ok(Arc::new(Self {
-            current: RwLock::new(Arc::new(config)),
+            current: ArcSwap::from_pointee(config),
             path: Some(path),
             options,
             fingerprint: RwLock::new(fingerprint),
@@ -54,7 +58,7 @@ impl ConfigHandle {
     /// Returns a fixed config with no file behind it (tests, embedding, no `--config`).
     pub fn fixed(config: RateLimitConfig) -> Arc<Self> {
         Arc::new(Self {
-            current: RwLock::new(Arc::new(config)),
+            current: ArcSwap::from_pointee(config),
             path: None,
             options: LoadOptions::default(),
             fingerprint: RwLock::new(0),
@@ -65,7 +69,13 @@ impl ConfigHandle {
 
     /// Returns the current snapshot.
     pub fn get(&self) -> Arc<RateLimitConfig> {
-        self.current.read().clone()
+        self.current.load_full()
+    }
+
+    /// Returns the current snapshot for a short use (one request): no
+    /// reference count is taken while the reading thread has a free slot.
+    pub fn snapshot(&self) -> Guard<Arc<RateLimitConfig>> {
+        self.current.load()
     }
 
     /// Returns the config path, when loaded from one.
@@ -95,7 +105,7 @@ impl ConfigHandle {
                 // override names (shared with the old config), a rule's
                 // renamed names (handed to the rule at the same path).
                 config.keep_metric_names(&self.get());
-                *self.current.write() = Arc::new(config);
+                self.current.store(Arc::new(config));
                 *self.fingerprint.write() = fp;
                 *self.last_error.write() = None;
                 self.reloads.fetch_add(1, Ordering::Relaxed);

@@ -161,7 +161,7 @@ impl RateLimiter {
         req: &RateLimitRequest,
     ) -> Result<RateLimitResponse, ServiceError> {
         self.check_shape(req)?;
-        let config = self.config.get();
+        let config = self.config.snapshot();
         // Filled and read in place (no copy of the plans or the answers
         // on their way: issue 26).
         let mut plans = Plans::new();
