@@ -20,6 +20,14 @@
 //! 26,746). Without it the baseline's gRPC side pays for something serve
 //! does not, and serve's ratio to it is flattered.
 //!
+//! The gRPC side runs on `tonic::transport::Server`, the stack most tonic
+//! services run on (and the one the issue 26 targets are set against).
+//! With `BASELINE_GRPC=hyper` it runs on hyper alone instead, straight to
+//! the generated server, as `serve` now serves its gRPC port
+//! (`slidelog_server::server::serve_grpc`, without serve's keep-alive
+//! pings, connection limits and client deadlines): the floor of the
+//! transport, to see what serve's own work costs above it.
+//!
 //! ```sh
 //! cargo run --release -p slidelog-server --example transport_baseline -- 127.0.0.1:8081 127.0.0.1:8082
 //! ```
@@ -72,14 +80,42 @@ async fn main() -> anyhow::Result<()> {
         });
         axum::serve(listener, router).await
     };
-    let grpc_server = tonic::transport::Server::builder()
-        .tcp_nodelay(true)
-        .add_service(RateLimitServiceServer::new(AlwaysOk))
-        .serve(grpc);
-    eprintln!("baseline listening: http {http}, grpc {grpc}");
+    let on_hyper = std::env::var("BASELINE_GRPC").is_ok_and(|v| v == "hyper");
+    let grpc_server = async move {
+        if on_hyper {
+            serve_grpc_on_hyper(grpc).await
+        } else {
+            tonic::transport::Server::builder()
+                .tcp_nodelay(true)
+                .add_service(RateLimitServiceServer::new(AlwaysOk))
+                .serve(grpc)
+                .await
+                .map_err(anyhow::Error::from)
+        }
+    };
+    let stack = if on_hyper { "hyper" } else { "tonic" };
+    eprintln!("baseline listening: http {http}, grpc {grpc} ({stack})");
     tokio::select! {
         r = http_server => r?,
         r = grpc_server => r?,
     }
     Ok(())
+}
+
+/// `AlwaysOk` on HTTP/2 connections of hyper's, without tonic's server.
+async fn serve_grpc_on_hyper(addr: SocketAddr) -> anyhow::Result<()> {
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use hyper_util::server::conn::auto::Builder;
+    use hyper_util::service::TowerToHyperService;
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let builder = Builder::new(TokioExecutor::new()).http2_only();
+    let service = RateLimitServiceServer::new(AlwaysOk);
+    loop {
+        let (tcp, _) = listener.accept().await?;
+        let _ = tcp.set_nodelay(true);
+        let conn = builder
+            .serve_connection(TokioIo::new(tcp), TowerToHyperService::new(service.clone()))
+            .into_owned();
+        tokio::spawn(conn);
+    }
 }

@@ -19,6 +19,7 @@ pub mod cli;
 pub mod conns;
 pub mod duration;
 pub mod envoy;
+pub mod grpc_deadline;
 pub mod http;
 pub mod inspect_limits;
 pub mod inspect_task;

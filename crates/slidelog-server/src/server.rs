@@ -228,26 +228,65 @@ impl Future for HeaderDeadline {
 impl hyper::rt::Sleep for HeaderDeadline {}
 
 /// Serves the Envoy rate limit gRPC API on `listener` until `shutdown`
-/// fires, with the connection limits of `hygiene`.
+/// fires, with the connection limits of `hygiene`; returns once every
+/// connection has closed (the calls in flight at shutdown answered: each
+/// connection is sent a GOAWAY and closes after its last stream).
+///
+/// hyper serves the generated `RateLimitServiceServer` straight, on the
+/// same connection loop as HTTP, with tonic's HTTP/2 settings: HTTP/2 only,
+/// `max_concurrent_streams` and keep-alive pings from `hygiene`, hyper's
+/// other defaults (which tonic keeps). Not through `tonic::transport::Server`:
+/// its router (an axum `Router` in front of the one service, ~2,300
+/// instructions per call), its per-connection shutdown `watch`, and its
+/// service layers cost every call and do nothing here (docs/design.md §0,
+/// BENCHMARKS.md, issue 26). What they did is kept: a path that is not
+/// `ShouldRateLimit` is answered `UNIMPLEMENTED` by the generated server, as
+/// the router answered it; the service cannot fail (its error type is
+/// `Infallible`), so tonic's error recovery had nothing to recover; the
+/// client's deadline (`grpc-timeout`) ends a call as tonic ended it
+/// ([`crate::grpc_deadline`]).
 pub async fn serve_grpc(
     listener: TcpListener,
     limiter: std::sync::Arc<slidelog_envoy::RateLimiter>,
     shutdown: Shutdown,
     hygiene: &Hygiene,
-) -> Result<(), tonic::transport::Error> {
+) -> io::Result<()> {
     let conns = hygiene.conns.clone();
     conns.spawn_idle_sweep("grpc", hygiene.grpc_idle_timeout, shutdown.clone().wait());
-    let incoming = futures::stream::unfold((listener, conns), |(listener, conns)| async move {
-        let io = conns.accept(&listener, "grpc").await;
-        Some((Ok::<_, io::Error>(io), (listener, conns)))
-    });
-    tonic::transport::Server::builder()
+    let service = crate::grpc_deadline::ClientDeadline::new(
+        slidelog_envoy::service::GrpcService::new(limiter).into_server(),
+    );
+    let mut builder = Builder::new(TokioExecutor::new()).http2_only();
+    builder
+        .http2()
+        .timer(hyper_util::rt::TokioTimer::new())
         .max_concurrent_streams(hygiene.grpc_max_streams)
-        .http2_keepalive_interval(Some(hygiene.grpc_keepalive_interval))
-        .http2_keepalive_timeout(Some(hygiene.grpc_keepalive_timeout))
-        .add_service(slidelog_envoy::service::GrpcService::new(limiter).into_server())
-        .serve_with_incoming_shutdown(incoming, shutdown.wait())
-        .await
+        .keep_alive_interval(Some(hygiene.grpc_keepalive_interval))
+        .keep_alive_timeout(hygiene.grpc_keepalive_timeout);
+    let (live, _) = tokio::sync::watch::channel(());
+    let stop = shutdown.wait();
+    tokio::pin!(stop);
+    loop {
+        let io = tokio::select! {
+            () = &mut stop => break,
+            io = conns.accept(&listener, "grpc") => io,
+        };
+        let drain = io.drain_signal();
+        let conn = builder
+            .serve_connection(TokioIo::new(io), TowerToHyperService::new(service.clone()))
+            .into_owned();
+        let alive = live.subscribe();
+        tokio::spawn(async move {
+            if let Err(e) = until_drained(conn, drain).await {
+                tracing::debug!(error = %e, "gRPC connection ended with an error");
+            }
+            drop(alive);
+        });
+    }
+    drop(listener);
+    conns.drain("grpc");
+    live.closed().await;
+    Ok(())
 }
 
 #[cfg(test)]

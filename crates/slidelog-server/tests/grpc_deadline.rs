@@ -1,0 +1,106 @@
+//! A gRPC call ends at its client's deadline (`grpc-timeout`), as it did
+//! when tonic's server served the port: with the store frozen and
+//! `--store-timeout 5s`, a call with a 300 ms deadline is answered
+//! `CANCELLED` ("Timeout expired", percent-encoded on the wire) within about that time, not after the
+//! store's timeout. The client is a raw HTTP/2 one (`h2`): tonic's client
+//! would enforce the deadline itself and hide what the server does.
+
+use axum::body::Bytes;
+use axum::http::{Request, Response};
+use prost::Message as _;
+use slidelog_testkit::RedisServer;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+mod common;
+
+use common::child;
+
+const CONFIG: &str = "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 100}\n";
+const PATH: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+
+/// Sends one `ShouldRateLimit` call over a fresh HTTP/2 connection, with
+/// `grpc-timeout` when given; returns the response head (whose headers
+/// carry `grpc-status` in a trailers-only answer) and when it came.
+async fn call(grpc: &str, timeout: Option<&str>) -> (Response<h2::RecvStream>, Duration) {
+    let tcp = tokio::net::TcpStream::connect(grpc).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(connection);
+    let mut client = client.ready().await.unwrap();
+    let mut request = Request::post(format!("http://{grpc}{PATH}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers");
+    if let Some(t) = timeout {
+        request = request.header("grpc-timeout", t);
+    }
+    let message = common::envoy_request("api", "user", "deadline").encode_to_vec();
+    let mut body = vec![0u8];
+    body.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
+    body.extend_from_slice(&message);
+    let start = Instant::now();
+    let (response, mut send) = client
+        .send_request(request.body(()).unwrap(), false)
+        .unwrap();
+    send.send_data(Bytes::from(body), true).unwrap();
+    let response = response.await.unwrap();
+    (response, start.elapsed())
+}
+
+/// The `grpc-status` of an answer: in its headers when trailers-only, else
+/// in its trailers.
+async fn grpc_status(response: Response<h2::RecvStream>) -> (String, String) {
+    let header =
+        |h: &axum::http::HeaderMap, name: &str| h.get(name).map(|v| v.to_str().unwrap().to_owned());
+    if let Some(status) = header(response.headers(), "grpc-status") {
+        let message = header(response.headers(), "grpc-message").unwrap_or_default();
+        return (status, message);
+    }
+    let mut body = response.into_body();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.unwrap();
+        let _ = body.flow_control().release_capacity(chunk.len());
+    }
+    let trailers = body.trailers().await.unwrap().expect("trailers");
+    (
+        header(&trailers, "grpc-status").expect("grpc-status"),
+        header(&trailers, "grpc-message").unwrap_or_default(),
+    )
+}
+
+#[tokio::test]
+async fn a_call_ends_at_its_client_deadline_not_at_the_store_timeout() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("limits.yaml");
+    std::fs::write(&config, CONFIG).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_slidelog"));
+    command
+        .args(["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
+        .args(["--store", &redis.url(), "--store-timeout", "5s"])
+        .arg("--config")
+        .arg(&config)
+        .env_remove("SLIDELOG_STORE");
+    let service = child::spawn(command);
+    let grpc = service.grpc_addr();
+
+    // Answered by the store, deadline or not.
+    for timeout in [None, Some("10S")] {
+        let (response, _) = call(&grpc, timeout).await;
+        assert_eq!(response.status(), 200);
+        assert_eq!(grpc_status(response).await.0, "0", "deadline {timeout:?}");
+    }
+
+    redis.pause();
+    let (response, took) = call(&grpc, Some("300m")).await;
+    let status = grpc_status(response).await;
+    redis.resume();
+    assert_eq!(
+        status,
+        ("1".to_owned(), "Timeout%20expired".to_owned()),
+        "CANCELLED at the client's deadline"
+    );
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(3),
+        "answered after {took:?}: the deadline is 300 ms, the store's timeout 5 s"
+    );
+}
