@@ -23,11 +23,20 @@ const PATH: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
 /// `grpc-timeout` when given; returns the response head (whose headers
 /// carry `grpc-status` in a trailers-only answer) and when it came.
 async fn call(grpc: &str, timeout: Option<&str>) -> (Response<h2::RecvStream>, Duration) {
+    call_on(grpc, PATH, timeout).await
+}
+
+/// [`call`] on `path`.
+async fn call_on(
+    grpc: &str,
+    path: &str,
+    timeout: Option<&str>,
+) -> (Response<h2::RecvStream>, Duration) {
     let tcp = tokio::net::TcpStream::connect(grpc).await.unwrap();
     let (client, connection) = h2::client::handshake(tcp).await.unwrap();
     tokio::spawn(connection);
     let mut client = client.ready().await.unwrap();
-    let mut request = Request::post(format!("http://{grpc}{PATH}"))
+    let mut request = Request::post(format!("http://{grpc}{path}"))
         .header("content-type", "application/grpc")
         .header("te", "trailers");
     if let Some(t) = timeout {
@@ -88,6 +97,18 @@ async fn a_call_ends_at_its_client_deadline_not_at_the_store_timeout() {
         let (response, _) = call(&grpc, timeout).await;
         assert_eq!(response.status(), 200);
         assert_eq!(grpc_status(response).await.0, "0", "deadline {timeout:?}");
+    }
+
+    // Any other method or service is UNIMPLEMENTED (12), as tonic's
+    // router answered it.
+    for path in [
+        "/envoy.service.ratelimit.v3.RateLimitService/Other",
+        "/grpc.health.v1.Health/Check",
+        "/",
+    ] {
+        let (response, _) = call_on(&grpc, path, None).await;
+        assert_eq!(response.status(), 200, "{path}");
+        assert_eq!(grpc_status(response).await.0, "12", "{path}");
     }
 
     redis.pause();
