@@ -1,9 +1,11 @@
 //! A gRPC call ends at its client's deadline (`grpc-timeout`), as it did
 //! when tonic's server served the port: with the store frozen and
 //! `--store-timeout 5s`, a call with a 300 ms deadline is answered
-//! `CANCELLED` ("Timeout expired", percent-encoded on the wire) within about that time, not after the
-//! store's timeout. The client is a raw HTTP/2 one (`h2`): tonic's client
-//! would enforce the deadline itself and hide what the server does.
+//! `CANCELLED` ("Timeout expired", percent-encoded on the wire) within
+//! about that time, not after the store's timeout. Any other method or
+//! service is answered `UNIMPLEMENTED`. The client is a raw HTTP/2 one
+//! (`h2`): tonic's client would enforce the deadline itself and hide what
+//! the server does.
 
 use axum::body::Bytes;
 use axum::http::{Request, Response};
