@@ -20,6 +20,7 @@ pub mod conns;
 pub mod duration;
 pub mod envoy;
 pub mod grpc_deadline;
+mod h2_timer;
 pub mod http;
 pub mod inspect_limits;
 pub mod inspect_task;

@@ -235,7 +235,8 @@ impl hyper::rt::Sleep for HeaderDeadline {}
 /// hyper serves the generated `RateLimitServiceServer` straight, on the
 /// same connection loop as HTTP, with tonic's HTTP/2 settings: HTTP/2 only,
 /// `max_concurrent_streams` and keep-alive pings from `hygiene`, hyper's
-/// other defaults (which tonic keeps). Not through `tonic::transport::Server`:
+/// other defaults (which tonic keeps), on a timer whose keep-alive sleep
+/// is cheap to poll again ([`crate::h2_timer`]). Not through `tonic::transport::Server`:
 /// its router (an axum `Router` in front of the one service, ~2,300
 /// instructions per call), its per-connection shutdown `watch`, and its
 /// service layers cost every call and do nothing here (docs/design.md §0,
@@ -259,7 +260,7 @@ pub async fn serve_grpc(
     let mut builder = Builder::new(TokioExecutor::new()).http2_only();
     builder
         .http2()
-        .timer(hyper_util::rt::TokioTimer::new())
+        .timer(crate::h2_timer::H2Timer)
         .max_concurrent_streams(hygiene.grpc_max_streams)
         .keep_alive_interval(Some(hygiene.grpc_keepalive_interval))
         .keep_alive_timeout(hygiene.grpc_keepalive_timeout);

@@ -216,3 +216,61 @@ fn grpc_caps_streams_and_sends_keepalive_pings() {
         started.elapsed()
     );
 }
+
+/// A peer that stops answering keep-alive PINGs is closed once the timeout
+/// after the PING passes (hyper's keep-alive on serve's own timer,
+/// `h2_timer.rs`), and one that answers them stays open.
+#[test]
+fn grpc_closes_a_peer_that_does_not_answer_keepalive_pings() {
+    let service = serve(&[
+        "--grpc-keepalive-interval",
+        "500ms",
+        "--grpc-keepalive-timeout",
+        "500ms",
+    ]);
+    let open = |tcp: &mut TcpStream| {
+        let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+        hello.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+        tcp.write_all(&hello).unwrap();
+    };
+
+    // Answers every PING (an ACK: flags 1, the same 8 bytes): still open
+    // after several intervals.
+    let mut live = TcpStream::connect(service.grpc_addr()).unwrap();
+    open(&mut live);
+    let mut answer = live.try_clone().unwrap();
+    let mut pings = 0;
+    let answered = read_frames(&mut live, |kind, payload| {
+        // Only the server's PINGs, not its ACKs of ours (flags byte unseen
+        // here: the ACK of a PING carries the same payload back, and we
+        // send none).
+        if kind == 6 {
+            let mut ack = vec![0, 0, 8, 6, 1, 0, 0, 0, 0];
+            ack.extend_from_slice(payload);
+            answer.write_all(&ack).unwrap();
+            pings += 1;
+        }
+        pings == 4
+    });
+    assert!(
+        answered,
+        "answered {pings} PINGs, then the connection ended"
+    );
+
+    // Never answers: closed (EOF, after a GOAWAY) within interval + timeout.
+    let mut silent = TcpStream::connect(service.grpc_addr()).unwrap();
+    open(&mut silent);
+    assert!(read_frames(&mut silent, |kind, _| kind == 6), "no PING");
+    let pinged = Instant::now();
+    silent
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut rest = Vec::new();
+    let closed = silent.read_to_end(&mut rest);
+    let took = pinged.elapsed();
+    assert!(closed.is_ok(), "not closed within 10 s: {closed:?}");
+    assert!(
+        took < Duration::from_secs(3),
+        "closed {took:?} after the PING"
+    );
+}
