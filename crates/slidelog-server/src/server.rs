@@ -245,7 +245,11 @@ impl hyper::rt::Sleep for HeaderDeadline {}
 /// the router answered it; the service cannot fail (its error type is
 /// `Infallible`), so tonic's error recovery had nothing to recover; the
 /// client's deadline (`grpc-timeout`) ends a call as tonic ended it
-/// ([`crate::grpc_deadline`]).
+/// ([`crate::grpc_deadline`]). One default differs, for the better: tonic
+/// turned off h2's bound on streams a connection makes the server reset
+/// for protocol errors (`max_local_error_reset_streams(None)`); hyper's
+/// default keeps it (1,024 per connection, then GOAWAY): a client that
+/// makes the server reset stream after stream is cut off.
 pub async fn serve_grpc(
     listener: TcpListener,
     limiter: std::sync::Arc<slidelog_envoy::RateLimiter>,

@@ -274,3 +274,43 @@ fn grpc_closes_a_peer_that_does_not_answer_keepalive_pings() {
         "closed {took:?} after the PING"
     );
 }
+
+/// A client that makes the server reset stream after stream (malformed
+/// requests: a HEADERS frame without `:path`) gets a GOAWAY with
+/// ENHANCE_YOUR_CALM once it has caused 1,024 of them (h2's bound, which
+/// `tonic::transport::Server` turned off and serve's own gRPC port keeps).
+#[test]
+fn grpc_cuts_off_a_client_that_makes_it_reset_stream_after_stream() {
+    let service = serve(&[]);
+    let mut tcp = TcpStream::connect(service.grpc_addr()).unwrap();
+    let mut bytes = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    bytes.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+    // 1,100 requests of one header, `:method: POST` (HPACK static index
+    // 3), END_STREAM | END_HEADERS, on streams 1, 3, 5, …
+    for i in 0..1_100u32 {
+        let stream = 2 * i + 1;
+        bytes.extend_from_slice(&[0, 0, 1, 1, 0x05]);
+        bytes.extend_from_slice(&stream.to_be_bytes());
+        bytes.push(0x83);
+    }
+    let mut writer = tcp.try_clone().unwrap();
+    let sender = std::thread::spawn(move || {
+        // The server may close before reading everything.
+        let _ = writer.write_all(&bytes);
+    });
+    // GOAWAY (type 7): last stream id, then the error code, 11.
+    let mut code = None;
+    read_frames(&mut tcp, |kind, payload| {
+        if kind == 7 && payload.len() >= 8 {
+            code = Some(u32::from_be_bytes([
+                payload[4], payload[5], payload[6], payload[7],
+            ]));
+            return true;
+        }
+        false
+    });
+    let _ = sender.join();
+    assert_eq!(code, Some(11), "no GOAWAY with ENHANCE_YOUR_CALM");
+    // The port still serves others.
+    assert!(grpc_port_answers(&service.grpc_addr()));
+}
