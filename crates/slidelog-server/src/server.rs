@@ -236,7 +236,7 @@ impl hyper::rt::Sleep for HeaderDeadline {}
 /// same connection loop as HTTP, with tonic's HTTP/2 settings: HTTP/2 only,
 /// `max_concurrent_streams` and keep-alive pings from `hygiene`, hyper's
 /// other defaults (which tonic keeps), on a timer whose keep-alive sleep
-/// is cheap to poll again ([`crate::h2_timer`]). Not through `tonic::transport::Server`:
+/// is cheap to poll again (`h2_timer.rs`). Not through `tonic::transport::Server`:
 /// its router (an axum `Router` in front of the one service, ~2,300
 /// instructions per call), its per-connection shutdown `watch`, and its
 /// service layers cost every call and do nothing here (docs/design.md §0,
