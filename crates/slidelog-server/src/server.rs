@@ -8,7 +8,7 @@
 //! and sends keep-alive pings, closing a connection whose peer stops
 //! answering them.
 
-use crate::conns::{Conns, Drain, default_max_connections};
+use crate::conns::{Conns, Drain, TrackedIo, default_max_connections};
 use crate::http::Api;
 use crate::shutdown::Shutdown;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -21,7 +21,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 
 /// Default time in-flight requests get after the shutdown signal.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
@@ -109,36 +109,18 @@ pub async fn serve_http_with(
     conns.spawn_idle_sweep("http", hygiene.http_idle_timeout, shutdown.clone().wait());
     let mut builder = Builder::new(TokioExecutor::new());
     builder.http1().header_read_timeout(hygiene.header_timeout);
-    // Each connection's task holds a receiver: `closed()` completes when
-    // every one of them has ended (nothing is ever sent).
-    let (live, _) = tokio::sync::watch::channel(());
-    let stop = shutdown.clone().wait();
-    tokio::pin!(stop);
-    loop {
-        let io = tokio::select! {
-            () = &mut stop => break,
-            io = conns.accept(&listener, "http") => io,
-        };
+    let live = serve_connections(listener, &conns, "http", shutdown, |io| {
         let service = TowerToHyperService::new(router.clone());
-        let drain = io.drain_signal();
         // The header-read timeout on a timer of the connection's own.
         let mut builder = builder.clone();
         builder.http1().timer(HeaderTimer::default());
-        let conn = builder
+        builder
             .serve_connection_with_upgrades(TokioIo::new(io), service)
-            .into_owned();
-        let alive = live.subscribe();
-        tokio::spawn(async move {
-            if let Err(e) = until_drained(conn, drain).await {
-                tracing::debug!(error = %e, "HTTP connection ended with an error");
-            }
-            drop(alive);
-        });
-    }
-    // No new connections; in-flight requests get `grace`, then each
-    // connection closes (at once when it is between requests).
-    drop(listener);
-    conns.drain("http");
+            .into_owned()
+    })
+    .await;
+    // In-flight requests get `grace`, then each connection closes (at once
+    // when it is between requests).
     tokio::select! {
         () = live.closed() => Ok(Stopped::Drained),
         () = tokio::time::sleep(grace) => {
@@ -146,6 +128,47 @@ pub async fn serve_http_with(
             Ok(Stopped::GraceExpired)
         }
     }
+}
+
+/// The accept loop of both ports: serves each connection `connect` makes
+/// of an accepted one, on a task of its own, until `shutdown` fires; then
+/// stops accepting (the listener is dropped) and asks the port's
+/// connections to finish (`Conns::drain`: each closes after its request or
+/// streams in flight). Returns a sender whose `closed()` completes once
+/// every connection has ended (each task holds a receiver; nothing is ever
+/// sent).
+async fn serve_connections<C>(
+    listener: TcpListener,
+    conns: &Conns,
+    port: &'static str,
+    shutdown: Shutdown,
+    mut connect: impl FnMut(TrackedIo<TcpStream>) -> C,
+) -> tokio::sync::watch::Sender<()>
+where
+    C: GracefulConnection + Send + 'static,
+    C::Error: std::fmt::Display + Send,
+{
+    let (live, _) = tokio::sync::watch::channel(());
+    let stop = shutdown.wait();
+    tokio::pin!(stop);
+    loop {
+        let io = tokio::select! {
+            () = &mut stop => break,
+            io = conns.accept(&listener, port) => io,
+        };
+        let drain = io.drain_signal();
+        let conn = connect(io);
+        let alive = live.subscribe();
+        tokio::spawn(async move {
+            if let Err(e) = until_drained(conn, drain).await {
+                tracing::debug!(error = %e, port, "connection ended with an error");
+            }
+            drop(alive);
+        });
+    }
+    drop(listener);
+    conns.drain(port);
+    live
 }
 
 /// Serves `conn` to its end, asking it to finish the request in flight and
@@ -268,28 +291,12 @@ pub async fn serve_grpc(
         .max_concurrent_streams(hygiene.grpc_max_streams)
         .keep_alive_interval(Some(hygiene.grpc_keepalive_interval))
         .keep_alive_timeout(hygiene.grpc_keepalive_timeout);
-    let (live, _) = tokio::sync::watch::channel(());
-    let stop = shutdown.wait();
-    tokio::pin!(stop);
-    loop {
-        let io = tokio::select! {
-            () = &mut stop => break,
-            io = conns.accept(&listener, "grpc") => io,
-        };
-        let drain = io.drain_signal();
-        let conn = builder
+    let live = serve_connections(listener, &conns, "grpc", shutdown, |io| {
+        builder
             .serve_connection(TokioIo::new(io), TowerToHyperService::new(service.clone()))
-            .into_owned();
-        let alive = live.subscribe();
-        tokio::spawn(async move {
-            if let Err(e) = until_drained(conn, drain).await {
-                tracing::debug!(error = %e, "gRPC connection ended with an error");
-            }
-            drop(alive);
-        });
-    }
-    drop(listener);
-    conns.drain("grpc");
+            .into_owned()
+    })
+    .await;
     live.closed().await;
     Ok(())
 }
