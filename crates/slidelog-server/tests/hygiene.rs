@@ -72,15 +72,21 @@ fn http_get(addr: &str, path: &str) -> Result<u16, String> {
         .map(|(status, _)| status)
 }
 
+/// An HTTP/2 client's first bytes: the connection preface and an empty
+/// SETTINGS frame.
+fn client_preface() -> Vec<u8> {
+    let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    hello.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+    hello
+}
+
 /// An HTTP/2 client preface; true when the server answers with SETTINGS.
 fn grpc_port_answers(addr: &str) -> bool {
     let Ok(mut tcp) = TcpStream::connect(addr) else {
         return false;
     };
     tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
-    hello.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
-    if tcp.write_all(&hello).is_err() {
+    if tcp.write_all(&client_preface()).is_err() {
         return false;
     }
     let mut frame = [0u8; 9];
@@ -191,9 +197,7 @@ fn read_frames(tcp: &mut TcpStream, mut until: impl FnMut(u8, &[u8]) -> bool) ->
 fn grpc_caps_streams_and_sends_keepalive_pings() {
     let service = serve(&["--grpc-max-streams", "7", "--grpc-keepalive-interval", "1s"]);
     let mut tcp = TcpStream::connect(service.grpc_addr()).unwrap();
-    let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
-    hello.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
-    tcp.write_all(&hello).unwrap();
+    tcp.write_all(&client_preface()).unwrap();
     // SETTINGS_MAX_CONCURRENT_STREAMS (id 3) = 7 in the server's SETTINGS.
     let capped = read_frames(&mut tcp, |kind, payload| {
         kind == 4
@@ -228,16 +232,11 @@ fn grpc_closes_a_peer_that_does_not_answer_keepalive_pings() {
         "--grpc-keepalive-timeout",
         "500ms",
     ]);
-    let open = |tcp: &mut TcpStream| {
-        let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
-        hello.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
-        tcp.write_all(&hello).unwrap();
-    };
 
     // Answers every PING (an ACK: flags 1, the same 8 bytes): still open
     // after several intervals.
     let mut live = TcpStream::connect(service.grpc_addr()).unwrap();
-    open(&mut live);
+    live.write_all(&client_preface()).unwrap();
     let mut answer = live.try_clone().unwrap();
     let mut pings = 0;
     let answered = read_frames(&mut live, |kind, payload| {
@@ -259,7 +258,7 @@ fn grpc_closes_a_peer_that_does_not_answer_keepalive_pings() {
 
     // Never answers: closed (EOF, after a GOAWAY) within interval + timeout.
     let mut silent = TcpStream::connect(service.grpc_addr()).unwrap();
-    open(&mut silent);
+    silent.write_all(&client_preface()).unwrap();
     assert!(read_frames(&mut silent, |kind, _| kind == 6), "no PING");
     let pinged = Instant::now();
     silent
@@ -283,8 +282,7 @@ fn grpc_closes_a_peer_that_does_not_answer_keepalive_pings() {
 fn grpc_cuts_off_a_client_that_makes_it_reset_stream_after_stream() {
     let service = serve(&[]);
     let mut tcp = TcpStream::connect(service.grpc_addr()).unwrap();
-    let mut bytes = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
-    bytes.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+    let mut bytes = client_preface();
     // 1,100 requests of one header, `:method: POST` (HPACK static index
     // 3), END_STREAM | END_HEADERS, on streams 1, 3, 5, …
     for i in 0..1_100u32 {
