@@ -38,7 +38,9 @@ mod plan;
 mod status;
 
 pub use counts::{DECISIONS, UNCONFIGURED, UNMATCHED};
-pub use grpc::{GrpcService, serve_grpc};
+pub use grpc::{
+    GRPC_KEEPALIVE, GRPC_MAX_LOCAL_ERROR_RESETS, GRPC_MAX_STREAMS, GrpcService, serve_grpc,
+};
 
 use crate::config::Unit;
 use crate::handles::{SharedRecorder, Slot};

@@ -33,12 +33,13 @@ pub const DEFAULT_HTTP_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default time a gRPC connection may send nothing (keep-alive ping
 /// answers count) before it is closed.
 pub const DEFAULT_GRPC_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
-/// Default cap on concurrent HTTP/2 streams of one gRPC connection.
-pub const DEFAULT_GRPC_MAX_STREAMS: u32 = 1_024;
+/// Default cap on concurrent HTTP/2 streams of one gRPC connection (the
+/// Envoy crate's `serve_grpc` uses the same).
+pub const DEFAULT_GRPC_MAX_STREAMS: u32 = slidelog_envoy::service::GRPC_MAX_STREAMS;
 /// Default interval of the gRPC server's HTTP/2 keep-alive pings.
-pub const DEFAULT_GRPC_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
+pub const DEFAULT_GRPC_KEEPALIVE_INTERVAL: Duration = slidelog_envoy::service::GRPC_KEEPALIVE.0;
 /// Default time a ping may go unanswered before the connection is closed.
-pub const DEFAULT_GRPC_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+pub const DEFAULT_GRPC_KEEPALIVE_TIMEOUT: Duration = slidelog_envoy::service::GRPC_KEEPALIVE.1;
 
 /// How a server run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -277,11 +277,49 @@ fn grpc_closes_a_peer_that_does_not_answer_keepalive_pings() {
 /// A client that makes the server reset stream after stream (malformed
 /// requests: a HEADERS frame without `:path`) gets a GOAWAY with
 /// ENHANCE_YOUR_CALM once it has caused 1,024 of them (h2's bound, which
-/// `tonic::transport::Server` turned off and serve's own gRPC port keeps).
+/// `tonic::transport::Server` turns off unless told otherwise).
 #[test]
 fn grpc_cuts_off_a_client_that_makes_it_reset_stream_after_stream() {
     let service = serve(&[]);
-    let mut tcp = TcpStream::connect(service.grpc_addr()).unwrap();
+    flood_of_resets_gets_goaway(&service.grpc_addr());
+    // The port still serves others.
+    assert!(grpc_port_answers(&service.grpc_addr()));
+}
+
+/// The same bound on the Envoy crate's own `serve_grpc`, the tonic server
+/// that embedders and its tests run.
+#[test]
+fn the_envoy_crates_serve_grpc_cuts_off_the_same_client() {
+    use slidelog_envoy::{ConfigHandle, RateLimitConfig, RateLimiter, ServiceOptions};
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let addr = runtime.block_on(async {
+        let config = RateLimitConfig::from_yaml_str(
+            "hygiene.yaml",
+            "domain: bench\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 10}\n",
+        )
+        .unwrap();
+        let limiter = std::sync::Arc::new(RateLimiter::new(
+            slidelog::Limiter::from_store(std::sync::Arc::new(slidelog_memory::MemoryStore::new())),
+            ConfigHandle::fixed(config),
+            ServiceOptions::default(),
+        ));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(slidelog_envoy::service::serve_grpc(
+            listener,
+            limiter,
+            std::future::pending(),
+        ));
+        addr
+    });
+    flood_of_resets_gets_goaway(&addr);
+    assert!(grpc_port_answers(&addr));
+}
+
+/// Sends 1,100 malformed requests on one connection to `addr` and asserts
+/// the GOAWAY with ENHANCE_YOUR_CALM (error code 11) that ends it.
+fn flood_of_resets_gets_goaway(addr: &str) {
+    let mut tcp = TcpStream::connect(addr).unwrap();
     let mut bytes = client_preface();
     // 1,100 requests of one header, `:method: POST` (HPACK static index
     // 3), END_STREAM | END_HEADERS, on streams 1, 3, 5, …
@@ -308,7 +346,9 @@ fn grpc_cuts_off_a_client_that_makes_it_reset_stream_after_stream() {
         false
     });
     let _ = sender.join();
-    assert_eq!(code, Some(11), "no GOAWAY with ENHANCE_YOUR_CALM");
-    // The port still serves others.
-    assert!(grpc_port_answers(&service.grpc_addr()));
+    assert_eq!(
+        code,
+        Some(11),
+        "no GOAWAY with ENHANCE_YOUR_CALM from {addr}"
+    );
 }
