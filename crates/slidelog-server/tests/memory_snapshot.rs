@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 mod common;
 
 use common::child;
-use common::raw_http::{check, get};
+use common::raw_http::{check, get, metric};
 
 const FIVE_PER_HOUR: &str = r#"{"key":"deploy","max":5,"window_ms":3600000}"#;
 
@@ -68,24 +68,38 @@ fn kill_9_loses_at_most_the_records_since_the_last_complete_write_began() {
     let body = r#"{"key":"crash","max":100000,"window_ms":3600000}"#;
     let mut times = Vec::new();
     let (started, checks_began) = (Instant::now(), SystemTime::now());
-    while started.elapsed() < Duration::from_secs(3) {
+    // Checks for 3 s, and on until a write has completed since they began
+    // (at most 30 s: a busy CI disk has taken seconds per write). Then the
+    // last complete write as the service reports it, read just before the
+    // kill: a write that completes after this read only keeps more.
+    let (last_end, duration) = loop {
         assert!(admitted(&service.addr, body));
         times.push(SystemTime::now());
         std::thread::sleep(Duration::from_millis(5));
-    }
-    // The last complete write as the service reports it, read just before the
-    // kill: a write that completes after this read only keeps more. Its start
-    // is its end less its duration; the end is stamped when the writer task
-    // runs again after the fsyncs, so it is moved back by a scheduling slack.
-    // On a quiet host a write takes a few ms; on a busy CI disk the fsyncs
-    // have taken seconds, which is why the bound is the write's own start and
-    // not "one interval before the kill".
-    let (_, text) = get(&service.addr, "/metrics");
-    let last_end = gauge(
-        &text,
-        "slidelog_memory_snapshot_last_success_timestamp_seconds",
-    );
-    let duration = gauge(&text, "slidelog_memory_snapshot_duration_seconds");
+        if started.elapsed() < Duration::from_secs(3) {
+            continue;
+        }
+        let (_, text) = get(&service.addr, "/metrics");
+        let last_end = metric(
+            &text,
+            "slidelog_memory_snapshot_last_success_timestamp_seconds",
+        );
+        if UNIX_EPOCH + Duration::from_secs_f64(last_end) > checks_began {
+            break (
+                last_end,
+                metric(&text, "slidelog_memory_snapshot_duration_seconds"),
+            );
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no write completed in 30 s of checks"
+        );
+    };
+    // The write's start is its end less its duration; the end is stamped
+    // when the writer task runs again after the fsyncs, so it is moved back
+    // by a scheduling slack. On a quiet host a write takes a few ms; on a
+    // busy CI disk the fsyncs have taken seconds, which is why the bound is
+    // the write's own start and not "one interval before the kill".
     let slack = 0.25;
     let write_began = UNIX_EPOCH + Duration::from_secs_f64(last_end - duration - slack);
     let mut service = service;
@@ -108,21 +122,7 @@ fn kill_9_loses_at_most_the_records_since_the_last_complete_write_began() {
         lost <= recent,
         "lost {lost}, more than the {recent} admitted since the last complete write began"
     );
-    assert!(
-        UNIX_EPOCH + Duration::from_secs_f64(last_end) > checks_began,
-        "no write completed during the 3 s of checks"
-    );
     assert!(kept > 0, "nothing survived");
-}
-
-/// The value of the unlabelled gauge `name` in a Prometheus text page.
-fn gauge(text: &str, name: &str) -> f64 {
-    text.lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-        .unwrap_or_else(|| panic!("{name} not in\n{text}"))
-        .trim()
-        .parse()
-        .unwrap()
 }
 
 /// `serve ARGS` run to its exit (at most 30 s).

@@ -71,10 +71,7 @@ fn until_exact(service: &child::Serve) -> Duration {
 
 /// The value of the `name` series in `/metrics`.
 fn gauge(service: &child::Serve, name: &str) -> f64 {
-    let (_, text) = raw_http::get(&service.addr, "/metrics");
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in {text}"))
+    raw_http::metric(&raw_http::get(&service.addr, "/metrics").1, name)
 }
 
 /// The outage (Redis killed before `serve` when `at_start`), measured.

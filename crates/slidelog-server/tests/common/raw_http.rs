@@ -23,6 +23,14 @@ pub fn get(addr: &str, path: &str) -> (u16, String) {
     request(addr, "GET", path, "", "")
 }
 
+/// The value of the unlabelled series `name` in a Prometheus text page (the
+/// body of `GET /metrics`); panics, showing the page, when it is not there.
+pub fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
+}
+
 /// Sends `POST /v1/check` with `body`; returns the status and the body.
 pub fn check(addr: &str, body: &str) -> (u16, String) {
     request(addr, "POST", "/v1/check", body, "")
