@@ -32,6 +32,7 @@ pub mod log;
 pub mod name;
 pub mod receipt;
 pub mod redact;
+pub mod seal;
 pub mod slot;
 pub mod store;
 pub mod url;
@@ -45,4 +46,5 @@ pub use limit::{
 };
 pub use log::Log;
 pub use receipt::{Receipt, ReceiptError, RecordRef};
+pub use seal::{MIN_SECRET_BYTES, ReceiptKey, SEALED_VERSION, SecretTooShort};
 pub use store::{DEFAULT_KEY_PREFIX, MAX_NOW_MS, Mode, Now, Settled, Store, StoreStats};

@@ -71,6 +71,18 @@ pub enum ReceiptError {
         /// The version byte.
         got: u8,
     },
+    /// An unsigned receipt (version 1, issued before receipts were signed)
+    /// where a signed one is required.
+    #[error(
+        "receipt is unsigned (version 1, issued before receipts were signed); settle with a receipt this service issued since"
+    )]
+    Unsigned,
+    /// The signature does not match: not issued by an instance sharing this
+    /// receipt secret, or issued for another key, or altered.
+    #[error(
+        "receipt's signature does not match: it was not issued by this service (or one sharing its receipt secret) for this key, or was altered"
+    )]
+    Forged,
     /// The receipt names a record of another key.
     #[error("receipt was issued for another key; settle it with the key its check used")]
     OtherKey,
@@ -189,8 +201,14 @@ impl Receipt {
 
     /// Writes the receipt's binary (the table atop this module) into `out`.
     fn write_binary(&self, out: &mut Binary) {
+        self.write_versioned(RECEIPT_VERSION, out);
+    }
+
+    /// The binary with `version` as its first byte: the unsigned body, which
+    /// a sealed receipt (crate::seal) extends with its nonce and tag.
+    pub(crate) fn write_versioned(&self, version: u8, out: &mut Binary) {
         let count = (self.costs.len() - 1) as u8;
-        out.put([RECEIPT_VERSION, u8::from(self.id.is_some()) | (count << 1)]);
+        out.put([version, u8::from(self.id.is_some()) | (count << 1)]);
         out.varint(self.ts);
         for &cost in &self.costs {
             out.varint(cost);
@@ -217,6 +235,16 @@ impl Receipt {
         if version != RECEIPT_VERSION {
             return Err(ReceiptError::Version { got: version });
         }
+        let receipt = Self::read_body(&mut r)?;
+        if !r.0.is_empty() {
+            return Err(ReceiptError::Malformed("trailing bytes"));
+        }
+        Ok(receipt)
+    }
+
+    /// Reads the body that follows the version byte (flags to record id);
+    /// never panics.
+    pub(crate) fn read_body(r: &mut Reader<'_>) -> Result<Self, ReceiptError> {
         let flags = r.byte()?;
         if flags >> 5 != 0 {
             return Err(ReceiptError::Malformed("unknown flags"));
@@ -242,9 +270,6 @@ impl Receipt {
         let id = (flags & 1 == 1)
             .then(|| r.array().map(u128::from_le_bytes))
             .transpose()?;
-        if !r.0.is_empty() {
-            return Err(ReceiptError::Malformed("trailing bytes"));
-        }
         Ok(Self {
             ts,
             costs,
@@ -258,19 +283,20 @@ impl Receipt {
 /// The most bytes a receipt's binary can take, whatever its values: the
 /// version and flags, a timestamp and up to [`MAX_LIMITS`] costs of at most
 /// 10 LEB128 bytes each (any `u64`), the fingerprints and a record id.
-const MAX_BINARY: usize = 2 + 10 + MAX_LIMITS * 10 + 8 + 4 + 16;
+/// A sealed receipt adds its nonce and tag (crate::seal).
+pub(crate) const MAX_BINARY: usize = 2 + 10 + MAX_LIMITS * 10 + 8 + 4 + 16 + 8 + 16;
 
 /// A receipt's binary being written, on the stack: a plain array and its
 /// length (a `SmallVec` checked at every byte whether it had spilled, and
-/// was copied out whole: issue 26). A receipt holds at most [`MAX_LIMITS`]
+/// was copied out whole, at a cost measured in callgrind). A receipt holds at most [`MAX_LIMITS`]
 /// costs (a request's, or a decoded count of 4 bits), so it never fills.
-struct Binary {
+pub(crate) struct Binary {
     bytes: [u8; MAX_BINARY],
     len: usize,
 }
 
 impl Binary {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             bytes: [0; MAX_BINARY],
             len: 0,
@@ -278,7 +304,7 @@ impl Binary {
     }
 
     /// Appends a fixed number of bytes (one store each for the fingerprints).
-    fn put<const N: usize>(&mut self, more: [u8; N]) {
+    pub(crate) fn put<const N: usize>(&mut self, more: [u8; N]) {
         let end = self.len + N;
         self.bytes[self.len..end].copy_from_slice(&more);
         self.len = end;
@@ -298,16 +324,16 @@ impl Binary {
         self.push(value as u8);
     }
 
-    fn as_slice(&self) -> &[u8] {
+    pub(crate) fn as_slice(&self) -> &[u8] {
         &self.bytes[..self.len]
     }
 }
 
 /// A cursor over a receipt's bytes.
-struct Reader<'a>(&'a [u8]);
+pub(crate) struct Reader<'a>(pub(crate) &'a [u8]);
 
 impl Reader<'_> {
-    fn byte(&mut self) -> Result<u8, ReceiptError> {
+    pub(crate) fn byte(&mut self) -> Result<u8, ReceiptError> {
         let (&first, rest) = self
             .0
             .split_first()
@@ -316,7 +342,7 @@ impl Reader<'_> {
         Ok(first)
     }
 
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], ReceiptError> {
+    pub(crate) fn array<const N: usize>(&mut self) -> Result<[u8; N], ReceiptError> {
         if self.0.len() < N {
             return Err(ReceiptError::Malformed("truncated"));
         }

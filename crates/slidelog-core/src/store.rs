@@ -163,7 +163,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// (up or down; 0 in a limit counts it nowhere in that limit; 0 in every
     /// limit removes it), atomically, and answers the limits after the
     /// change ([`Settled`]). `request` comes from [`Request::usage`] and
-    /// `receipt` has been verified against it ([`Receipt::for_request`]):
+    /// `receipt` has been verified against it (opened by a
+    /// [`crate::ReceiptKey`], or [`Receipt::for_request`]):
     /// same key, same limits. Records with the receipt's timestamp and costs
     /// are interchangeable: a store settles any one of them (the one with
     /// the receipt's id, when the store names records). The record's
@@ -208,6 +209,16 @@ pub trait Store: Send + Sync + std::fmt::Debug {
             store: self.kind(),
             operation: "charge",
         })
+    }
+
+    /// The receipt secret that every instance sharing this store uses
+    /// (docs/design.md §4.6, "Signed receipts"): the one stored, or `fresh`
+    /// stored now when there was none (set once, atomically, so concurrent
+    /// first instances agree). `None` (the default): the store keeps no
+    /// shared secret (an in-process store: its receipts are its own).
+    async fn receipt_secret(&self, fresh: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        let _ = fresh;
+        Ok(None)
     }
 
     /// Deletes the key's log. Returns whether a log existed.

@@ -12,6 +12,13 @@
 
 use std::sync::LazyLock;
 
+/// The key holding the receipt secret that instances sharing a Redis create
+/// once and then all use (docs/design.md §4.6, "Signed receipts"). Outside
+/// the default log prefix; it has no TTL (the one key slidelog writes
+/// without one): instances that outlived a new secret would refuse the
+/// receipts of those that made it.
+pub const RECEIPT_SECRET_KEY: &str = "slidelog:receipt-secret";
+
 use slidelog_core::slot::SLOTS;
 pub use slidelog_core::slot::slot;
 

@@ -325,6 +325,21 @@ where
         Ok(answer.outcome.detailed(request))
     }
 
+    async fn receipt_secret(&self, fresh: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        // One command, atomic: the stored secret, or `fresh` stored now
+        // (SET NX GET, Redis >= 7.0 and Valkey). Outside the key prefix, and
+        // without a TTL: instances that outlive it would disagree.
+        let cmd = redis::cmd("SET")
+            .arg(crate::keys::RECEIPT_SECRET_KEY)
+            .arg(fresh)
+            .arg("NX")
+            .arg("GET")
+            .clone();
+        let mut conn = self.conn.clone();
+        let stored: Option<Vec<u8>> = self.bounded(cmd.query_async(&mut conn)).await?;
+        Ok(Some(stored.unwrap_or_else(|| fresh.to_vec())))
+    }
+
     async fn reset(&self, key: &str) -> Result<bool, StoreError> {
         let mut conn = self.conn.clone();
         // The log and its weights hash (same slot): a reset forgets both.

@@ -26,6 +26,9 @@ pub struct AppConfig {
     /// What clients may ask for: the largest max and cost, the most limits
     /// per request and descriptors per Envoy request (docs/design.md §5).
     pub bounds: slidelog::Bounds,
+    /// Seals and opens receipts (docs/design.md §4.6, "Signed receipts");
+    /// `None`: a random key (receipts settle on this process only).
+    pub receipts: Option<Arc<slidelog::ReceiptKey>>,
 }
 
 impl Default for AppConfig {
@@ -36,6 +39,7 @@ impl Default for AppConfig {
             admin_token: None,
             trust_client_time: false,
             bounds: slidelog::Bounds::SERVICE,
+            receipts: None,
         }
     }
 }
@@ -85,11 +89,15 @@ impl App {
 
     /// The limiter options the settings ask for, reporting to `metrics`.
     fn limiter_builder(config: &AppConfig, metrics: &Arc<Metrics>) -> slidelog::LimiterBuilder {
-        Limiter::builder()
+        let builder = Limiter::builder()
             .timeout(config.store_timeout)
             .failure_policy(config.policy)
             .bounds(config.bounds)
-            .metrics(metrics.clone())
+            .metrics(metrics.clone());
+        match &config.receipts {
+            Some(key) => builder.receipt_key(key.clone()),
+            None => builder,
+        }
     }
 
     fn with_limiter(

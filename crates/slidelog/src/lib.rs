@@ -71,14 +71,15 @@ pub mod url;
 pub use cost::Cost;
 pub use limiter::{
     BuildError, FailurePolicy, Limiter, LimiterBuilder, LimiterError, StoreHealth, UnknownPolicy,
+    shared_receipt_key,
 };
 #[cfg(feature = "tower")]
 pub use middleware::RateLimitLayer;
 pub use slidelog_core::limit;
 pub use slidelog_core::{
     BoundError, Bounds, Counts, Decision, Detailed, FullLimit, InputError, Limit, LimitParseError,
-    LimitState, Mode, Now, Receipt, ReceiptError, RecordRef, Request, Settled, StoreError,
-    TimeMode,
+    LimitState, Mode, Now, Receipt, ReceiptError, ReceiptKey, RecordRef, Request, Settled,
+    StoreError, TimeMode,
 };
 pub use url::OpenError;
 

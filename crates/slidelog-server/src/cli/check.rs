@@ -95,7 +95,9 @@ pub async fn run(args: CheckArgs, store_given: bool) -> anyhow::Result<ExitCode>
     let each = limiter.decide_each(&request, mode).await?;
     let allowed = each.decision.allowed;
     let text = if args.json {
-        serde_json::to_string(&crate::http::answer::Answer::new(&each).with_receipt(&request))?
+        serde_json::to_string(
+            &crate::http::answer::Answer::new(&each).with_receipt(&request, limiter.receipt_key()),
+        )?
     } else {
         describe(&each, args.peek)
     };

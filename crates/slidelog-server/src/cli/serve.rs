@@ -77,6 +77,13 @@ pub struct ServeArgs {
     /// appears neither in the process list nor in the environment.
     #[arg(long, conflicts_with = "admin_token")]
     pub admin_token_file: Option<std::path::PathBuf>,
+    /// Read the receipt secret (at least 32 bytes; trailing newline
+    /// ignored) from this file: instances that settle each other's receipts
+    /// must share it. Without it a Redis store's shared secret is used (the
+    /// first instance creates it in the store), and the memory store makes a
+    /// random one (receipts then settle until this process exits).
+    #[arg(long)]
+    pub receipt_secret_file: Option<std::path::PathBuf>,
     /// Start even when the store refuses the configuration (wrong password,
     /// unknown ACL user, NOPERM, a missing database, a failed TLS
     /// handshake): /readyz then answers 503 naming the cause until it is

@@ -59,8 +59,12 @@ pub struct LimitAnswer {
 impl Answer {
     /// The same answer with the receipt of `request`'s record, when the
     /// decision appended one (an admitted check).
-    pub fn with_receipt(mut self, request: &slidelog::Request) -> Self {
-        self.receipt = slidelog::Receipt::issue(request, self.decision.record);
+    pub fn with_receipt(
+        mut self,
+        request: &slidelog::Request,
+        receipts: &slidelog::ReceiptKey,
+    ) -> Self {
+        self.receipt = receipts.issue(request, self.decision.record);
         self
     }
 

@@ -54,7 +54,11 @@ async fn decide_inner(
         .map_err(|e| decision_error(app, e))?;
     // The answer and its header fields written straight from the decision
     // (the same bytes as `Answer` and `slidelog::headers::insert_each`).
-    Ok(super::respond::decision(&each, &request))
+    Ok(super::respond::decision(
+        &each,
+        &request,
+        app.limiter().receipt_key(),
+    ))
 }
 
 /// The time a body asks to be decided at: the server's clock, or its

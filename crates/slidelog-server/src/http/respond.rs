@@ -15,7 +15,7 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
 use bytes::{BufMut, BytesMut};
 use slidelog::headers::{RATELIMIT, RATELIMIT_POLICY, ceil_secs};
-use slidelog::{Detailed, Limit, LimitState, Receipt, Request};
+use slidelog::{Detailed, Limit, LimitState, Receipt, ReceiptKey, Request};
 use std::cell::RefCell;
 
 /// Bytes allocated at a time for answers (some 15-25 of them).
@@ -43,8 +43,8 @@ fn piece(write: impl FnOnce(&mut BytesMut)) -> Bytes {
 /// The HTTP answer of a decision: 200 admitted, 429 rejected, the decision
 /// JSON (with the receipt of `request`'s record when one was appended) and
 /// the RateLimit header fields.
-pub fn decision(each: &Detailed, request: &Request) -> Response {
-    let body = piece(|out| write_json(out, each, request));
+pub fn decision(each: &Detailed, request: &Request, receipts: &ReceiptKey) -> Response {
+    let body = piece(|out| write_json(out, each, request, receipts));
     let body_len = body.len();
     let mut response = Response::new(Body::from(body));
     if !each.decision.allowed {
@@ -145,8 +145,8 @@ fn put_name(out: &mut BytesMut, limit: &Limit, alone: bool) {
     }
 }
 
-/// The JSON of `Answer::new(each).with_receipt(request)` (see `answer.rs`).
-fn write_json(out: &mut BytesMut, each: &Detailed, request: &Request) {
+/// The JSON of `Answer::new(each).with_receipt(request, receipts)` (see `answer.rs`).
+fn write_json(out: &mut BytesMut, each: &Detailed, request: &Request, receipts: &ReceiptKey) {
     let d = &each.decision;
     out.put_slice(if d.allowed {
         b"{\"allowed\":true,\"limit\":"
@@ -183,7 +183,10 @@ fn write_json(out: &mut BytesMut, each: &Detailed, request: &Request) {
         // base64url needs no JSON escapes: the text is copied as it is
         // encoded (on the stack), not made a `String` first.
         out.put_slice(b",\"receipt\":\"");
-        Receipt::new(request, record).encode_with(|text| out.put_slice(text.as_bytes()));
+        let receipt = Receipt::new(request, record);
+        receipts.seal_with(&receipt, request.key(), |text| {
+            out.put_slice(text.as_bytes())
+        });
         out.put_u8(b'"');
     }
     out.put_u8(b'}');
@@ -270,7 +273,10 @@ mod tests {
     /// Checks the written answer against `Answer`'s serde JSON and
     /// `slidelog::headers`' fields.
     fn same_as_before(each: &Detailed, request: &Request) {
-        let response = decision(each, request);
+        // Three keys that seal alike (one secret, one first nonce): each
+        // writer below gets its own, so every text is the first it issues.
+        let key = || ReceiptKey::with_first_nonce(&[7; 32], 1).unwrap();
+        let response = decision(each, request, &key());
         let expected_status = if each.decision.allowed { 200 } else { 429 };
         assert_eq!(response.status().as_u16(), expected_status);
         let fields = slidelog::headers::ratelimit_fields_each(each);
@@ -290,11 +296,12 @@ mod tests {
                 .map(|v| v.to_str().unwrap().to_owned()),
             fields.retry_after
         );
-        let expected = serde_json::to_vec(&Answer::new(each).with_receipt(request)).unwrap();
+        let expected =
+            serde_json::to_vec(&Answer::new(each).with_receipt(request, &key())).unwrap();
         assert_eq!(headers[CONTENT_LENGTH], expected.len().to_string().as_str());
         let names: Vec<&str> = headers.keys().map(|name| name.as_str()).collect();
         assert_eq!(names.last(), Some(&"content-length"), "{names:?}");
-        let json = piece(|out| write_json(out, each, request));
+        let json = piece(|out| write_json(out, each, request, &key()));
         assert_eq!(
             std::str::from_utf8(&json).unwrap(),
             std::str::from_utf8(&expected).unwrap()

@@ -80,7 +80,7 @@ async fn settle_inner(
         .map_err(|e| usage_error("settle", e))?;
     let answer = SettleAnswer {
         settled: settled.settled,
-        answer: answer(&request, &settled.detailed()),
+        answer: answer(app, &request, &settled.detailed()),
     };
     Ok((StatusCode::OK, Json(answer)).into_response())
 }
@@ -97,14 +97,14 @@ async fn charge_inner(
         .charge_at(&request, now)
         .await
         .map_err(|e| usage_error("charge", e))?;
-    Ok((StatusCode::OK, Json(answer(&request, &each))).into_response())
+    Ok((StatusCode::OK, Json(answer(app, &request, &each))).into_response())
 }
 
 /// The limit fields of `each` (the deciding limit's at the top level, every
 /// limit's in `limits`, as `/v1/check` answers them) and the receipt of its
 /// record.
-fn answer(request: &Request, each: &Detailed) -> Answer {
-    Answer::new(each).with_receipt(request)
+fn answer(app: &App, request: &Request, each: &Detailed) -> Answer {
+    Answer::new(each).with_receipt(request, app.limiter().receipt_key())
 }
 
 /// Bad input is a 400 naming its field; a store without settle or charge

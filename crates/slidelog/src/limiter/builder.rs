@@ -10,7 +10,7 @@ use super::{CallBound, FailurePolicy, Health, Inner, Limiter, Report};
 use crate::metrics::MetricsHook;
 use crate::rejection_cache::{RejectionCache, Setting};
 use crate::url::{StoreOptions, open_store};
-use slidelog_core::{Bounds, Clock, Store, SystemClock, TimeMode};
+use slidelog_core::{Bounds, Clock, ReceiptKey, Store, SystemClock, TimeMode};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,6 +38,8 @@ pub struct LimiterBuilder {
     metrics: Option<Arc<dyn MetricsHook>>,
     bounds: Bounds,
     rejections: Setting,
+    /// Seals and opens receipts; `None`: from the store, else random.
+    receipts: Option<Arc<ReceiptKey>>,
 }
 
 impl Default for LimiterBuilder {
@@ -49,6 +51,7 @@ impl Default for LimiterBuilder {
             metrics: None,
             bounds: Bounds::default(),
             rejections: Setting::default(),
+            receipts: None,
         }
     }
 }
@@ -132,6 +135,25 @@ impl LimiterBuilder {
         self
     }
 
+    /// Seals and opens receipts with `key` (docs/design.md §4.6, "Signed
+    /// receipts"). Instances that settle each other's receipts need one
+    /// secret ([`ReceiptKey::from_secret`]). Without one, [`open`](Self::open)
+    /// takes the secret a shared store keeps (the first instance creates
+    /// it), and [`build`](Self::build) and an in-process store a random one.
+    pub fn receipt_key(mut self, key: impl Into<Arc<ReceiptKey>>) -> Self {
+        self.receipts = Some(key.into());
+        self
+    }
+
+    /// [`receipt_key`](Self::receipt_key) from the secret that `store` keeps
+    /// for every instance sharing it ([`Store::receipt_secret`]: the first
+    /// instance creates it); a store that keeps none, or cannot be read
+    /// now, gives a random key (with a warning when it could not be read).
+    pub async fn receipt_key_of(self, store: &dyn Store) -> Self {
+        let timeout = self.timeout;
+        self.receipt_key(shared_receipt_key(store, timeout).await)
+    }
+
     /// Opens the store that `url` names with `options` (and this builder's
     /// timeout) and returns a limiter on it.
     ///
@@ -165,7 +187,11 @@ impl LimiterBuilder {
             }
             opened => opened?,
         };
-        Ok(self.build(store))
+        let builder = match self.receipts {
+            Some(_) => self,
+            None => self.receipt_key_of(store.as_ref()).await,
+        };
+        Ok(builder.build(store))
     }
 
     /// Returns a limiter on `store`, configured as you made it. A store in
@@ -186,12 +212,41 @@ impl LimiterBuilder {
                 rejections,
                 health,
                 report,
+                receipts: self
+                    .receipts
+                    .unwrap_or_else(|| Arc::new(ReceiptKey::random())),
                 #[cfg(feature = "tower")]
                 names: Default::default(),
             }),
             bounds: self.bounds,
         }
     }
+}
+
+/// The receipt key of instances sharing `store`: its stored secret (created
+/// by the first instance), or a random one, with a warning, when the store
+/// keeps none that this call can read (unreachable at start, or a secret
+/// too short to be one slidelog wrote).
+pub async fn shared_receipt_key(store: &dyn Store, timeout: Duration) -> ReceiptKey {
+    let fresh = ReceiptKey::random_secret();
+    let asked = tokio::time::timeout(
+        timeout.max(Duration::from_secs(1)),
+        store.receipt_secret(&fresh),
+    );
+    let problem = match asked.await {
+        Ok(Ok(None)) => return ReceiptKey::random(),
+        Ok(Ok(Some(secret))) => match ReceiptKey::from_secret(&secret) {
+            Ok(key) => return key,
+            Err(e) => e.to_string(),
+        },
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => "timed out".to_owned(),
+    };
+    tracing::warn!(
+        error = %problem,
+        "could not read the store's shared receipt secret; receipts this instance issues settle only on this instance until it restarts (set a receipt secret to share one)"
+    );
+    ReceiptKey::from_secret(&fresh).unwrap_or_else(|_| ReceiptKey::random())
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ mod policy;
 mod report;
 mod usage;
 
-pub use builder::LimiterBuilder;
+pub use builder::{LimiterBuilder, shared_receipt_key};
 pub use error::{BuildError, LimiterError};
 pub use health::StoreHealth;
 pub use policy::{FailurePolicy, UnknownPolicy};
@@ -39,7 +39,9 @@ use crate::rejection_cache::RejectionCache;
 use bounded::CallBound;
 use health::Health;
 use report::Report;
-use slidelog_core::{Bounds, Decision, InputError, Limit, Mode, Now, Request, Store, TimeMode};
+use slidelog_core::{
+    Bounds, Decision, InputError, Limit, Mode, Now, ReceiptKey, RecordRef, Request, Store, TimeMode,
+};
 use std::sync::Arc;
 
 /// A rate limiter over one store. Cheap to clone: clones share the store.
@@ -75,6 +77,8 @@ struct Inner {
     /// Whether the store is known down, and its one background probe.
     health: Arc<Health>,
     report: Report,
+    /// Seals the receipts this limiter issues and opens those it settles.
+    receipts: Arc<ReceiptKey>,
     /// The layer namespaces derived on this limiter (never process-wide).
     #[cfg(feature = "tower")]
     names: Arc<crate::middleware::Names>,
@@ -111,6 +115,18 @@ impl Limiter {
     /// ```
     pub fn from_store(store: Arc<dyn Store>) -> Self {
         Self::builder().build(store)
+    }
+
+    /// The signed receipt of `request`'s record, when `record` names one
+    /// (an admitted check's or a charge's [`Decision::record`]): what
+    /// [`settle`](Self::settle) takes (docs/design.md §4.6).
+    pub fn receipt(&self, request: &Request, record: Option<RecordRef>) -> Option<String> {
+        self.inner.receipts.issue(request, record)
+    }
+
+    /// The key that seals and opens this limiter's receipts.
+    pub fn receipt_key(&self) -> &ReceiptKey {
+        &self.inner.receipts
     }
 
     /// Returns a limiter on a new in-process memory store (tests, single

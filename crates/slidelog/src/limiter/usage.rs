@@ -16,7 +16,7 @@
 use super::{Limiter, LimiterError};
 use crate::Cost;
 use crate::metrics::Op;
-use slidelog_core::{Detailed, InputError, Limit, Now, Receipt, Request, Settled, StoreError};
+use slidelog_core::{Detailed, InputError, Limit, Now, Request, Settled, StoreError};
 
 impl Cost {
     /// Returns the request of a settle or a charge of `key` under `limits`
@@ -42,13 +42,13 @@ impl Limiter {
     ///
     /// ```
     /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
-    /// use slidelog::{Limit, Limiter, Mode, Receipt, Request};
+    /// use slidelog::{Limit, Limiter, Mode, Request};
     /// let limiter = Limiter::memory();
     /// let limits = [Limit::new(60, 60_000)?, Limit::new(20_000, 60_000)?];
     /// // Reserve an estimate of 4,000 tokens; the answer names its record.
     /// let request = Request::with_costs("user-7", limits.to_vec(), vec![1, 4_000])?;
     /// let reserved = limiter.decide(&request, Mode::Record).await?;
-    /// let receipt = Receipt::issue(&request, reserved.record).unwrap();
+    /// let receipt = limiter.receipt(&request, reserved.record).unwrap();
     /// // The response used 1,250 tokens: settle to that.
     /// let settled = limiter.settle("user-7", &limits, &receipt, [1, 1_250]).await?;
     /// assert!(settled.settled);
@@ -75,7 +75,11 @@ impl Limiter {
         now: Now,
     ) -> Result<Settled, LimiterError> {
         self.bounds.check(request).map_err(InputError::from)?;
-        let receipt = Receipt::for_request(receipt, request).map_err(InputError::from)?;
+        let receipt = self
+            .inner
+            .receipts
+            .open(receipt, request)
+            .map_err(InputError::from)?;
         let call = self.inner.store.settle(request, &receipt, now);
         self.usage_call(Op::Settle, request.key(), call).await
     }

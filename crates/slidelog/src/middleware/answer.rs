@@ -197,7 +197,10 @@ async fn settle<K, C, U>(
     actual: Option<u64>,
 ) -> Option<Detailed> {
     let request = reserved.request;
-    let receipt = Receipt::new(request, record).encode();
+    let receipt = config
+        .limiter
+        .receipt_key()
+        .seal(&Receipt::new(request, record), request.key());
     let settled = config
         .limiter
         .settle(request.key(), request.limits(), &receipt, cost)

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 /// Opens the store named by the flags and wraps it in the service state.
 pub(super) async fn build_app(args: &ServeArgs) -> anyhow::Result<App> {
-    let config = app_config(args)?;
+    let mut config = app_config(args)?;
     let mut options = args.store.options();
     options.memory_key_cap = args.memory_key_cap;
     options.memory_limit = args.memory_limit;
@@ -46,6 +46,10 @@ pub(super) async fn build_app(args: &ServeArgs) -> anyhow::Result<App> {
             open_store(&args.store.store, &options, timeout).await?
         }
     };
+    if config.receipts.is_none() {
+        let key = slidelog::shared_receipt_key(store.as_ref(), timeout).await;
+        config.receipts = Some(Arc::new(key));
+    }
     let time = args.store.time_mode();
     let no_cache = args.no_rejection_cache;
     let app = App::with_builder(store, config, |b| {
@@ -62,6 +66,7 @@ fn app_config(args: &ServeArgs) -> anyhow::Result<AppConfig> {
         policy: args.on_store_error,
         store_timeout: args.store.store_timeout,
         admin_token: admin_token(args)?,
+        receipts: receipt_key(args)?.map(Arc::new),
         trust_client_time: args.trust_client_time,
         bounds: slidelog::Bounds {
             max_limit: args.max_limit,
@@ -85,6 +90,38 @@ fn report_preflight(args: &ServeArgs, app: &App, preflight: Preflight) {
         // Logged at error level; /readyz answers 503 with the cause.
         Preflight::Misconfigured(cause) => app.limiter().note_misconfiguration(&cause),
     }
+}
+
+/// Reads the receipt secret of --receipt-secret-file (trailing newline
+/// ignored). The error names the file and the bound, never the contents.
+fn receipt_key(args: &ServeArgs) -> anyhow::Result<Option<slidelog::ReceiptKey>> {
+    let Some(path) = &args.receipt_secret_file else {
+        return Ok(None);
+    };
+    let bytes = read_small_file(path, 4096)
+        .with_context(|| format!("cannot read --receipt-secret-file {}", path.display()))?;
+    let secret = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
+    let secret = secret.strip_suffix(b"\r").unwrap_or(secret);
+    let key = slidelog::ReceiptKey::from_secret(secret)
+        .with_context(|| format!("--receipt-secret-file {}", path.display()))?;
+    Ok(Some(key))
+}
+
+/// Reads a regular file of at most `limit` bytes: a FIFO, a device such as
+/// /dev/zero or a larger file is an error, never a hang or an unbounded read.
+fn read_small_file(path: &std::path::Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    // Checked before opening: opening a FIFO would wait for a writer.
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let file = std::fs::File::open(path)?;
+    let mut bytes = Vec::new();
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(std::io::Error::other(format!("larger than {limit} bytes")));
+    }
+    Ok(bytes)
 }
 
 /// Reads the admin token: --admin-token (or SLIDELOG_ADMIN_TOKEN), or the
