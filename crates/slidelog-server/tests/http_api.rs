@@ -85,7 +85,11 @@ async fn decisions_carry_status_body_retry_after_and_ratelimit_fields() {
     let mut d: Value = r.json().await.unwrap();
     // An admitted check names its record (docs/design.md §4.6).
     let receipt = d.as_object_mut().unwrap().remove("receipt").unwrap();
-    assert!(slidelog::Receipt::decode(receipt.as_str().unwrap()).is_ok());
+    // Signed (version 2): the unsigned decoder refuses it by its version.
+    assert_eq!(
+        slidelog::Receipt::decode(receipt.as_str().unwrap()),
+        Err(slidelog::ReceiptError::Version { got: 2 })
+    );
     assert_eq!(
         d,
         json!({"allowed": true, "limit": 2, "window_ms": 60000, "count": 1, "remaining": 1,
