@@ -268,7 +268,7 @@ impl Rng {
 
 /// A forger's receipt text of `costs` on the record `record`: well formed,
 /// signed, but with a key of the forger's own (not the service's secret).
-fn receipt_of(costs: &[u64], record: RecordRef) -> String {
+fn forged_receipt_of(costs: &[u64], record: RecordRef) -> String {
     let request = Cost::PerLimit(costs.to_vec()).usage(KEY, limits()).unwrap();
     slidelog::ReceiptKey::random().seal(&Receipt::new(&request, record), KEY)
 }
@@ -374,7 +374,8 @@ async fn exact_sequence(engine: Engine) {
             }
             if new != [0, 0] {
                 let record = settled.decision.record.expect("the settled record");
-                held.push((receipt_of(&new, record), new));
+                let settled_to = Cost::PerLimit(new.to_vec()).usage(KEY, limits()).unwrap();
+                held.push((limiter.receipt(&settled_to, Some(record)).unwrap(), new));
             }
         } else {
             // A charge: tokens only, or one request and tokens; sometimes
@@ -726,7 +727,7 @@ async fn forged_receipts(engine: Engine) {
             }
             // Well formed, right key and limits, a made-up record id (on
             // the module, which finds records by time, before any record).
-            3 => receipt_of(
+            3 => forged_receipt_of(
                 &[1, 40],
                 RecordRef {
                     ts: match engine {
@@ -737,9 +738,9 @@ async fn forged_receipts(engine: Engine) {
                 },
             ),
             // The real id and time under other costs.
-            4 => receipt_of(&[1 + rng.below(3), 41 + rng.below(100)], real),
+            4 => forged_receipt_of(&[1 + rng.below(3), 41 + rng.below(100)], real),
             // The real id and costs at another time.
-            _ => receipt_of(
+            _ => forged_receipt_of(
                 &[1, 40],
                 RecordRef {
                     ts: real.ts - 1 - rng.below(5_000),
@@ -779,7 +780,8 @@ async fn forged_receipts(engine: Engine) {
         others(engine, &sent).is_empty(),
         "other commands sent: {sent:?}"
     );
-    assert!(refused_locally >= FORGED - 10, "{refused_locally}");
+    // Only an edited character (one case in six) can leave the real text.
+    assert!(same_as_real <= FORGED / 6, "{same_as_real}");
     assert_eq!(setup.dump_logs(), dump_before, "a forgery changed the log");
     assert_eq!(totals(&truth).await, totals_before);
     // The real receipt still names its record.
