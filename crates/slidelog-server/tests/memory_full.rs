@@ -84,7 +84,11 @@ fn a_full_store_refuses_new_keys_with_a_bounded_retry_after_and_says_so_once() {
     }
     let (_, text) = get(&service.addr, "/metrics");
     assert_eq!(metric(&text, "slidelog_memory_full"), 1.0, "{text}");
-    assert_eq!(metric(&text, "slidelog_memory_full_refusals_total"), 20.0);
+    assert_eq!(
+        metric(&text, "slidelog_memory_full_refusals_total"),
+        20.0,
+        "{text}"
+    );
     assert_eq!(metric(&text, "slidelog_memory_keys"), 3.0);
     let bytes = metric(&text, "slidelog_memory_bytes");
     assert!(bytes > 3.0 * 80.0 && bytes < 4_096.0, "{bytes}");
@@ -92,6 +96,11 @@ fn a_full_store_refuses_new_keys_with_a_bounded_retry_after_and_says_so_once() {
         metric(&text, "slidelog_memory_limit_bytes"),
         1_073_741_824.0
     );
+    // Over a second later, after held keys were decided (which ended the
+    // limiter's outage episodes after a quiet second): the same episode.
+    std::thread::sleep(Duration::from_millis(1_200));
+    assert_eq!(check(&service.addr, &body("held-1", year)).0, 200);
+    assert_eq!(check(&service.addr, &body("new-late", year)).0, 503);
     let warnings: Vec<String> = log_lines(&service, Duration::from_millis(500))
         .into_iter()
         .filter(|l| l.contains("WARN"))
