@@ -52,8 +52,10 @@ pub struct SnapshotArgs {
     #[arg(long, default_value = "1s", value_parser = parse_duration, requires = "memory_snapshot")]
     pub memory_snapshot_interval: Duration,
     /// Start with an empty store when the snapshot is truncated, corrupt, of
-    /// an unknown version or not a snapshot (the file is kept as PATH.invalid).
-    /// Without it, serve refuses to start on such a file (exit 2).
+    /// an unknown version, not a snapshot, or out of bounds (a key twice, a
+    /// record too far ahead, above twice --memory-limit); the file is kept
+    /// as PATH.invalid. Without it, serve refuses to start on such a file
+    /// (exit 2). A path that is no regular file is refused either way.
     #[arg(long, requires = "memory_snapshot")]
     pub memory_snapshot_discard_invalid: bool,
 }
