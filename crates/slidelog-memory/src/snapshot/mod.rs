@@ -128,7 +128,7 @@ pub enum SnapshotError {
     /// The input is longer than a load reads ([`LoadBounds::max_bytes`]).
     #[error(
         "{len} bytes or more, above the {max} bytes a load reads \
-         (twice the memory budget, --memory-limit)"
+         (by default twice the memory budget, --memory-limit)"
     )]
     TooLarge {
         /// Bytes found (at least: reading stopped past the bound).
