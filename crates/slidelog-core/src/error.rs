@@ -209,7 +209,29 @@ impl StoreError {
     pub fn is_full(&self) -> bool {
         matches!(self, Self::Full { .. })
     }
+
+    /// The `Retry-After` of a full store's answer, in whole seconds: the
+    /// time until the first held log expires, rounded up, at most
+    /// [`FULL_RETRY_AFTER_MAX_SECS`] (and that when unknown). `None` for
+    /// any other error.
+    pub fn full_retry_after_secs(&self) -> Option<u64> {
+        match self {
+            Self::Full { retry_after_ms, .. } => Some(
+                retry_after_ms
+                    .map_or(FULL_RETRY_AFTER_MAX_SECS, |ms| ms.div_ceil(1_000))
+                    .clamp(1, FULL_RETRY_AFTER_MAX_SECS),
+            ),
+            _ => None,
+        }
+    }
 }
+
+/// The longest `Retry-After` a full store's answer carries (docs/design.md
+/// §6): the first held log may expire in up to 366 days, but room comes
+/// sooner in ways the store cannot foresee (records expiring inside held
+/// logs free bytes of the budget, a reset frees a key, an operator raises
+/// the bound), and a client told a year would not come back for one.
+pub const FULL_RETRY_AFTER_MAX_SECS: u64 = 60;
 
 /// An error and every cause in its source chain on one line, each said once
 /// (`what failed: why: why deeper`), for a log field or a message that

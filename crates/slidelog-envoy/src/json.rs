@@ -24,6 +24,8 @@ use crate::proto::{
     rate_limit_response::{Code, rate_limit::Unit as PbUnit},
 };
 use crate::service::{RateLimiter, ServiceError};
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router, routing::post};
@@ -36,11 +38,17 @@ use std::sync::Arc;
 pub fn router<S: Clone + Send + Sync + 'static>(limiter: Arc<RateLimiter>) -> Router<S> {
     Router::new().route(
         "/json",
-        post(move |body: axum::body::Bytes| handle(limiter, body)),
+        post(move |body: Result<Bytes, BytesRejection>| handle(limiter, body)),
     )
 }
 
-async fn handle(limiter: Arc<RateLimiter>, body: axum::body::Bytes) -> Response {
+async fn handle(limiter: Arc<RateLimiter>, body: Result<Bytes, BytesRejection>) -> Response {
+    // A body that cannot be read (above the router's body limit: 413) is
+    // answered as every error is, `{"error": "…"}`, not axum's plain text.
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => return error(rejection.status(), rejection.body_text()),
+    };
     let request = match parse_request(&body) {
         Ok(r) => r,
         Err(message) => return error(StatusCode::BAD_REQUEST, message),

@@ -73,6 +73,17 @@ pub const BAD_REQUESTS_TOTAL: &str = "slidelog_bad_requests_total";
 pub const MEMORY_KEYS: &str = "slidelog_memory_keys";
 /// Key cap of the in-memory store (service).
 pub const MEMORY_KEY_CAP: &str = "slidelog_memory_key_cap";
+/// Bytes the in-memory store holds, as counted against its memory budget
+/// (service).
+pub const MEMORY_BYTES: &str = "slidelog_memory_bytes";
+/// The in-memory store's memory budget, `--memory-limit` (service).
+pub const MEMORY_LIMIT_BYTES: &str = "slidelog_memory_limit_bytes";
+/// 1 while the in-memory store refuses new keys at its key cap or memory
+/// budget (service; one episode, logged once).
+pub const MEMORY_FULL: &str = "slidelog_memory_full";
+/// New keys the in-memory store refused at its key cap or memory budget
+/// (service).
+pub const MEMORY_FULL_REFUSALS_TOTAL: &str = "slidelog_memory_full_refusals_total";
 /// 1 while the store answers (service).
 pub const STORE_UP: &str = "slidelog_store_up";
 /// Seconds the store has been known down, 0 while it answers (service;
@@ -122,6 +133,10 @@ pub const SERVICE: &[&str] = &[
     BAD_REQUESTS_TOTAL,
     MEMORY_KEYS,
     MEMORY_KEY_CAP,
+    MEMORY_BYTES,
+    MEMORY_LIMIT_BYTES,
+    MEMORY_FULL,
+    MEMORY_FULL_REFUSALS_TOTAL,
     STORE_UP,
     STORE_DOWN_SECONDS,
     STORE_NODES,

@@ -14,7 +14,8 @@
 //! 1 GiB). At the cap or the budget the store first sweeps expired logs and
 //! otherwise answers [`StoreError::Full`] for new keys, with the time until
 //! the first held log expires. It never admits silently, never drops a live
-//! log, and keeps deciding existing keys exactly.
+//! log, and keeps deciding existing keys exactly. A full store logs one
+//! warning per episode, not per refused key ([`MemoryStore::is_full`]).
 //!
 //! Its logs can outlive the process: [`MemoryStore::save`] and
 //! [`MemoryStore::load`] to a writer and from a reader, [`MemoryStore::save_path`]
@@ -36,13 +37,15 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod full;
 mod outcome;
 mod shard;
 mod snapshot;
 mod usage;
 
 pub use snapshot::{
-    EntryError, FORMAT_VERSION, LoadReport, SaveReport, SnapshotError, SnapshotFileError,
+    DEFAULT_MAX_FUTURE_MS, EntryError, FORMAT_VERSION, LoadBounds, LoadReport, SaveReport,
+    SnapshotError, SnapshotFileError,
 };
 
 use crossbeam_utils::CachePadded;
@@ -73,6 +76,8 @@ pub struct MemoryStore {
     bytes: AtomicUsize,
     memory_limit: usize,
     clock: Arc<dyn Clock>,
+    /// New keys refused at a bound, logged once per episode.
+    full: full::FullEpisodes,
 }
 
 impl Default for MemoryStore {
@@ -97,6 +102,7 @@ impl MemoryStore {
             bytes: AtomicUsize::new(0),
             memory_limit: DEFAULT_MEMORY_LIMIT,
             clock: Arc::new(MonotonicClock::new()),
+            full: full::FullEpisodes::default(),
         }
     }
 
@@ -122,6 +128,18 @@ impl MemoryStore {
     /// budget is checked against; the allocator's own overhead is not in it).
     pub fn bytes_held(&self) -> usize {
         self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// True while the store refuses new keys at its key cap or memory
+    /// budget: from the first refused key until it has room again and has
+    /// refused none for 10 s (one episode, logged once).
+    pub fn is_full(&self) -> bool {
+        self.full.is_open()
+    }
+
+    /// New keys refused at the key cap or the memory budget, in all.
+    pub fn full_refusals(&self) -> u64 {
+        self.full.refusals()
     }
 
     /// Uses `clock` for [`Now::Server`] decisions (a manual clock in tests).
@@ -154,7 +172,11 @@ impl MemoryStore {
     /// how many keys were dropped. Runs by itself as the store is used; call it
     /// from a timer to reclaim memory of keys that are never touched again.
     pub fn sweep(&self) -> usize {
-        self.sweep_at(self.clock.now_ms())
+        let swept = self.sweep_at(self.clock.now_ms());
+        if self.key_count() < self.key_cap && self.bytes_held() < self.memory_limit {
+            self.full.room();
+        }
+        swept
     }
 
     fn sweep_at(&self, now_ms: u64) -> usize {
@@ -254,17 +276,26 @@ impl MemoryStore {
                     return Ok(decision);
                 }
                 if let Err(limit) = self.try_reserve_key() {
-                    return Err(StoreError::Full {
-                        limit,
-                        retry_after_ms: (swept.next_expiry != u64::MAX)
-                            .then(|| swept.next_expiry.saturating_sub(now_ms).max(1)),
-                    });
+                    return Err(self.refuse(limit, swept.next_expiry, now_ms));
                 }
             }
         }
         let (decision, bytes) = guard.insert_new(hash, request, now_ms, &self.hasher);
         self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.full.room();
         Ok(decision)
+    }
+
+    /// The answer to a new key at `limit`, counted (and logged once per episode).
+    fn refuse(&self, limit: FullLimit, next_expiry: u64, now_ms: u64) -> StoreError {
+        let error = StoreError::Full {
+            limit,
+            retry_after_ms: (next_expiry != u64::MAX)
+                .then(|| next_expiry.saturating_sub(now_ms).max(1)),
+        };
+        self.full
+            .refused(&error, (self.key_count(), self.bytes_held()));
+        error
     }
 
     /// Deletes a key's log synchronously. Returns whether it existed.

@@ -1,10 +1,11 @@
 //! Snapshots of the memory store: save/load round-trips every log to the
 //! same decisions, drops what expired while down, keeps records in the
-//! future, applies the key cap, and refuses every damaged file by name.
+//! future up to an hour, applies the key cap, and refuses every damaged
+//! file by name (hostile ones: tests/snapshot_hostile.rs).
 
 use proptest::prelude::*;
 use slidelog_core::{Limit, Mode, Request};
-use slidelog_memory::{MemoryStore, SnapshotError};
+use slidelog_memory::{LoadBounds, MemoryStore, SnapshotError};
 use std::path::Path;
 
 const REGRESSIONS: &str = concat!(
@@ -146,11 +147,18 @@ fn records_that_expired_while_down_are_dropped_and_future_ones_stay() {
     assert_eq!(report.written_at_ms, T0 + 2_400_000);
     let d = later.decide_at(&r, Mode::Peek, T0 + 4_900_000).unwrap();
     assert_eq!(d.count, 3, "2 live records + the peeked request");
-    // A host clock that stepped back a day while down frees nothing.
+    // A host clock that stepped back while down frees nothing: within the
+    // bound of an hour the records stay live; beyond it the file is refused
+    // (an operator decides), never loaded with records that free nothing
+    // for so long.
     let stepped_back = MemoryStore::new();
-    let report = stepped_back.load_bytes_at(&bytes, T0 - DAY).unwrap();
+    let report = stepped_back.load_bytes_at(&bytes, T0 - 600_000).unwrap();
     assert_eq!((report.records, report.expired_records), (5, 0));
-    assert!(!admit(&stepped_back, &r, T0 - DAY));
+    assert!(!admit(&stepped_back, &r, T0 - 600_000));
+    let err = MemoryStore::new()
+        .load_bytes_at(&bytes, T0 - DAY)
+        .unwrap_err();
+    assert!(matches!(err, SnapshotError::Entries(_)), "{err:?}");
     // A log that expired whole is not loaded at all.
     let empty = MemoryStore::new();
     let report = empty.load_bytes_at(&bytes, T0 + 100 * DAY).unwrap();
@@ -171,8 +179,19 @@ fn the_key_cap_and_the_budget_apply_to_what_is_loaded() {
         (4, 6, 6)
     );
     assert_eq!(capped.key_count(), 4);
+    // A budget of 1 byte: the file is above what a load reads by default
+    // (twice the budget); read anyway, the budget applies key by key.
     let budget = MemoryStore::new().with_memory_limit(1);
-    let report = budget.load_bytes_at(&bytes, T0).unwrap();
+    let err = budget.load_bytes_at(&bytes, T0).unwrap_err();
+    assert!(
+        matches!(err, SnapshotError::TooLarge { max: 2, .. }),
+        "{err:?}"
+    );
+    let unbounded = LoadBounds {
+        max_bytes: u64::MAX,
+        ..budget.load_bounds()
+    };
+    let report = budget.load_bytes_within(&bytes, T0, unbounded).unwrap();
     assert_eq!((report.keys, report.refused_keys), (1, 9));
     // A key the store already holds keeps its own log.
     let busy = MemoryStore::new();

@@ -49,8 +49,9 @@ pub const LATENCY_BUCKETS: &[f64] = &[
 // dashboard and alert tests check against what is really exported.
 use slidelog_inspect::names::{
     BAD_REQUESTS_TOTAL as BAD_REQUESTS, DECISION_DURATION_SECONDS as LATENCY,
-    DECISIONS_TOTAL as DECISIONS, DEGRADED_DECISIONS_TOTAL as DEGRADED, MEMORY_KEY_CAP,
-    MEMORY_KEYS, REJECTION_CACHE_ENTRIES as CACHE_ENTRIES,
+    DECISIONS_TOTAL as DECISIONS, DEGRADED_DECISIONS_TOTAL as DEGRADED, MEMORY_BYTES, MEMORY_FULL,
+    MEMORY_FULL_REFUSALS_TOTAL as MEMORY_FULL_REFUSALS, MEMORY_KEY_CAP, MEMORY_KEYS,
+    MEMORY_LIMIT_BYTES, REJECTION_CACHE_ENTRIES as CACHE_ENTRIES,
     REJECTION_CACHE_LOCAL_ANSWERS_TOTAL as CACHE_LOCAL, RULE_DECISIONS_TOTAL as RULE_DECISIONS,
     STORE_DOWN_SECONDS as STORE_DOWN, STORE_ERRORS_TOTAL as STORE_ERRORS,
     STORE_LATE_RECORDS_TOTAL as LATE_RECORDS, STORE_NODES, STORE_NODES_DOWN,
@@ -231,6 +232,24 @@ impl Metrics {
             );
             describe_gauge!(MEMORY_KEYS, "Keys held by the in-memory store.");
             describe_gauge!(MEMORY_KEY_CAP, "Key cap of the in-memory store.");
+            describe_gauge!(
+                MEMORY_BYTES,
+                Unit::Bytes,
+                "Bytes the in-memory store holds (records, keys, table slots), counted against --memory-limit."
+            );
+            describe_gauge!(
+                MEMORY_LIMIT_BYTES,
+                Unit::Bytes,
+                "Memory budget of the in-memory store (--memory-limit)."
+            );
+            describe_gauge!(
+                MEMORY_FULL,
+                "1 while the in-memory store refuses new keys at its key cap or memory budget."
+            );
+            describe_counter!(
+                MEMORY_FULL_REFUSALS,
+                "New keys the in-memory store refused at its key cap or memory budget (503)."
+            );
             describe_gauge!(
                 STORE_UP,
                 "1 when the last store call or readiness probe succeeded, else 0."
@@ -443,9 +462,15 @@ impl Metrics {
         }
         if let Some(memory) = &self.memory {
             let (keys, cap) = (memory.key_count(), memory.key_cap());
+            let (bytes, budget) = (memory.bytes_held(), memory.memory_limit());
+            let (full, refusals) = (memory.is_full(), memory.full_refusals());
             metrics::with_local_recorder(self.recorder.as_ref(), || {
                 gauge!(MEMORY_KEYS).set(keys as f64);
                 gauge!(MEMORY_KEY_CAP).set(cap as f64);
+                gauge!(MEMORY_BYTES).set(bytes as f64);
+                gauge!(MEMORY_LIMIT_BYTES).set(budget as f64);
+                gauge!(MEMORY_FULL).set(f64::from(u8::from(full)));
+                counter!(MEMORY_FULL_REFUSALS).absolute(refusals);
             });
         }
         // Checks of the store recorded after their caller timed out, and

@@ -4,6 +4,14 @@
 //! after the drain. A crash loses at most the records admitted since the last
 //! write (docs/design.md §4, "Snapshots"). The writes copy the store shard
 //! by shard (`slidelog_memory`'s save) on a blocking thread, so decisions go on.
+//!
+//! The file is trusted content: its CRC-32 catches a torn file, not an
+//! edited one. It is written with mode 0600 and must be protected like a
+//! database file. A load still refuses, at start and naming the flag and the
+//! path, what no writer makes: a path that is no regular file (a named pipe,
+//! a device, a directory), more bytes than twice the memory budget, a key
+//! twice, a record more than an hour past the clock (docs/design.md §4,
+//! "Snapshots").
 
 use crate::app::App;
 use crate::duration::parse_duration;
@@ -17,7 +25,7 @@ use slidelog_inspect::names::{
     MEMORY_SNAPSHOT_LAST_SUCCESS_TIMESTAMP_SECONDS as LAST_SUCCESS,
     MEMORY_SNAPSHOT_LOCK_HOLD_SECONDS as LOCK_HOLD,
 };
-use slidelog_memory::{SaveReport, SnapshotFileError};
+use slidelog_memory::{LoadBounds, SaveReport, SnapshotError, SnapshotFileError};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -31,14 +39,23 @@ pub struct SnapshotArgs {
     /// at start, written every --memory-snapshot-interval and once more at
     /// shutdown after the drain. A crash loses at most the records admitted
     /// since the last write. Instances never share one: use Redis for that.
+    ///
+    /// The file is trusted: its checksum catches damage, not edits, so
+    /// protect it like a database file (it is written with mode 0600; keep
+    /// its directory writable by the service's user only). Refused at start:
+    /// anything but a regular file, a file larger than twice --memory-limit,
+    /// a key held twice, a record more than 1 hour past the clock (with
+    /// --trust-client-time: any time a client may give).
     #[arg(long, env = "SLIDELOG_MEMORY_SNAPSHOT")]
     pub memory_snapshot: Option<PathBuf>,
     /// How often the snapshot is written while serving.
     #[arg(long, default_value = "1s", value_parser = parse_duration, requires = "memory_snapshot")]
     pub memory_snapshot_interval: Duration,
     /// Start with an empty store when the snapshot is truncated, corrupt, of
-    /// an unknown version or not a snapshot (the file is kept as PATH.invalid).
-    /// Without it, serve refuses to start on such a file (exit 2).
+    /// an unknown version, not a snapshot, or out of bounds (a key twice, a
+    /// record too far ahead, above twice --memory-limit); the file is kept
+    /// as PATH.invalid. Without it, serve refuses to start on such a file
+    /// (exit 2). A path that is no regular file is refused either way.
     #[arg(long, requires = "memory_snapshot")]
     pub memory_snapshot_discard_invalid: bool,
 }
@@ -75,7 +92,12 @@ pub fn start(args: &SnapshotArgs, app: &App) -> anyhow::Result<Option<Snapshots>
             app.store_kind()
         );
     };
-    load(&store, path, args.memory_snapshot_discard_invalid)?;
+    let mut bounds = store.load_bounds();
+    if app.config().trust_client_time {
+        // Clients may stamp their records at any time up to this bound.
+        bounds.max_future_ms = slidelog::store::MAX_NOW_MS;
+    }
+    load(&store, path, bounds, args.memory_snapshot_discard_invalid)?;
     describe(app.metrics());
     let mut writer = Writer {
         store,
@@ -86,7 +108,7 @@ pub fn start(args: &SnapshotArgs, app: &App) -> anyhow::Result<Option<Snapshots>
     };
     match writer.store.save_path(path) {
         Ok(report) => writer.succeeded(&report),
-        Err(e) => bail!("{}; cannot write --memory-snapshot", e.with_causes()),
+        Err(e) => bail!("--memory-snapshot: {}; cannot write it", e.with_causes()),
     }
     let (stop, stopped) = oneshot::channel();
     let task = tokio::spawn(writer.clone().every(args.memory_snapshot_interval, stopped));
@@ -114,11 +136,13 @@ impl Snapshots {
     }
 }
 
-/// Loads `path` into `store`: a missing file starts empty; an invalid one
-/// refuses to start unless `discard`, which starts empty and keeps the file
-/// aside as PATH.invalid.
-fn load(store: &MemoryStore, path: &Path, discard: bool) -> anyhow::Result<()> {
-    match store.load_path(path) {
+/// Loads `path` into `store` within `bounds`: a missing file starts empty;
+/// an invalid one refuses to start unless `discard`, which starts empty and
+/// keeps the file aside as PATH.invalid; a path that is no regular file, or
+/// cannot be read, refuses to start. Every refusal names the flag and the path.
+fn load(store: &MemoryStore, path: &Path, bounds: LoadBounds, discard: bool) -> anyhow::Result<()> {
+    warn_if_open_to_others(path);
+    match store.load_path_with(path, bounds) {
         Ok(None) => {
             tracing::info!(path = %path.display(), "no memory snapshot yet: starting empty");
             Ok(())
@@ -139,14 +163,54 @@ fn load(store: &MemoryStore, path: &Path, discard: bool) -> anyhow::Result<()> {
             Ok(())
         }
         Err(e) if e.source.is_invalid() && discard => discard_invalid(&e),
+        Err(
+            e @ SnapshotFileError {
+                source: SnapshotError::TooLarge { .. },
+                ..
+            },
+        ) => bail!(
+            "--memory-snapshot: {}; refusing to start: raise --memory-limit, move the file \
+             away, or start empty with --memory-snapshot-discard-invalid (which keeps it as \
+             {}.invalid)",
+            e.with_causes(),
+            e.path.display()
+        ),
         // The file's message leaves the cause to its source: with_causes() says both.
         Err(e) if e.source.is_invalid() => bail!(
-            "{}; refusing to start: move the file away, or start empty with \
+            "--memory-snapshot: {}; refusing to start: move the file away, or start empty with \
              --memory-snapshot-discard-invalid (which keeps it as {}.invalid)",
             e.with_causes(),
             e.path.display()
         ),
-        Err(e) => bail!("{}", e.with_causes()),
+        Err(
+            e @ SnapshotFileError {
+                source: SnapshotError::NotAFile { .. },
+                ..
+            },
+        ) => bail!(
+            "--memory-snapshot: {}; refusing to start: a snapshot is a regular file \
+             (or nothing yet, to start empty)",
+            e.with_causes()
+        ),
+        Err(e) => bail!("--memory-snapshot: {}; refusing to start", e.with_causes()),
+    }
+}
+
+/// Warns when others than the file's owner may read or write the snapshot:
+/// whoever can write it decides what the limits start from.
+fn warn_if_open_to_others(path: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return;
+    };
+    let mode = meta.permissions().mode() & 0o777;
+    if meta.is_file() && mode & 0o077 != 0 {
+        tracing::warn!(
+            path = %path.display(),
+            mode = format!("{mode:o}"),
+            "memory snapshot is open to other users: it holds the keys and is trusted \
+             to say what the limits start from (the next write makes it 0600)"
+        );
     }
 }
 

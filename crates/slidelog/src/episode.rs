@@ -11,6 +11,9 @@
 //! other nodes' keys are asked for, so its two lines are not logged again
 //! and again. The store logs the node's own outage (once down, once up).
 //!
+//! A full store ([`StoreError::Full`]) is no outage and opens no episode:
+//! the memory store logs its own full episodes, once each.
+//!
 //! A misconfiguration (wrong password, NOPERM, a missing database, a failed
 //! TLS handshake: [`StoreError::Misconfigured`]) is logged at error level
 //! once per episode, even when the episode began as a transient failure,
@@ -63,6 +66,7 @@ impl Episodes {
     /// Records that a store call failed with `error`. Logs when this opens
     /// an episode (warn; error for a misconfiguration) and when the first
     /// misconfiguration of an open episode is seen; otherwise debug only.
+    /// A full store is no failure of the store: debug only, no episode.
     pub fn failure(
         &self,
         store: &str,
@@ -70,6 +74,10 @@ impl Episodes {
         error: &StoreError,
         policy: &dyn std::fmt::Display,
     ) {
+        if error.is_full() {
+            tracing::debug!(store, op, error = %error, "new key refused: store full");
+            return;
+        }
         let now = Instant::now();
         let mut state = self.state.lock();
         let misconfigured = error.is_misconfiguration().then(|| error.to_string());
@@ -166,8 +174,7 @@ impl Episodes {
 }
 
 /// Logs the failure that opens an episode: error level for a
-/// misconfiguration, warn for a full store (not an outage: no policy
-/// applies to it) or any other failure.
+/// misconfiguration, warn for any other failure.
 fn log_opening(
     store: &str,
     op: &str,
@@ -177,14 +184,6 @@ fn log_opening(
 ) {
     if let Some(cause) = misconfigured {
         log_misconfiguration(store, op, cause, Some(policy));
-    } else if error.is_full() {
-        tracing::warn!(
-            store,
-            op,
-            error = %error,
-            "store full: new keys are refused, held keys decided exactly; \
-             logged once until a decision succeeds again"
-        );
     } else {
         tracing::warn!(
             store,

@@ -4,10 +4,11 @@
 //! killed mid-write leaves its temporary file (`.NAME.XXXXXX.tmp`); the next
 //! load removes it.
 
-use super::{LoadReport, SaveReport, SnapshotError};
+use super::{LoadBounds, LoadReport, SaveReport, SnapshotError};
 use crate::MemoryStore;
-use std::fs::File;
+use std::fs::{File, OpenOptions, Permissions};
 use std::io::{self, BufReader};
+use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -47,6 +48,7 @@ impl MemoryStore {
         let mut tmp = tempfile::Builder::new()
             .prefix(&temp_prefix(path))
             .suffix(TEMP_SUFFIX)
+            .permissions(Permissions::from_mode(SNAPSHOT_MODE))
             .tempfile_in(dir)
             .map_err(named)?;
         let mut report = self.save(tmp.as_file_mut()).map_err(named)?;
@@ -58,24 +60,75 @@ impl MemoryStore {
         Ok(report)
     }
 
-    /// Loads the snapshot at `path`; `Ok(None)` when there is no file there.
-    /// Also removes the temporary files of `path` that a writer killed
-    /// mid-write left beside it.
+    /// Loads the snapshot at `path` within [`MemoryStore::load_bounds`];
+    /// `Ok(None)` when there is no file there. Also removes the temporary
+    /// files of `path` that a writer killed mid-write left beside it.
     pub fn load_path(&self, path: &Path) -> Result<Option<LoadReport>, SnapshotFileError> {
+        self.load_path_with(path, self.load_bounds())
+    }
+
+    /// [`MemoryStore::load_path`] within `bounds`.
+    pub fn load_path_with(
+        &self,
+        path: &Path,
+        bounds: LoadBounds,
+    ) -> Result<Option<LoadReport>, SnapshotFileError> {
         remove_temporaries(path);
         let named = |source| SnapshotFileError {
             path: path.to_owned(),
             source,
         };
-        let file = match File::open(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(named(SnapshotError::Io(e))),
+        let Some(file) = open_regular(path, bounds.max_bytes).map_err(named)? else {
+            return Ok(None);
         };
-        self.load(&mut BufReader::new(file))
+        self.load_with(&mut BufReader::new(file), bounds)
             .map(Some)
             .map_err(named)
     }
+}
+
+/// The mode of a snapshot file: its owner's only.
+const SNAPSHOT_MODE: u32 = 0o600;
+
+/// Opens `path` for reading if it is a regular file of at most `max_bytes`
+/// (links followed); `None` when nothing is there. Opened non-blocking, so
+/// that a named pipe answers at once rather than wait for a writer; the
+/// checks are on the opened file, so the path cannot change in between.
+fn open_regular(path: &Path, max_bytes: u64) -> Result<Option<File>, SnapshotError> {
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(SnapshotError::Io(e)),
+    };
+    let meta = file.metadata()?;
+    let kind = meta.file_type();
+    if !kind.is_file() {
+        let kind = if kind.is_dir() {
+            "a directory"
+        } else if kind.is_fifo() {
+            "a named pipe (FIFO)"
+        } else if kind.is_char_device() {
+            "a character device"
+        } else if kind.is_block_device() {
+            "a block device"
+        } else if kind.is_socket() {
+            "a socket"
+        } else {
+            "not a file"
+        };
+        return Err(SnapshotError::NotAFile { kind });
+    }
+    if meta.len() > max_bytes {
+        return Err(SnapshotError::TooLarge {
+            len: meta.len(),
+            max: max_bytes,
+        });
+    }
+    Ok(Some(file))
 }
 
 /// A snapshot's temporary files are `.NAME.XXXXXX.tmp` beside it.

@@ -16,6 +16,7 @@
 //! a load drop the records that expired while the process was down.
 
 use slidelog_core::{Log, MAX_KEY_BYTES, MAX_WINDOW_MS, codec};
+use std::collections::HashMap;
 
 /// The first bytes of every snapshot.
 pub(crate) const MAGIC: &[u8; 8] = b"SLDLGMEM";
@@ -59,6 +60,36 @@ pub enum EntryError {
         /// Which field and why.
         what: &'static str,
     },
+    /// Two entries hold the same key: a writer never repeats one, and
+    /// keeping either would drop the other's records silently. The key is
+    /// named by the entries' positions (it may be a user's identity).
+    #[error("entry {index} repeats the key of entry {first} ({key_bytes} bytes)")]
+    DuplicateKey {
+        /// Position of the repeating entry in the file.
+        index: u64,
+        /// Position of the entry that held the key first.
+        first: u64,
+        /// The key's length, to tell keys apart without showing one.
+        key_bytes: usize,
+    },
+    /// A record lies further past the loading store's clock than a load
+    /// accepts: a forged file, or a host clock that stepped back more than
+    /// the bound while the process was down. Kept, such a record would
+    /// block its key until its time came (years, for 2^53 - 1 ms).
+    #[error(
+        "entry {index} holds a record at {record_ms} ms (Unix), {ahead_ms} ms past the \
+         clock; a load accepts records at most {bound_ms} ms ahead"
+    )]
+    Future {
+        /// Position of the entry in the file.
+        index: u64,
+        /// The entry's newest record.
+        record_ms: u64,
+        /// How far past the store's clock it lies.
+        ahead_ms: u64,
+        /// The bound ([`LoadBounds::max_future_ms`](super::LoadBounds::max_future_ms)).
+        bound_ms: u64,
+    },
 }
 
 pub(crate) fn put_header(out: &mut Vec<u8>, written_ms: u64) {
@@ -86,6 +117,8 @@ pub(crate) fn put_end(out: &mut Vec<u8>, entries: u64, records: u64) {
 /// checksum): every entry, then checks the counts of the end marker.
 pub(crate) fn read_entries(body: &[u8]) -> Result<Vec<Entry>, EntryError> {
     let mut entries = Vec::new();
+    // Each key's first entry, borrowed from `body`: a repeated key is refused.
+    let mut seen: HashMap<&str, u64> = HashMap::new();
     let mut records = 0u64;
     let mut at = 0;
     loop {
@@ -104,6 +137,14 @@ pub(crate) fn read_entries(body: &[u8]) -> Result<Vec<Entry>, EntryError> {
             .and_then(|l| body.get(at..at + l))
             .and_then(|k| std::str::from_utf8(k).ok())
             .ok_or(field(at, "key not 1 to 512 bytes of UTF-8"))?;
+        if let Some(&first) = seen.get(key) {
+            return Err(EntryError::DuplicateKey {
+                index,
+                first,
+                key_bytes: key.len(),
+            });
+        }
+        seen.insert(key, index);
         at += key.len();
         let (window, n) = varint(&body[at..])
             .filter(|&(w, _)| (1..=MAX_WINDOW_MS).contains(&w))

@@ -8,11 +8,19 @@
 //! snapshot is consistent per key, not across keys: it is taken while the
 //! store decides.
 //!
-//! Loading checks the whole file (magic, version, checksum, every entry)
-//! before it adds anything, so a torn or foreign file adds nothing; then it
-//! drops the records that expired while the process was down (by the store's
-//! clock: records in the future stay live, as in every decision) and adds
-//! the keys within the key cap and the memory budget.
+//! Loading reads at most [`LoadBounds::max_bytes`] and checks the whole
+//! file (magic, version, checksum, every entry, no key twice, no record
+//! more than [`LoadBounds::max_future_ms`] past the clock) before it adds
+//! anything, so a torn, foreign or edited-out-of-bounds file adds nothing;
+//! then it drops the records that expired while the process was down (by
+//! the store's clock: records in the future within the bound stay live, as
+//! in every decision) and adds the keys within the key cap and the memory
+//! budget.
+//!
+//! The CRC-32 catches a torn or damaged file, not an edited one: whoever
+//! can write the file can recompute it. A snapshot is trusted content, to
+//! be protected like a database file (docs/design.md §4, "Snapshots"):
+//! the writer creates it with mode 0600.
 
 mod file;
 pub(crate) mod format;
@@ -67,6 +75,22 @@ pub struct LoadReport {
     pub refused_records: u64,
 }
 
+/// Default of [`LoadBounds::max_future_ms`]: one hour.
+pub const DEFAULT_MAX_FUTURE_MS: u64 = 3_600_000;
+
+/// What a load accepts at most; beyond either it refuses the input whole.
+/// [`MemoryStore::load_bounds`] gives a store's defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadBounds {
+    /// The most bytes read: a longer input is refused before it is read
+    /// whole (a link to `/dev/zero` would otherwise fill the memory).
+    pub max_bytes: u64,
+    /// How far past the loading store's clock a record may lie, in ms. A
+    /// host clock that stepped back further while the process was down is
+    /// refused too: the operator decides (move the file away, or wait).
+    pub max_future_ms: u64,
+}
+
 /// Why a snapshot cannot be written or loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
@@ -97,17 +121,35 @@ pub enum SnapshotError {
         /// The checksum of what precedes it.
         computed: u32,
     },
-    /// The checksum matches but an entry is invalid (a writer's bug); which
-    /// entry is the source.
+    /// The checksum matches but an entry is invalid (a writer's bug, or an
+    /// edited file); which entry is the source.
     #[error("invalid content")]
     Entries(#[from] EntryError),
+    /// The input is longer than a load reads ([`LoadBounds::max_bytes`]).
+    #[error(
+        "{len} bytes or more, above the {max} bytes a load reads \
+         (by default twice the memory budget, --memory-limit)"
+    )]
+    TooLarge {
+        /// Bytes found (at least: reading stopped past the bound).
+        len: u64,
+        /// The bound.
+        max: u64,
+    },
+    /// The path is not a regular file (after following links): a named
+    /// pipe would block the start, a device would never end.
+    #[error("not a regular file but {kind}")]
+    NotAFile {
+        /// What it is: "a directory", "a named pipe (FIFO)", ….
+        kind: &'static str,
+    },
 }
 
 impl SnapshotError {
     /// True when the input was read but is not a snapshot this build can
-    /// load (as opposed to an I/O failure).
+    /// load (as opposed to an I/O failure, or a path that is no file).
     pub fn is_invalid(&self) -> bool {
-        !matches!(self, Self::Io(_))
+        !matches!(self, Self::Io(_) | Self::NotAFile { .. })
     }
 }
 
@@ -141,18 +183,56 @@ impl MemoryStore {
         Ok(report)
     }
 
-    /// Loads a snapshot from `input` into this store (see the module doc).
-    /// Nothing is added unless the whole input is a valid snapshot.
+    /// The bounds a load of this store applies by default: twice the
+    /// memory budget in bytes (a record takes at most 8 bytes in a file,
+    /// where a log spans over 49 days, against 4 in memory, so a snapshot of
+    /// a store within its budget fits), and [`DEFAULT_MAX_FUTURE_MS`].
+    pub fn load_bounds(&self) -> LoadBounds {
+        LoadBounds {
+            max_bytes: (self.memory_limit as u64).saturating_mul(2),
+            max_future_ms: DEFAULT_MAX_FUTURE_MS,
+        }
+    }
+
+    /// Loads a snapshot from `input` into this store (see the module doc),
+    /// within [`MemoryStore::load_bounds`]. Nothing is added unless the
+    /// whole input is a valid snapshot.
     pub fn load(&self, input: &mut impl Read) -> Result<LoadReport, SnapshotError> {
-        let mut bytes = Vec::new();
-        input.read_to_end(&mut bytes)?;
-        self.load_bytes_at(&bytes, self.now_ms())
+        self.load_with(input, self.load_bounds())
+    }
+
+    /// [`MemoryStore::load`] within `bounds`.
+    pub fn load_with(
+        &self,
+        input: &mut impl Read,
+        bounds: LoadBounds,
+    ) -> Result<LoadReport, SnapshotError> {
+        let bytes = read_bounded(input, bounds.max_bytes)?;
+        self.load_bytes_within(&bytes, self.now_ms(), bounds)
     }
 
     /// [`MemoryStore::load`] from bytes at an explicit time: records expired
     /// at `now_ms` are dropped.
     pub fn load_bytes_at(&self, bytes: &[u8], now_ms: u64) -> Result<LoadReport, SnapshotError> {
+        self.load_bytes_within(bytes, now_ms, self.load_bounds())
+    }
+
+    /// [`MemoryStore::load_bytes_at`] within `bounds`.
+    pub fn load_bytes_within(
+        &self,
+        bytes: &[u8],
+        now_ms: u64,
+        bounds: LoadBounds,
+    ) -> Result<LoadReport, SnapshotError> {
+        let len = bytes.len() as u64;
+        if len > bounds.max_bytes {
+            return Err(SnapshotError::TooLarge {
+                len,
+                max: bounds.max_bytes,
+            });
+        }
         let (written_at_ms, entries) = parse(bytes)?;
+        check_future(&entries, now_ms, bounds.max_future_ms)?;
         let mut report = LoadReport {
             written_at_ms,
             ..LoadReport::default()
@@ -242,6 +322,37 @@ fn flush(
     out.write_all(buf)?;
     report.bytes += buf.len() as u64;
     buf.clear();
+    Ok(())
+}
+
+/// The whole of `input` up to `max` bytes; more is refused, unread.
+fn read_bounded(input: &mut impl Read, max: u64) -> Result<Vec<u8>, SnapshotError> {
+    let mut bytes = Vec::new();
+    input.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
+    let len = bytes.len() as u64;
+    if len > max {
+        return Err(SnapshotError::TooLarge { len, max });
+    }
+    Ok(bytes)
+}
+
+/// Refuses the entries if one holds a record more than `bound_ms` past
+/// `now_ms` (a log is in time order: its newest record is the one to check).
+fn check_future(entries: &[format::Entry], now_ms: u64, bound_ms: u64) -> Result<(), EntryError> {
+    let latest = now_ms.saturating_add(bound_ms);
+    for (index, entry) in entries.iter().enumerate() {
+        match entry.log.newest() {
+            Some(record_ms) if record_ms > latest => {
+                return Err(EntryError::Future {
+                    index: index as u64,
+                    record_ms,
+                    ahead_ms: record_ms - now_ms,
+                    bound_ms,
+                });
+            }
+            _ => {}
+        }
+    }
     Ok(())
 }
 

@@ -5,6 +5,7 @@ use super::body::{BodyCap, DecisionBody, JsonBytes, MAX_NOW_MS, Text, parse};
 use super::error::ApiError;
 use crate::app::App;
 use axum::Json;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, Request as HttpRequest, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -80,8 +81,9 @@ pub(super) fn client_now(app: &App, now_ms: Option<u64>) -> Result<Now, ApiError
 }
 
 /// The answer when the limiter gave no decision: bad input (an operator's
-/// bound) is 400; a full store is 503 with the time until a log expires (not
-/// an outage: no policy admits past it); any other store error reached us
+/// bound) is 400; a full store is 503 with `Retry-After` = the time until
+/// the first held log expires, at most 60 s (docs/design.md §6; not an
+/// outage: no policy admits past it); any other store error reached us
 /// because the policy is fail-closed.
 fn decision_error(app: &App, error: LimiterError) -> ApiError {
     match error {
@@ -89,10 +91,10 @@ fn decision_error(app: &App, error: LimiterError) -> ApiError {
             app.metrics().bad_request(e.field());
             ApiError::bad_request(e.field(), e.to_string())
         }
-        LimiterError::Store(e @ StoreError::Full { retry_after_ms, .. }) => {
+        LimiterError::Store(e @ StoreError::Full { .. }) => {
             let error = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string());
-            match retry_after_ms {
-                Some(ms) => error.retry_after(ms.div_ceil(1_000)),
+            match e.full_retry_after_secs() {
+                Some(secs) => error.retry_after(secs),
                 None => error,
             }
         }
@@ -108,11 +110,15 @@ fn decision_error(app: &App, error: LimiterError) -> ApiError {
 pub async fn reset(
     State(app): State<App>,
     headers: HeaderMap,
-    Path(key): Path<String>,
+    key: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     if let Some(token) = &app.config().admin_token {
         authorize(&headers, token.expose())?;
     }
+    let Path(key) = key.map_err(|rejection| {
+        app.metrics().bad_request("key");
+        path_error(&rejection)
+    })?;
     slidelog_core::limit::validate_key(&key).map_err(|e| {
         app.metrics().bad_request("key");
         ApiError::bad_request("key", e.to_string())
@@ -125,6 +131,22 @@ pub async fn reset(
     })?;
     tracing::info!(key_bytes = key.len(), existed, "key reset");
     Ok(Json(serde_json::json!({ "key": key, "deleted": existed })).into_response())
+}
+
+/// The answer to a key the path cannot give (percent-encoded bytes that
+/// are not UTF-8, as `%FF`): axum's rejection, whose answer is plain text,
+/// as the API's JSON error with the same status.
+fn path_error(rejection: &PathRejection) -> ApiError {
+    let status = rejection.status();
+    let message = format!(
+        "the key in the path must be 1 to 512 bytes of UTF-8, percent-encoded: {}",
+        rejection.body_text()
+    );
+    if status == StatusCode::BAD_REQUEST {
+        ApiError::bad_request("key", message)
+    } else {
+        ApiError::new(status, message)
+    }
 }
 
 /// Checks `Authorization: Bearer <token>` in constant time.

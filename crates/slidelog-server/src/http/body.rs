@@ -139,7 +139,7 @@ impl<S: AsRef<str>> DecisionBody<S> {
             Some(entries) => {
                 let costs: BodyList<u64> = entries.iter().map(|l| l.cost.unwrap_or(cost)).collect();
                 Request::with_costs_from_slices(self.key.as_ref(), &limits, &costs)
-                    .map_err(input_error)
+                    .map_err(|e| self.cost_error(e))
             }
             // Copied straight from the body into the request: no owned key
             // or limit list in between (issue 26).
@@ -173,7 +173,29 @@ impl<S: AsRef<str>> DecisionBody<S> {
         } else {
             vec![cost]
         };
-        Request::usage(self.key.as_ref(), limits.into_vec(), costs).map_err(input_error)
+        Request::usage(self.key.as_ref(), limits.into_vec(), costs).map_err(|e| self.cost_error(e))
+    }
+
+    /// Answers `error`, naming the top-level `cost` where the cost at fault
+    /// is that one (an entry of `limits` that gives none of its own takes
+    /// it; without `limits`, the one cost is it), rather than the entry.
+    fn cost_error(&self, error: InputError) -> ApiError {
+        let entries = self.limits.as_deref().unwrap_or_default();
+        let top_level = |index: usize| entries.get(index).is_none_or(|l| l.cost.is_none());
+        match error {
+            InputError::UsageCost { index, got } if top_level(index) => ApiError::bad_request(
+                "cost",
+                format!("cost must be between 0 and 10000000 for a settle or a charge, got {got}"),
+            ),
+            InputError::LimitCost { index, got, max } if top_level(index) => ApiError::bad_request(
+                "cost",
+                format!(
+                    "cost must be between 1 and {max} (the max of limits[{index}], which \
+                         gives no cost of its own), got {got}"
+                ),
+            ),
+            error => input_error(error),
+        }
     }
 
     /// Validates the limits: `max` and `window_ms`, or `limits`, never both.
@@ -236,11 +258,21 @@ pub struct BodyCap(pub usize);
 pub struct JsonBody<T>(pub T);
 
 impl<T: serde::de::DeserializeOwned> JsonBody<T> {
-    /// Reads and parses `req`'s body (see [`JsonBytes::read`]).
-    pub async fn read(req: HttpRequest, cap: BodyCap) -> Result<Self, ApiError> {
+    /// Reads and parses `req`'s body (see [`JsonBytes::read`]); a bad
+    /// `cost` is answered with the bound of `costs`.
+    pub async fn read(req: HttpRequest, cap: BodyCap, costs: Costs) -> Result<Self, ApiError> {
         let JsonBytes(bytes) = JsonBytes::read(req, cap).await?;
-        parse(&bytes).map(JsonBody)
+        parse_for(&bytes, costs).map(JsonBody)
     }
+}
+
+/// Which costs a body may carry, for the answer to a bad one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Costs {
+    /// A check's or a peek's: 1 to the smallest `max`.
+    Check,
+    /// A settle's or a charge's: 0 (a refund) to 10,000,000, above a max too.
+    Usage,
 }
 
 /// A body's bytes, read within the body cap from a request whose
@@ -374,8 +406,17 @@ fn unreadable(error: axum::Error) -> ApiError {
     }
 }
 
-/// Parses JSON, naming the field at fault (its path) and its bound.
+/// Parses a check's or a peek's JSON, naming the field at fault (its path)
+/// and its bound.
 pub fn parse<'de, T: serde::Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, ApiError> {
+    parse_for(bytes, Costs::Check)
+}
+
+/// [`parse`], with the bound of `costs` for a bad cost.
+pub fn parse_for<'de, T: serde::Deserialize<'de>>(
+    bytes: &'de [u8],
+    costs: Costs,
+) -> Result<T, ApiError> {
     require_object(bytes)?;
     // A body that parses needs no path: parse it without tracking one (the
     // tracker copies every field name); parse a failed one again with it.
@@ -383,7 +424,7 @@ pub fn parse<'de, T: serde::Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, Api
         return Ok(value);
     }
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let value = serde_path_to_error::deserialize(&mut de).map_err(path_error)?;
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| path_error(e, costs))?;
     // Trailing bytes after the value are an error too.
     de.end().map_err(not_json)?;
     Ok(value)
@@ -405,7 +446,7 @@ fn require_object(bytes: &[u8]) -> Result<(), ApiError> {
 
 /// Says what is wrong with a body serde could not read: its syntax, or the
 /// field at its path, with that field's bound.
-fn path_error(e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
+fn path_error(e: serde_path_to_error::Error<serde_json::Error>, costs: Costs) -> ApiError {
     use serde_json::error::Category;
     let path = e.path().to_string();
     let inner = e.into_inner();
@@ -418,7 +459,7 @@ fn path_error(e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
     } else {
         format!("{path}: {inner}")
     };
-    if let Some(hint) = bound_hint(field) {
+    if let Some(hint) = bound_hint(field, costs) {
         message.push_str(&format!(" ({field} must be {hint})"));
     }
     ApiError::bad_request(field, message)
@@ -464,11 +505,12 @@ fn field_at_fault(path: &str, message: &str) -> &'static str {
 }
 
 /// Describes the bound of a known field, for the answer.
-fn bound_hint(field: &str) -> Option<&'static str> {
+fn bound_hint(field: &str, costs: Costs) -> Option<&'static str> {
     Some(match field {
         "key" => "a string of 1 to 512 bytes",
         "max" => "an integer from 1 to 10000000",
         "window_ms" => "an integer from 1 to 31622400000",
+        "cost" if costs == Costs::Usage => "an integer from 0 to 10000000 for a settle or a charge",
         "cost" => "an integer from 1 to the smallest max",
         "limits" => {
             "an array of 1 to 16 objects {\"max\": …, \"window_ms\": …, \"cost\": … (optional)}"

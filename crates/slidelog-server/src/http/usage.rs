@@ -22,7 +22,7 @@
 
 use super::answer::Answer;
 use super::api::client_now;
-use super::body::{BodyCap, DecisionBody, JsonBody};
+use super::body::{BodyCap, Costs, DecisionBody, JsonBody};
 use super::error::ApiError;
 use crate::app::App;
 use axum::Json;
@@ -41,13 +41,13 @@ struct SettleAnswer {
 
 /// `POST /v1/settle`: change a record's costs to the actual ones.
 pub async fn settle(app: App, req: HttpRequest, cap: BodyCap) -> Response {
-    let body = JsonBody::read(req, cap).await;
+    let body = JsonBody::read(req, cap, Costs::Usage).await;
     respond(&app, settle_inner(&app, body).await)
 }
 
 /// `POST /v1/charge`: record usage without deciding.
 pub async fn charge(app: App, req: HttpRequest, cap: BodyCap) -> Response {
-    let body = JsonBody::read(req, cap).await;
+    let body = JsonBody::read(req, cap, Costs::Usage).await;
     respond(&app, charge_inner(&app, body).await)
 }
 
@@ -115,9 +115,16 @@ fn usage_error(operation: &str, error: LimiterError) -> ApiError {
         LimiterError::Store(e @ StoreError::Unsupported { .. }) => {
             ApiError::new(StatusCode::NOT_IMPLEMENTED, e.to_string())
         }
-        LimiterError::Store(e) => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("{operation} failed, nothing was pretended: {e}"),
-        ),
+        LimiterError::Store(e) => {
+            let error = ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("{operation} failed, nothing was pretended: {e}"),
+            );
+            // A full store says when a key fits again, as a check's answer does.
+            match e.full_retry_after_secs() {
+                Some(secs) => error.retry_after(secs),
+                None => error,
+            }
+        }
     }
 }

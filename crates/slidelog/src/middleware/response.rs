@@ -261,12 +261,10 @@ impl Rejection {
     }
 
     /// 503 / UNAVAILABLE: the store failed and the policy is fail-closed, or
-    /// it is full (with the time until a log expires, when known).
+    /// it is full (with the time until a log expires, bounded:
+    /// [`StoreError::full_retry_after_secs`](slidelog_core::StoreError::full_retry_after_secs)).
     pub(crate) fn unavailable(error: &slidelog_core::StoreError) -> Self {
-        let retry_after_ms = match error {
-            slidelog_core::StoreError::Full { retry_after_ms, .. } => *retry_after_ms,
-            _ => None,
-        };
+        let retry_after_ms = error.full_retry_after_secs().map(|s| s * 1_000);
         Self {
             retry_after_ms,
             ..Self::plain(
