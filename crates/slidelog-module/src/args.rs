@@ -339,6 +339,8 @@ impl Target {
 /// appended. The change is one argument:
 /// each argument the primary propagates is an object the server allocates,
 /// copies into its replication buffers and frees (callgrind, BENCHMARKS.md).
+/// Parsing bounds each field by itself; the times against the server's
+/// clock are `crate::clock::apply_times`'s.
 pub fn apply(args: &[&[u8]]) -> Result<Apply, CommandError> {
     let arity = || {
         CommandError::Arity {

@@ -22,7 +22,13 @@
 //! - `SLIDELOG.APPLY <key> <now_ms>:<expire_window_ms|0>:<expire_in_ms|_>:<cost_1,cost_2,...|0>[:<record_ts>/<n>/<record_cost_1,...>]`:
 //!   the change a decision, a settle or a charge made, with the time it
 //!   used; what they propagate to replicas and the AOF (which never read a
-//!   clock).
+//!   clock). It runs only from the replication link or an AOF being
+//!   loaded, never from a client, and refuses times no primary propagates
+//!   ([`crate::clock`]).
+//!
+//! An explicit `now_ms` is at most [`crate::clock::MAX_AHEAD_MS`] after the
+//! server's clock (a record in the future blocks its key until the clock
+//! passes it); any time before it is taken.
 
 use crate::adopt;
 use crate::args;
