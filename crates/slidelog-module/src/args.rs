@@ -339,6 +339,8 @@ impl Target {
 /// appended. The change is one argument:
 /// each argument the primary propagates is an object the server allocates,
 /// copies into its replication buffers and frees (callgrind, BENCHMARKS.md).
+/// Parsing bounds each field by itself; the times against the server's
+/// clock are `crate::clock::apply_times`'s.
 pub fn apply(args: &[&[u8]]) -> Result<Apply, CommandError> {
     let arity = || {
         CommandError::Arity {
@@ -428,8 +430,9 @@ fn apply_expire_at(at: &[u8], now_ms: u64) -> Result<Option<u64>, CommandError> 
         Some((b'-', rest)) => (true, rest),
         _ => (false, at),
     };
-    let bound = i64::MAX as u64 / 2;
-    let d = number(magnitude, Name("expire_in_ms", 0), 0, bound)?;
+    // Two times of the model differ by at most 2^53 - 1; the expiry this
+    // leads to is bounded against the server's clock by `clock::apply_times`.
+    let d = number(magnitude, Name("expire_in_ms", 0), 0, MAX_NOW_MS)?;
     let at = if negative {
         now_ms.checked_sub(d)
     } else {

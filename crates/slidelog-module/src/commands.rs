@@ -22,10 +22,17 @@
 //! - `SLIDELOG.APPLY <key> <now_ms>:<expire_window_ms|0>:<expire_in_ms|_>:<cost_1,cost_2,...|0>[:<record_ts>/<n>/<record_cost_1,...>]`:
 //!   the change a decision, a settle or a charge made, with the time it
 //!   used; what they propagate to replicas and the AOF (which never read a
-//!   clock).
+//!   clock). It runs only from the replication link or an AOF being
+//!   loaded, never from a client, and refuses times no primary propagates
+//!   ([`crate::clock`]).
+//!
+//! An explicit `now_ms` is at most [`crate::clock::MAX_AHEAD_MS`] after the
+//! server's clock (a record in the future blocks its key until the clock
+//! passes it); any time before it is taken.
 
 use crate::adopt;
 use crate::args;
+use crate::clock;
 use crate::error::CommandError;
 use crate::ffi::{Ctx, Key, Kind};
 use slidelog_core::{Decision, Detailed, Log, Mode, engine};
@@ -105,15 +112,13 @@ fn store(
 /// The expiry a log gets: its newest record plus the longest window, on the
 /// server's clock (equal to `newest + longest` on server time; shifted by
 /// the difference when the caller gave its own time, as the scripts'
-/// relative `PEXPIRE` is).
+/// relative `PEXPIRE` is), at most `clock::MAX_TTL_MS` ahead.
 fn expire_at(log: &Log, now: u64, server_ms: u64, longest: u64) -> Option<u64> {
     let newest = log.newest()?;
-    Some(
-        (newest + longest)
-            .saturating_sub(now)
-            .saturating_add(server_ms)
-            .max(1),
-    )
+    Some(clock::expiry(
+        (newest + longest).saturating_sub(now),
+        server_ms,
+    ))
 }
 
 /// The server's clock for a call: `now` itself when the call used the
@@ -214,6 +219,9 @@ fn persist(
 /// `SLIDELOG.CHECK`.
 pub fn check(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
     let call = args::check(argv)?;
+    if let Some(now) = call.now_ms {
+        clock::caller_now(now, ctx.server_ms())?;
+    }
     let name = argv[0];
     let mut key = ctx.open_key(true);
     let kind = key.kind();
@@ -278,6 +286,9 @@ pub fn charge(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
 /// propagated as `SLIDELOG.APPLY` with the time used.
 fn usage(ctx: &Ctx, argv: &[&[u8]], call: args::Usage) -> Result<Reply, CommandError> {
     let server = ctx.server_ms();
+    if let Some(now) = call.now_ms {
+        clock::caller_now(now, server)?;
+    }
     if call.deadline_ms.is_some_and(|d| server > d) {
         return Err(CommandError::UsageDeadline);
     }
@@ -324,9 +335,14 @@ fn usage(ctx: &Ctx, argv: &[&[u8]], call: args::Usage) -> Result<Reply, CommandE
 }
 
 /// `SLIDELOG.APPLY`: replays a decision's, a settle's or a charge's change
-/// exactly.
+/// exactly. Only from the replication link or an AOF being loaded, and
+/// only times a primary could have propagated (`clock::apply_times`).
 pub fn apply(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
+    if !ctx.is_replicated_or_loading() {
+        return Err(CommandError::NotReplicated);
+    }
     let call = args::apply(argv)?;
+    clock::apply_times(&call, ctx.server_ms())?;
     let mut key = ctx.open_key(true);
     let kind = key.kind();
     let (mut log, _) = take_log(ctx, &mut key, argv[0])?.unwrap_or_default();

@@ -38,6 +38,13 @@ pub enum CommandError {
     /// text as `usage.lua`'s refusal (crates/slidelog-redis/src/usage.lua).
     #[error("DEADLINE the caller gave up on this operation before it ran; nothing changed")]
     UsageDeadline,
+    /// `SLIDELOG.APPLY` from an ordinary client: it replays a primary's
+    /// changes only, so it runs only from the replication link or an AOF
+    /// being loaded (a client could otherwise wipe or block any log).
+    #[error(
+        "ERR slidelog.apply replays a primary's changes only: it runs from the replication link or an AOF being loaded, never from a client"
+    )]
+    NotReplicated,
     /// A stored log that could not be read (never expected).
     #[error("ERR slidelog: {0}")]
     Internal(String),

@@ -13,6 +13,7 @@
 
 pub mod adopt;
 pub mod args;
+pub mod clock;
 pub mod commands;
 pub mod error;
 pub mod ffi;

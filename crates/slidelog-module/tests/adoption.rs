@@ -58,7 +58,9 @@ fn agree(conn: &mut Connection, key: &str, log: &mut Log, times: &[u64], limits:
 fn adopts(kind: ServerKind) {
     let server = server(kind);
     let mut conn = server.client();
-    let t0 = 1_800_000_000_000u64;
+    // 2026-01-01: a time in the past, as the module takes a caller's time
+    // at most an hour ahead of its clock (docs/design.md §4.3).
+    let t0 = 1_767_225_600_000u64;
 
     // A weighted log (one cost, and a cost per limit) with its weights hash.
     let limits: &Limits = &[(20, 1_000, 1), (500, 10_000, 1)];

@@ -4,7 +4,7 @@
 //! hands to the commands live in the parent module.
 #![allow(unsafe_code)]
 
-use super::{Ctx, ENCODING_VERSION, ERR, LOG_TYPE, OK, TYPE_NAME};
+use super::{Ctx, ENCODING_VERSION, ERR, LOG_TYPE, OK, TYPE_NAME, bytes_of};
 use crate::commands::{self, Reply};
 use crate::error::CommandError;
 use slidelog_core::{Log, codec};
@@ -140,46 +140,93 @@ extern "C" fn rdb_save(io: *mut raw::RedisModuleIO, ptr: *mut c_void) {
 }
 
 fn log_io_error(io: *mut raw::RedisModuleIO, message: &str) {
-    let message = CString::new(message).unwrap_or_default();
+    let message = CString::new(message.replace('\0', " ")).unwrap_or_default();
     // SAFETY: a live IO handle; "%s" with one C string.
     unsafe {
         api!(RedisModule_LogIOError)(io, c"warning".as_ptr(), c"%s".as_ptr(), message.as_ptr())
     };
 }
 
-extern "C" fn rdb_load(io: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
-    if encver != ENCODING_VERSION {
-        log_io_error(
-            io,
-            &format!(
-                "slidelog: a log of encoding version {encver} cannot be loaded by this module (it reads version {ENCODING_VERSION}); load a module that does"
-            ),
-        );
-        return std::ptr::null_mut();
+/// The name of the key being loaded, escaped for a log line (binary keys,
+/// control bytes) and cut at 200 bytes; `?` where the server has none.
+fn key_name(io: *mut raw::RedisModuleIO) -> String {
+    // SAFETY: a live IO handle; the name (if any) lives as long as the load.
+    let name = unsafe { api!(RedisModule_GetKeyNameFromIO)(io) };
+    if name.is_null() {
+        return "?".into();
     }
+    let bytes = bytes_of(name);
+    let mut out: String = bytes
+        .iter()
+        .take(200)
+        .flat_map(|&b| std::ascii::escape_default(b))
+        .map(char::from)
+        .collect();
+    if bytes.len() > 200 {
+        out.push_str("...");
+    }
+    out
+}
+
+/// The module's one string, or `None` when the server could not read it:
+/// a short read, a bad opcode, a length past the payload's end. Because
+/// the module sets `REDISMODULE_OPTIONS_HANDLE_IO_ERRORS`, the server
+/// reports those through `IsIOError` instead of panicking, and the value
+/// must then be refused (whatever the call returned).
+fn load_string(io: *mut raw::RedisModuleIO) -> Option<Vec<u8>> {
     let mut len = 0usize;
-    // SAFETY: a live IO handle; the buffer is ours to free with RedisModule_Free.
-    let bytes = unsafe {
+    // SAFETY: a live IO handle; a returned buffer is ours to free with
+    // RedisModule_Free, and is copied before it is.
+    unsafe {
         let ptr = api!(RedisModule_LoadStringBuffer)(io, &mut len);
+        let failed = api!(RedisModule_IsIOError)(io) != 0;
         if ptr.is_null() {
-            return std::ptr::null_mut();
+            return None;
         }
-        let copy = std::slice::from_raw_parts(ptr.cast::<u8>(), len).to_vec();
+        let copy = (!failed).then(|| std::slice::from_raw_parts(ptr.cast::<u8>(), len).to_vec());
         api!(RedisModule_Free)(ptr.cast());
         copy
-    };
-    match catch_unwind(AssertUnwindSafe(|| codec::decode(&bytes))) {
-        Ok(Ok((log, used))) if used == bytes.len() => Box::into_raw(Box::new(log)).cast(),
-        Ok(Ok(_)) => {
-            log_io_error(io, "slidelog: a stored log has trailing bytes");
-            std::ptr::null_mut()
-        }
-        Ok(Err(e)) => {
-            log_io_error(io, &format!("slidelog: a stored log is corrupt: {e}"));
-            std::ptr::null_mut()
-        }
-        Err(_) => std::ptr::null_mut(),
     }
+}
+
+/// Reads one log, or says why it cannot.
+fn load_log(io: *mut raw::RedisModuleIO, encver: c_int) -> Result<Log, String> {
+    if encver != ENCODING_VERSION {
+        return Err(format!(
+            "it is of encoding version {encver} and this module reads version {ENCODING_VERSION}; load a module that does"
+        ));
+    }
+    let bytes = load_string(io).ok_or(
+        "the server could not read its bytes (a short read, a bad module opcode or a length past the end)",
+    )?;
+    match codec::decode(&bytes) {
+        Ok((log, used)) if used == bytes.len() => Ok(log),
+        Ok((_, used)) => Err(format!(
+            "{} trailing bytes after the log",
+            bytes.len() - used
+        )),
+        Err(e) => Err(format!("it is corrupt: {e}")),
+    }
+}
+
+/// A log read from an RDB file or a `RESTORE` payload. Anything it cannot
+/// read (a short read, a bad opcode, codec garbage, another encoding
+/// version) is logged naming the key and answered with NULL: `RESTORE`
+/// then replies with an error and loads nothing, and an RDB load stops
+/// with the server's own error (exit 1), never a panic.
+extern "C" fn rdb_load(io: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
+    let loaded = catch_unwind(AssertUnwindSafe(|| match load_log(io, encver) {
+        Ok(log) => Box::into_raw(Box::new(log)).cast(),
+        Err(why) => {
+            let key = key_name(io);
+            log_io_error(
+                io,
+                &format!("slidelog: could not read the log of key '{key}': {why}"),
+            );
+            std::ptr::null_mut()
+        }
+    }));
+    loaded.unwrap_or(std::ptr::null_mut())
 }
 
 extern "C" fn aof_rewrite(
@@ -274,7 +321,7 @@ pub unsafe extern "C" fn RedisModule_OnLoad(
             raw::REDISMODULE_APIVER_1 as c_int,
         )
     };
-    if init == ERR {
+    if init == ERR || !handle_io_errors(ctx) {
         return ERR;
     }
     let mut methods = type_methods();
@@ -287,6 +334,29 @@ pub unsafe extern "C" fn RedisModule_OnLoad(
     }
     LOG_TYPE.store(ty, Ordering::Release);
     if create_commands(ctx) { OK } else { ERR }
+}
+
+/// Declares that `rdb_load` checks `IsIOError` after every read, so that a
+/// bad payload (`RESTORE`, an RDB file, a replica's full sync) is refused
+/// instead of making the server panic. False (the module refuses to load)
+/// when this server lacks the API: a module that could be crashed by one
+/// `RESTORE` is worse than none.
+fn handle_io_errors(ctx: *mut raw::RedisModuleCtx) -> bool {
+    // SAFETY: written once by RedisModule_Init, just before.
+    let Some(set_options) = (unsafe { raw::RedisModule_SetModuleOptions }) else {
+        return false;
+    };
+    // SAFETY: the load context; the option is a plain flag.
+    unsafe { set_options(ctx, raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as c_int) };
+    // SAFETY: as above; copied out, not borrowed (a null IsIOError would
+    // make every load refuse its value through a caught panic).
+    let (is_io_error, key_name) = unsafe {
+        (
+            raw::RedisModule_IsIOError,
+            raw::RedisModule_GetKeyNameFromIO,
+        )
+    };
+    is_io_error.is_some() && key_name.is_some()
 }
 
 /// The log type's callbacks.

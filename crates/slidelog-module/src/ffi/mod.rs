@@ -154,6 +154,15 @@ impl Ctx {
         }
     }
 
+    /// Whether this call came from the primary's replication link or from an
+    /// AOF being loaded (`RedisModule_GetContextFlags`, both flags since
+    /// Redis 6.0): the only sources of a genuine `SLIDELOG.APPLY`.
+    pub fn is_replicated_or_loading(&self) -> bool {
+        // SAFETY: a live context.
+        let flags = unsafe { api!(RedisModule_GetContextFlags)(self.raw) } as u32;
+        flags & (raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING) != 0
+    }
+
     /// Propagates this call as it came (deterministic commands only).
     pub fn replicate_verbatim(&self) {
         // SAFETY: a live context.

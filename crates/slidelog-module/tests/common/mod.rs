@@ -6,6 +6,8 @@ use redis::{Connection, RedisResult};
 use slidelog_core::{Decision, Limit, Request};
 pub use slidelog_testkit::{RedisServer, ServerKind};
 
+pub mod dump;
+
 /// A server of `kind` with the module loaded.
 pub fn server(kind: ServerKind) -> RedisServer {
     RedisServer::start_with_module(kind, &[])
