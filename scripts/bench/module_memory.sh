@@ -21,7 +21,7 @@ cli() { redis-cli -p "$port" "$@"; }
 for _ in $(seq 100); do cli ping >/dev/null 2>&1 && break; sleep 0.1; done
 single=$(cli SCRIPT LOAD "$(cat crates/slidelog-redis/src/single_limit.lua)")
 general=$(cli SCRIPT LOAD "$(cat crates/slidelog-redis/src/sliding_log.lua)")
-T=1800000000000 W=3600000 M=10000000
+T=1767225600000 W=3600000 M=10000000
 
 # commands LAYOUT N KEY: the N writes of one key, one per line.
 commands() {

@@ -47,7 +47,7 @@ async fn module_logs_are_read_and_judged_beside_sorted_sets() {
         .arg(format!("{p}no_ttl"))
         .exec(&mut conn)
         .unwrap();
-    module_log(&mut conn, &format!("{p}future"), now + 3_600_000, 2);
+    module_log(&mut conn, &format!("{p}future"), now + 1_800_000, 2);
     module_log(&mut conn, &format!("{p}oversized"), now - 1_000, 25);
     // A sorted set written by the scripts, and a key of another type.
     redis::cmd("ZADD")
