@@ -1,0 +1,415 @@
+//! The costs of a weighted log's records (docs/design.md §4.1): one `u32`
+//! per record for position 0, wider costs only in the blocks that hold a
+//! record listing them, and a Fenwick tree of sums per position over blocks
+//! of [`BLOCK`] records.
+//!
+//! A record's cost at a position at or past the log's width is its cost at
+//! the last one; so is its cost at a position past its block's stored width.
+//! Widening the log from 1 to 16 positions therefore stores nothing more
+//! for old records: the new positions' trees start as copies of the last
+//! one, and only a block that holds a wider record stores its positions.
+//!
+//! Costs are `u32`. A merged record (docs/design.md §4.6: same-millisecond
+//! requests, charges merged into the newest record) can sum past
+//! `u32::MAX`: its cost then saturates at `u32::MAX` and stays there, also
+//! when a settle later subtracts a share. Every limit's max is at most
+//! 10,000,000, so such a record rejects every request while it is live, as
+//! its true cost would; it may keep rejecting after settles that would have
+//! brought its true cost back under a max (conservative, never over-admits).
+//!
+//! Records are addressed by *physical* index: `c0[front + j]` is record `j`.
+//! Records dropped from the front stay in the trees (the trees' sums of
+//! them cancel between two prefixes); `gone` is their sum. The dropped room
+//! is given back by a rebuild once it is half of `c0`, O(1) amortised.
+
+use super::fenwick::Fenwick;
+use crate::MAX_LIMITS;
+
+/// Records per block of the trees: a prefix sum is O(log n) in the tree
+/// plus a scan of at most this many costs.
+pub(super) const BLOCK: usize = 32;
+
+/// The cost a sum saturates at (and stays at).
+pub(super) const SATURATED: u32 = u32::MAX;
+
+/// One record's costs, `width` of them (a later position: the last).
+pub(super) type Row = [u32; MAX_LIMITS];
+
+/// The costs of every record of a weighted log.
+#[derive(Debug, Clone)]
+pub(super) struct Costs {
+    /// Position 0's cost of every record (physical index).
+    c0: Vec<u32>,
+    /// Entries of `c0` before the log's first record (dropped ones).
+    front: usize,
+    /// Positions kept apart (1..=16).
+    width: usize,
+    /// Per block, positions `1..` of its records when one of them lists
+    /// more than one distinct cost (empty while the log is one cost wide).
+    wide: Vec<Option<Box<Wide>>>,
+    /// Per position `0..width`, the sums of costs per block.
+    trees: Vec<Fenwick>,
+    /// Per position, the sum over every physical record.
+    all: Vec<u64>,
+    /// Per position, the sum over the dropped records `c0[..front]`.
+    gone: Vec<u64>,
+    /// Records that cost 0 everywhere (refunded): they keep their
+    /// timestamp and count nowhere.
+    tombstones: usize,
+}
+
+/// Positions `1..width` of a block's records, record-major.
+#[derive(Debug, Clone)]
+struct Wide {
+    width: usize,
+    costs: Vec<u32>,
+}
+
+impl Wide {
+    fn get(&self, slot: usize, p: usize) -> u32 {
+        self.costs[slot * (self.width - 1) + p - 1]
+    }
+}
+
+/// A cost as stored: saturated at [`SATURATED`].
+#[inline]
+pub(super) fn stored(cost: u64) -> u32 {
+    u32::try_from(cost).unwrap_or(SATURATED)
+}
+
+/// The number of positions a row needs: trailing repeats of the last
+/// distinct cost are implied.
+pub(super) fn distinct_width(row: &[u32]) -> usize {
+    let last = row[row.len() - 1];
+    row.iter().rposition(|&c| c != last).map_or(1, |i| i + 2)
+}
+
+/// `costs` (one per position, or fewer: the last repeats) as a full row.
+pub(super) fn row_of(costs: &[u64]) -> (Row, usize) {
+    let mut row = [0u32; MAX_LIMITS];
+    for (p, slot) in row.iter_mut().enumerate() {
+        *slot = stored(costs[p.min(costs.len() - 1)]);
+    }
+    let width = distinct_width(&row[..costs.len().clamp(1, MAX_LIMITS)]);
+    (row, width)
+}
+
+impl Costs {
+    /// Costs for `rows` (record-major, `width` each), built in
+    /// O(records × width).
+    pub(super) fn build(width: usize, rows: &[u32]) -> Self {
+        let n = rows.len() / width;
+        let blocks = n.div_ceil(BLOCK);
+        let mut c0 = Vec::with_capacity(n);
+        let mut wide: Vec<Option<Box<Wide>>> = Vec::new();
+        let mut sums = vec![vec![0u64; blocks]; width];
+        let mut tombstones = 0;
+        for (i, row) in rows.chunks_exact(width).enumerate() {
+            c0.push(row[0]);
+            tombstones += usize::from(row.iter().all(|&c| c == 0));
+            for (p, &c) in row.iter().enumerate() {
+                sums[p][i / BLOCK] += u64::from(c);
+            }
+        }
+        for b in 0..blocks {
+            let records = &rows[b * BLOCK * width..((b + 1) * BLOCK * width).min(rows.len())];
+            let bw = records
+                .chunks_exact(width)
+                .map(distinct_width)
+                .max()
+                .unwrap_or(1);
+            if bw > 1 {
+                wide.resize_with(b + 1, || None);
+                let mut w = Wide {
+                    width: bw,
+                    costs: vec![0; BLOCK * (bw - 1)],
+                };
+                for (slot, row) in records.chunks_exact(width).enumerate() {
+                    w.costs[slot * (bw - 1)..(slot + 1) * (bw - 1)].copy_from_slice(&row[1..bw]);
+                }
+                wide[b] = Some(Box::new(w));
+            }
+        }
+        let all = sums.iter().map(|s| s.iter().sum()).collect();
+        Self {
+            c0,
+            front: 0,
+            width,
+            wide,
+            trees: sums.iter().map(|s| Fenwick::from_sums(s)).collect(),
+            all,
+            gone: vec![0; width],
+            tombstones,
+        }
+    }
+
+    /// Costs for `n` records of cost 1 (a plain log turning weighted).
+    pub(super) fn plain(n: usize) -> Self {
+        Self::build(1, &vec![1; n])
+    }
+
+    /// Records held (tombstones included).
+    #[inline]
+    fn len(&self) -> usize {
+        self.c0.len() - self.front
+    }
+
+    /// Positions kept apart.
+    #[inline]
+    pub(super) fn width(&self) -> usize {
+        self.width
+    }
+
+    /// Refunded records still held.
+    #[inline]
+    pub(super) fn tombstones(&self) -> usize {
+        self.tombstones
+    }
+
+    /// The cost of physical record `phys` at position `p`.
+    #[inline]
+    fn at(&self, phys: usize, p: usize) -> u32 {
+        let p = p.min(self.width - 1);
+        if p == 0 {
+            return self.c0[phys];
+        }
+        match self.wide.get(phys / BLOCK).and_then(Option::as_deref) {
+            Some(w) if w.width > 1 => {
+                let q = p.min(w.width - 1);
+                if q == 0 {
+                    self.c0[phys]
+                } else {
+                    w.get(phys % BLOCK, q)
+                }
+            }
+            _ => self.c0[phys],
+        }
+    }
+
+    /// The cost of record `j` at position `p`.
+    #[inline]
+    pub(super) fn cost(&self, j: usize, p: usize) -> u64 {
+        u64::from(self.at(self.front + j, p))
+    }
+
+    /// Record `j`'s costs at positions `0..width`.
+    pub(super) fn row(&self, j: usize) -> Row {
+        let mut row = [0u32; MAX_LIMITS];
+        for (p, slot) in row.iter_mut().enumerate() {
+            *slot = self.at(self.front + j, p);
+        }
+        row
+    }
+
+    /// True when record `j` costs 0 everywhere (a tombstone).
+    pub(super) fn is_zero(&self, j: usize) -> bool {
+        (0..self.width).all(|p| self.at(self.front + j, p) == 0)
+    }
+
+    /// The sum at position `p` of physical records `0..phys`.
+    fn prefix(&self, p: usize, phys: usize) -> u64 {
+        let b = phys / BLOCK;
+        let head = self.trees[p].prefix(b);
+        (b * BLOCK..phys).fold(head, |s, i| s + u64::from(self.at(i, p)))
+    }
+
+    /// The units at position `p` of records `start..`.
+    #[inline]
+    pub(super) fn units_from(&self, start: usize, p: usize) -> u64 {
+        let p = p.min(self.width - 1);
+        if start == 0 {
+            return self.all[p] - self.gone[p];
+        }
+        if start >= self.len() {
+            return 0;
+        }
+        self.all[p] - self.prefix(p, self.front + start)
+    }
+
+    /// The record holding the `k`-th unit (1-based) at position `p` among
+    /// records `start..` (`k` at most their units).
+    pub(super) fn kth(&self, start: usize, p: usize, k: u64) -> usize {
+        let p = p.min(self.width - 1);
+        let target = self.prefix(p, self.front + start) + k;
+        let (b, mut before) = self.trees[p].search(target);
+        let mut phys = b * BLOCK;
+        loop {
+            before += u64::from(self.at(phys, p));
+            if before >= target {
+                return phys - self.front;
+            }
+            phys += 1;
+        }
+    }
+
+    /// Widens to `width` positions: each new position starts as the last
+    /// one (every record's cost there is its last cost), O(blocks) each.
+    fn widen(&mut self, width: usize) {
+        while self.width < width {
+            let last = self.width - 1;
+            self.trees.push(self.trees[last].clone());
+            self.all.push(self.all[last]);
+            self.gone.push(self.gone[last]);
+            self.width += 1;
+        }
+    }
+
+    /// Makes room for block `b` of the trees (appending blocks).
+    fn ensure_block(&mut self, b: usize) {
+        while self.trees[0].blocks() <= b {
+            self.trees.iter_mut().for_each(Fenwick::push_block);
+        }
+    }
+
+    /// Stores `row` as the costs of physical record `phys`, whose block
+    /// keeps at least `width` positions apart.
+    fn write(&mut self, phys: usize, row: &Row, width: usize) {
+        self.widen(width);
+        let b = phys / BLOCK;
+        for (p, &new) in row.iter().enumerate().take(self.width) {
+            let (old, new) = (u64::from(self.at(phys, p)), u64::from(new));
+            if old != new {
+                let delta = new.wrapping_sub(old);
+                self.trees[p].add(b, delta);
+                self.all[p] = self.all[p].wrapping_add(delta);
+            }
+        }
+        self.c0[phys] = row[0];
+        let wide = self.wide_block(b, width);
+        if let Some(w) = wide {
+            let (slot, n) = (phys % BLOCK, w.width - 1);
+            w.costs[slot * n..(slot + 1) * n].copy_from_slice(&row[1..w.width]);
+        }
+    }
+
+    /// Block `b`'s wide costs, made or widened to `width` positions when
+    /// that is more than it keeps (its records' costs copied, O(BLOCK ×
+    /// width)); `None` for a block of one cost per record that stays so.
+    fn wide_block(&mut self, b: usize, width: usize) -> Option<&mut Wide> {
+        let kept = self
+            .wide
+            .get(b)
+            .and_then(Option::as_deref)
+            .map_or(1, |w| w.width);
+        if width > kept {
+            let mut w = Wide {
+                width,
+                costs: vec![0; BLOCK * (width - 1)],
+            };
+            let end = ((b + 1) * BLOCK).min(self.c0.len());
+            for phys in b * BLOCK..end {
+                for p in 1..width {
+                    w.costs[(phys % BLOCK) * (width - 1) + p - 1] = self.at(phys, p);
+                }
+            }
+            if self.wide.len() <= b {
+                self.wide.resize_with(b + 1, || None);
+            }
+            self.wide[b] = Some(Box::new(w));
+        }
+        self.wide.get_mut(b).and_then(Option::as_deref_mut)
+    }
+
+    /// Appends a record of `costs` after the newest.
+    pub(super) fn push(&mut self, costs: &[u64]) {
+        let (row, width) = row_of(costs);
+        let phys = self.c0.len();
+        self.ensure_block(phys / BLOCK);
+        // Starts at 0 everywhere (a tombstone), then takes its costs.
+        self.c0.push(0);
+        self.tombstones += 1;
+        self.set(phys - self.front, &row, width);
+    }
+
+    /// Sets record `j`'s costs to `row` (`width` distinct positions).
+    pub(super) fn set(&mut self, j: usize, row: &Row, width: usize) {
+        let was_zero = self.is_zero(j);
+        self.write(self.front + j, row, width);
+        let is_zero = self.is_zero(j);
+        self.tombstones = self.tombstones + usize::from(is_zero) - usize::from(was_zero);
+    }
+
+    /// Drops the newest record, a tombstone (its zeros are in no sum).
+    pub(super) fn pop_tombstone(&mut self) {
+        debug_assert!(self.len() > 0 && self.is_zero(self.len() - 1));
+        self.c0.pop();
+        self.tombstones -= 1;
+    }
+
+    /// Drops the `n` oldest records (fewer than held).
+    pub(super) fn drop_front(&mut self, n: usize) {
+        for phys in self.front..self.front + n {
+            for p in 0..self.width {
+                self.gone[p] += u64::from(self.at(phys, p));
+            }
+            if (0..self.width).all(|p| self.at(phys, p) == 0) {
+                self.tombstones -= 1;
+            }
+        }
+        self.front += n;
+        if self.front >= BLOCK && self.front * 2 >= self.c0.len() {
+            *self = self.rebuilt(|_| true, None);
+        }
+    }
+
+    /// The same records, packed: those `keep` says (by record index), with
+    /// `insert` put at its index among them. O(records × width).
+    pub(super) fn rebuilt(
+        &self,
+        keep: impl Fn(usize) -> bool,
+        insert: Option<(usize, Row)>,
+    ) -> Self {
+        let mut width = self.width;
+        if let Some((_, row)) = &insert {
+            width = width.max(distinct_width(row));
+        }
+        let mut rows = Vec::with_capacity((self.len() + 1) * width);
+        for j in 0..=self.len() {
+            if let Some((at, row)) = insert.as_ref().filter(|(at, _)| *at == j) {
+                debug_assert_eq!(*at, j);
+                rows.extend_from_slice(&row[..width]);
+            }
+            if j < self.len() && keep(j) {
+                rows.extend_from_slice(&self.row(j)[..width]);
+            }
+        }
+        Self::build(width, &rows)
+    }
+
+    /// Heap bytes held, this structure included (it is boxed).
+    pub(super) fn heap_bytes(&self) -> usize {
+        let wide: usize = self
+            .wide
+            .iter()
+            .flatten()
+            .map(|w| std::mem::size_of::<Wide>() + w.costs.capacity() * 4)
+            .sum();
+        std::mem::size_of::<Self>()
+            + self.c0.capacity() * 4
+            + self.wide.capacity() * 8
+            + wide
+            + self.trees.capacity() * std::mem::size_of::<Fenwick>()
+            + self.trees.iter().map(Fenwick::heap_bytes).sum::<usize>()
+            + (self.all.capacity() + self.gone.capacity()) * 8
+    }
+
+    /// True when `c0` has room for more than four times its records.
+    pub(super) fn is_sparse(&self) -> bool {
+        self.c0.capacity() > 64 && self.c0.capacity() > 4 * self.len()
+    }
+
+    /// The same costs in exactly the room they need.
+    pub(super) fn shrink(&mut self) {
+        *self = self.rebuilt(|_| true, None);
+        self.trees.iter_mut().for_each(Fenwick::shrink);
+    }
+}
+
+/// Logs are equal by their records' costs, however stored.
+impl PartialEq for Costs {
+    fn eq(&self, other: &Self) -> bool {
+        let width = self.width.max(other.width);
+        self.len() == other.len()
+            && (0..self.len()).all(|j| (0..width).all(|p| self.cost(j, p) == other.cost(j, p)))
+    }
+}
