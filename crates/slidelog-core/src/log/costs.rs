@@ -95,57 +95,51 @@ pub(super) fn row_of(costs: &[u64]) -> (Row, usize) {
 }
 
 impl Costs {
-    /// Costs for `rows` (record-major, `width` each), built in
-    /// O(records × width).
-    pub(super) fn build(width: usize, rows: &[u32]) -> Self {
-        let n = rows.len() / width;
-        let blocks = n.div_ceil(BLOCK);
-        let mut c0 = Vec::with_capacity(n);
-        let mut wide: Vec<Option<Box<Wide>>> = Vec::new();
-        let mut sums = vec![vec![0u64; blocks]; width];
-        let mut tombstones = 0;
-        for (i, row) in rows.chunks_exact(width).enumerate() {
-            c0.push(row[0]);
-            tombstones += usize::from(row.iter().all(|&c| c == 0));
-            for (p, &c) in row.iter().enumerate() {
-                sums[p][i / BLOCK] += u64::from(c);
-            }
-        }
-        for b in 0..blocks {
-            let records = &rows[b * BLOCK * width..((b + 1) * BLOCK * width).min(rows.len())];
-            let bw = records
-                .chunks_exact(width)
-                .map(distinct_width)
-                .max()
-                .unwrap_or(1);
-            if bw > 1 {
-                wide.resize_with(b + 1, || None);
-                let mut w = Wide {
-                    width: bw,
-                    costs: vec![0; BLOCK * (bw - 1)],
-                };
-                for (slot, row) in records.chunks_exact(width).enumerate() {
-                    w.costs[slot * (bw - 1)..(slot + 1) * (bw - 1)].copy_from_slice(&row[1..bw]);
-                }
-                wide[b] = Some(Box::new(w));
-            }
-        }
-        let all = sums.iter().map(|s| s.iter().sum()).collect();
-        Self {
-            c0,
+    /// Costs for `rows` (each `width` positions apart, about `records` of
+    /// them), built in one pass, O(records × width).
+    pub(super) fn build(width: usize, records: usize, rows: impl Iterator<Item = Row>) -> Self {
+        let mut costs = Self {
+            c0: Vec::with_capacity(records),
             front: 0,
             width,
-            wide,
-            trees: sums.iter().map(|s| Fenwick::from_sums(s)).collect(),
-            all,
+            wide: Vec::new(),
+            trees: Vec::new(),
+            all: vec![0; width],
             gone: vec![0; width],
-            tombstones,
+            tombstones: 0,
+        };
+        // Block-major sums per position.
+        let mut sums: Vec<u64> = Vec::new();
+        for (i, row) in rows.enumerate() {
+            let (b, slot) = (i / BLOCK, i % BLOCK);
+            if slot == 0 {
+                sums.resize(sums.len() + width, 0);
+            }
+            costs.c0.push(row[0]);
+            let block = &mut sums[b * width..];
+            for (sum, &c) in block.iter_mut().zip(&row[..width]) {
+                *sum += u64::from(c);
+            }
+            costs.tombstones += usize::from(row[..width].iter().all(|&c| c == 0));
+            let needed = distinct_width(&row[..width]);
+            let wide = needed > 1 || costs.wide_of(i).is_some();
+            if let Some(w) = costs.wide_block(b, needed).filter(|_| wide) {
+                let n = w.width - 1;
+                w.costs[slot * n..(slot + 1) * n].copy_from_slice(&row[1..w.width]);
+            }
         }
+        let blocks = sums.len() / width;
+        for p in 0..width {
+            let column: Vec<u64> = (0..blocks).map(|b| sums[b * width + p]).collect();
+            costs.all[p] = column.iter().sum();
+            costs.trees.push(Fenwick::from_sums(&column));
+        }
+        costs
     }
 
     /// Costs for `n` records of cost 1 (a plain log turning weighted).
     pub(super) fn plain(n: usize) -> Self {
-        Self::build(1, &vec![1; n])
+        Self::build(1, n, std::iter::repeat_n([1; MAX_LIMITS], n))
     }
 
     /// Records held (tombstones included).
@@ -194,16 +188,31 @@ impl Costs {
 
     /// Record `j`'s costs at positions `0..width`.
     pub(super) fn row(&self, j: usize) -> Row {
-        let mut row = [0u32; MAX_LIMITS];
-        for (p, slot) in row.iter_mut().enumerate() {
-            *slot = self.at(self.front + j, p);
+        let phys = self.front + j;
+        let mut row = [self.c0[phys]; MAX_LIMITS];
+        if let Some(w) = self.wide_of(phys) {
+            let (slot, n) = (phys % BLOCK, w.width - 1);
+            row[1..w.width].copy_from_slice(&w.costs[slot * n..(slot + 1) * n]);
+            let last = row[w.width - 1];
+            row[w.width..].fill(last);
         }
         row
     }
 
+    /// The wide costs of physical record `phys`'s block, if it keeps any.
+    #[inline]
+    fn wide_of(&self, phys: usize) -> Option<&Wide> {
+        self.wide.get(phys / BLOCK).and_then(Option::as_deref)
+    }
+
     /// True when record `j` costs 0 everywhere (a tombstone).
     pub(super) fn is_zero(&self, j: usize) -> bool {
-        (0..self.width).all(|p| self.at(self.front + j, p) == 0)
+        let phys = self.front + j;
+        self.c0[phys] == 0
+            && self.wide_of(phys).is_none_or(|w| {
+                let (slot, n) = (phys % BLOCK, w.width - 1);
+                w.costs[slot * n..(slot + 1) * n].iter().all(|&c| c == 0)
+            })
     }
 
     /// The sum at position `p` of physical records `0..phys`.
@@ -359,21 +368,16 @@ impl Costs {
         keep: impl Fn(usize) -> bool,
         insert: Option<(usize, Row)>,
     ) -> Self {
-        let mut width = self.width;
-        if let Some((_, row)) = &insert {
-            width = width.max(distinct_width(row));
-        }
-        let mut rows = Vec::with_capacity((self.len() + 1) * width);
-        for j in 0..=self.len() {
-            if let Some((at, row)) = insert.as_ref().filter(|(at, _)| *at == j) {
-                debug_assert_eq!(*at, j);
-                rows.extend_from_slice(&row[..width]);
-            }
-            if j < self.len() && keep(j) {
-                rows.extend_from_slice(&self.row(j)[..width]);
-            }
-        }
-        Self::build(width, &rows)
+        let width = insert
+            .as_ref()
+            .map_or(self.width, |(_, row)| self.width.max(distinct_width(row)));
+        let len = self.len();
+        let rows = (0..=len).flat_map(|j| {
+            let new = insert.filter(|(at, _)| *at == j).map(|(_, row)| row);
+            let old = (j < len && keep(j)).then(|| self.row(j));
+            new.into_iter().chain(old)
+        });
+        Self::build(width, len + usize::from(insert.is_some()), rows)
     }
 
     /// Heap bytes held, this structure included (it is boxed).
