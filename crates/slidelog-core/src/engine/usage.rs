@@ -311,4 +311,73 @@ mod tests {
         let d = charge(&mut log, 10, &usage(&[0])).decision;
         assert_eq!((log.len(), d.record), (1, None));
     }
+
+    #[test]
+    fn a_charge_into_a_full_log_merges_into_the_newest_record() {
+        let mut log = Log::new();
+        // 3 requests per second: full after three charges.
+        for t in [0, 100, 200] {
+            let d = charge(&mut log, t, &usage(&[1, 10])).decision;
+            assert_eq!(d.record, Some(RecordRef { ts: t, id: None }));
+        }
+        assert!(charge_merges(&log, 300, &usage(&[1, 0])));
+        // Costs nothing in the full limit: appended.
+        assert!(!charge_merges(&log, 300, &usage(&[0, 5])));
+        let d = charge(&mut log, 300, &usage(&[1, 5])).decision;
+        assert_eq!(d.record, Some(RecordRef { ts: 300, id: None }));
+        assert_eq!(log.len(), 3, "merged into the record at 200, moved to 300");
+        assert_eq!((log.ts(2), log.cost(2, 0), log.cost(2, 1)), (300, 2, 15));
+        // Its older unit now counts until 300 + 1,000, not 200 + 1,000:
+        // conservative.
+        assert_eq!(log.units_from(log.first_live(1_250, 1_000), 0), 2);
+        // A receipt of the record's old time no longer settles it.
+        let old = Receipt::new(&usage(&[1, 10]), RecordRef { ts: 200, id: None });
+        assert!(!settle(&mut log, 1_250, &usage(&[0]), &old).settled);
+        // The charge's own share does.
+        let own = Receipt::new(&usage(&[1, 5]), RecordRef { ts: 300, id: None });
+        let s = settle(&mut log, 1_250, &usage(&[0]), &own);
+        assert!(s.settled);
+        assert_eq!(
+            (log.cost(log.len() - 1, 0), log.cost(log.len() - 1, 1)),
+            (1, 10)
+        );
+    }
+
+    #[test]
+    fn a_settle_replaces_its_share_of_a_millisecond_s_record() {
+        let mut log = Log::new();
+        let (a, b) = (check(40), check(30));
+        let da = crate::engine::decide_and_record(&mut log, 10, &a);
+        let db = crate::engine::decide_and_record(&mut log, 10, &b);
+        assert_eq!(log.len(), 1);
+        // b used 5 tokens; a none at all (a refund of its share).
+        assert!(settle(&mut log, 20, &usage(&[1, 5]), &receipt(&b, &db)).settled);
+        assert_eq!((log.cost(0, 0), log.cost(0, 1)), (2, 45));
+        assert!(settle(&mut log, 20, &usage(&[0]), &receipt(&a, &da)).settled);
+        assert_eq!((log.cost(0, 0), log.cost(0, 1)), (1, 5));
+        // a's share is gone: its receipt holds no more than the record.
+        assert!(!settle(&mut log, 20, &usage(&[0]), &receipt(&a, &da)).settled);
+    }
+
+    #[test]
+    fn a_check_of_a_shorter_window_does_not_shorten_the_log() {
+        let hour = Request::new("k", vec![Limit::new(3, 3_600_000).unwrap()], 1).unwrap();
+        let ms = Request::new("k", vec![Limit::new(1, 1).unwrap()], 1).unwrap();
+        let mut log = Log::new();
+        for t in 0..3 {
+            assert!(crate::engine::decide_and_record(&mut log, 1_000 + t, &hour).allowed);
+        }
+        assert!(crate::engine::decide_and_record(&mut log, 2_000, &ms).allowed);
+        assert_eq!((log.len(), log.horizon()), (4, 3_600_000));
+        assert_eq!(evaluate(&log, 2_001, &hour).count, 4);
+        // A rejection or a peek leaves the horizon; the log empties and forgets it.
+        let mut short = Log::new();
+        crate::engine::decide_and_record(&mut short, 0, &ms);
+        assert_eq!(short.horizon(), 1);
+        let one = Request::new("k", vec![Limit::new(1, 3_600_000).unwrap()], 1).unwrap();
+        assert!(!crate::engine::decide_and_record(&mut short, 0, &one).allowed);
+        assert_eq!(short.horizon(), 1);
+        short.expire(10, 1);
+        assert_eq!((short.len(), short.horizon()), (0, 0));
+    }
 }
