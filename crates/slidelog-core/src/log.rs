@@ -184,6 +184,7 @@ impl Log {
     }
 
     /// Drops the `n` oldest timestamps (`n <= len`).
+    #[inline]
     fn drop_front_stamps(&mut self, n: usize) {
         if n == self.len() {
             // Empty: the next record sets the base. The room stays, as a

@@ -219,6 +219,14 @@ impl Costs {
     fn prefix(&self, p: usize, phys: usize) -> u64 {
         let b = phys / BLOCK;
         let head = self.trees[p].prefix(b);
+        if p == 0 {
+            // Position 0 is one slice: summed without a lookup per record.
+            return head
+                + self.c0[b * BLOCK..phys]
+                    .iter()
+                    .map(|&c| u64::from(c))
+                    .sum::<u64>();
+        }
         (b * BLOCK..phys).fold(head, |s, i| s + u64::from(self.at(i, p)))
     }
 
@@ -239,9 +247,29 @@ impl Costs {
     /// records `start..` (`k` at most their units).
     pub(super) fn kth(&self, start: usize, p: usize, k: u64) -> usize {
         let p = p.min(self.width - 1);
-        let target = self.prefix(p, self.front + start) + k;
-        let (b, mut before) = self.trees[p].search(target);
-        let mut phys = b * BLOCK;
+        // The sum before the first record is that of the dropped ones.
+        let from = if start == 0 {
+            self.gone[p]
+        } else {
+            self.prefix(p, self.front + start)
+        };
+        let target = from + k;
+        let (b, before) = self.trees[p].search(target);
+        // In the first record's block, scan from it (not from the dropped).
+        let (mut phys, mut before) = if b == self.front / BLOCK {
+            (self.front, self.gone[p])
+        } else {
+            (b * BLOCK, before)
+        };
+        if p == 0 {
+            for &c in &self.c0[phys..] {
+                before += u64::from(c);
+                if before >= target {
+                    return phys - self.front;
+                }
+                phys += 1;
+            }
+        }
         loop {
             before += u64::from(self.at(phys, p));
             if before >= target {
@@ -321,9 +349,15 @@ impl Costs {
 
     /// Appends a record of `costs` after the newest.
     pub(super) fn push(&mut self, costs: &[u64]) {
-        let (row, width) = row_of(costs);
         let phys = self.c0.len();
         self.ensure_block(phys / BLOCK);
+        if self.width == 1 && costs.iter().all(|&c| c == costs[0]) {
+            // One cost, one column: no row to build.
+            self.c0.push(0);
+            self.tombstones += 1;
+            return self.set_narrow(phys, stored(costs[0]));
+        }
+        let (row, width) = row_of(costs);
         // Starts at 0 everywhere (a tombstone), then takes its costs.
         self.c0.push(0);
         self.tombstones += 1;
@@ -332,10 +366,39 @@ impl Costs {
 
     /// Sets record `j`'s costs to `row` (`width` distinct positions).
     pub(super) fn set(&mut self, j: usize, row: &Row, width: usize) {
+        if self.width == 1 && width == 1 {
+            return self.set_narrow(self.front + j, row[0]);
+        }
         let was_zero = self.is_zero(j);
         self.write(self.front + j, row, width);
         let is_zero = self.is_zero(j);
         self.tombstones = self.tombstones + usize::from(is_zero) - usize::from(was_zero);
+    }
+
+    /// [`set`](Self::set) in a log of one cost per record (the common
+    /// weighted log): one column, one tree.
+    #[inline]
+    fn set_narrow(&mut self, phys: usize, new: u32) {
+        let old = self.c0[phys];
+        if old != new {
+            let delta = u64::from(new).wrapping_sub(u64::from(old));
+            self.trees[0].add(phys / BLOCK, delta);
+            self.all[0] = self.all[0].wrapping_add(delta);
+            self.c0[phys] = new;
+            self.tombstones = self.tombstones + usize::from(new == 0) - usize::from(old == 0);
+        }
+    }
+
+    /// Adds `cost` to record `j`'s, in a log of one cost per record; false
+    /// (nothing done) in a wider one.
+    #[inline]
+    pub(super) fn add_narrow(&mut self, j: usize, cost: u32) -> bool {
+        if self.width != 1 {
+            return false;
+        }
+        let phys = self.front + j;
+        self.set_narrow(phys, super::update::add(self.c0[phys], cost));
+        true
     }
 
     /// Drops the newest record, a tombstone (its zeros are in no sum).
@@ -347,7 +410,12 @@ impl Costs {
 
     /// Drops the `n` oldest records (fewer than held).
     pub(super) fn drop_front(&mut self, n: usize) {
-        for phys in self.front..self.front + n {
+        if self.width == 1 {
+            let dropped = &self.c0[self.front..self.front + n];
+            self.gone[0] += dropped.iter().map(|&c| u64::from(c)).sum::<u64>();
+            self.tombstones -= dropped.iter().filter(|&&c| c == 0).count();
+        }
+        for phys in (self.front..self.front + n).filter(|_| self.width > 1) {
             for p in 0..self.width {
                 self.gone[p] += u64::from(self.at(phys, p));
             }
@@ -357,8 +425,26 @@ impl Costs {
         }
         self.front += n;
         if self.front >= BLOCK && self.front * 2 >= self.c0.len() {
-            *self = self.rebuilt(|_| true, None);
+            self.drop_front_blocks(self.front / BLOCK);
         }
+    }
+
+    /// Gives back the room of the first `k` blocks, all of dropped records:
+    /// the costs move down, the trees are made again from their block sums,
+    /// O(records + blocks × width) (so O(width) per record dropped).
+    fn drop_front_blocks(&mut self, k: usize) {
+        let records = k * BLOCK;
+        debug_assert!(records <= self.front);
+        for p in 0..self.width {
+            let sums = self.trees[p].sums();
+            let gone: u64 = sums[..k].iter().sum();
+            self.trees[p] = Fenwick::from_sums(&sums[k..]);
+            self.all[p] -= gone;
+            self.gone[p] -= gone;
+        }
+        self.c0.drain(..records);
+        self.wide.drain(..k.min(self.wide.len()));
+        self.front -= records;
     }
 
     /// The same records, packed: those `keep` says (by record index), with

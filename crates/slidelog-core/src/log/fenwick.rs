@@ -90,6 +90,20 @@ impl Fenwick {
         (at, before)
     }
 
+    /// The block sums the tree holds, O(blocks): its construction undone.
+    pub(super) fn sums(&self) -> Vec<u64> {
+        let mut sums = self.nodes.clone();
+        let n = self.blocks();
+        for i in (1..=n).rev() {
+            let parent = i + lowbit(i);
+            if parent <= n {
+                sums[parent] = sums[parent].wrapping_sub(sums[i]);
+            }
+        }
+        sums.remove(0);
+        sums
+    }
+
     /// Heap bytes held.
     pub(super) fn heap_bytes(&self) -> usize {
         self.nodes.capacity() * 8
@@ -122,6 +136,7 @@ mod tests {
         for b in 0..=plain.len() {
             assert_eq!(tree.prefix(b), plain[..b].iter().sum::<u64>(), "prefix {b}");
         }
+        assert_eq!(tree.sums(), plain);
         let total: u64 = plain.iter().sum();
         for target in 1..=total {
             let (b, before) = tree.search(target);

@@ -609,3 +609,40 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn a_sliding_weighted_log_gives_back_dropped_blocks_and_counts_exactly() {
+    // 5,000 records of costs 1..=7 (two positions), 300 live at a time:
+    // the dropped room is given back block by block as the log slides.
+    let mut log = Log::new();
+    let mut model: Vec<(u64, u64, u64)> = Vec::new();
+    for t in 0..5_000u64 {
+        let (a, b) = (1 + t % 7, 1 + t % 3);
+        log.expire(t, 300);
+        model.retain(|&(ts, _, _)| ts + 300 > t);
+        log.append(t, &[a, b]);
+        model.push((t, a, b));
+        if t % 97 == 0 {
+            let units: u64 = model.iter().map(|m| m.1).sum();
+            assert_eq!(log.units_from(0, 0), units);
+            assert_eq!(log.units_from(0, 1), model.iter().map(|m| m.2).sum::<u64>());
+            for k in [1, (units / 3).max(1), units] {
+                let mut seen = 0;
+                let want = model
+                    .iter()
+                    .find(|m| {
+                        seen += m.1;
+                        seen >= k
+                    })
+                    .unwrap()
+                    .0;
+                assert_eq!(log.kth_unit_ts(0, 0, k), want, "t {t} k {k}");
+            }
+            let start = log.first_live(t, 100);
+            let live: u64 = model.iter().filter(|m| m.0 + 100 > t).map(|m| m.2).sum();
+            assert_eq!(log.units_from(start, 1), live);
+        }
+    }
+    assert_eq!(log.len(), 300);
+    assert!(log.heap_bytes() < 300 * 40, "{}", log.heap_bytes());
+}

@@ -9,7 +9,7 @@ use super::costs::{Row, SATURATED, distinct_width, row_of};
 use crate::MAX_LIMITS;
 
 /// `a + b` as stored: saturated, and a saturated cost stays so.
-fn add(a: u32, b: u32) -> u32 {
+pub(super) fn add(a: u32, b: u32) -> u32 {
     if a == SATURATED || b == SATURATED {
         SATURATED
     } else {
@@ -29,6 +29,7 @@ impl Log {
     /// Drops the records that have expired for the longer of the horizon
     /// and `longest_window_ms` (`ts + window <= now`), oldest first. Returns
     /// how many (refunded ones included). An emptied log forgets its horizon.
+    #[inline]
     pub fn expire(&mut self, now: u64, longest_window_ms: u64) -> usize {
         let Some(cut) = now.checked_sub(self.keep_for(longest_window_ms)) else {
             return 0;
@@ -75,8 +76,8 @@ impl Log {
         self.drop_front_stamps(n);
         if let Some(c) = self.costs.as_deref_mut() {
             c.drop_front(n);
+            self.compact_if_refunded();
         }
-        self.compact_if_refunded();
     }
 
     /// Empties the log: plain again, no horizon; the room stays.
@@ -90,6 +91,7 @@ impl Log {
     /// the log ascending even when `now` is earlier than the newest record
     /// (a clock that stepped back). A record already at `now` takes the
     /// costs, position by position, instead.
+    #[inline]
     pub fn append(&mut self, now: u64, costs: &[u64]) {
         debug_assert!(!costs.is_empty());
         if self.push_plain(now, costs) {
@@ -97,7 +99,9 @@ impl Log {
         }
         let len = self.len();
         let at = match self.newest() {
-            Some(newest) if newest >= now => self.count_through(now),
+            // The common merge: the newest record's millisecond.
+            Some(newest) if newest == now => return self.add_costs(len - 1, costs),
+            Some(newest) if newest > now => self.count_through(now),
             _ => len,
         };
         if at > 0 && self.stamp(at - 1) == now {
@@ -145,8 +149,12 @@ impl Log {
 
     /// Adds `costs` to record `j`'s, position by position.
     fn add_costs(&mut self, j: usize, costs: &[u64]) {
-        let (extra, _) = row_of(costs);
+        let one = costs.iter().all(|&c| c == costs[0]);
         let c = self.weighted();
+        if one && c.add_narrow(j, super::costs::stored(costs[0])) {
+            return;
+        }
+        let (extra, _) = row_of(costs);
         let old = c.row(j);
         let mut row: Row = [0; MAX_LIMITS];
         for p in 0..MAX_LIMITS {
