@@ -11,9 +11,9 @@
 //! - `SLIDELOG.RESET <key>`: 1 when a log (module or sorted set) was deleted, else 0.
 //! - `SLIDELOG.INFO <key>`: `records, units, oldest_ms, newest_ms, bytes, weighted`.
 //! - `SLIDELOG.SETTLE <key> <now_ms|*> <deadline_ms|0> <record_ts> <record_cost_1,...> <n> (<max> <window_ms> <cost>){n}`:
-//!   `engine::settle` of the record a receipt names (its timestamp and
-//!   costs) to the costs given (0 in a limit: counts nowhere there; 0
-//!   everywhere: removed). Answers `[settled, allowed, limit, window_ms,
+//!   `engine::settle` of the share a receipt names (its costs) of the
+//!   record at its timestamp, replaced by the costs given (0 in a limit:
+//!   counts nowhere there; nothing left anywhere: refunded). Answers `[settled, allowed, limit, window_ms,
 //!   count, remaining, retry_after_ms, reset_after_ms, now_ms_used]`, the
 //!   limits as `engine::standing` gives them after the change.
 //! - `SLIDELOG.CHARGE <key> <now_ms|*> <deadline_ms|0> <n> (<max> <window_ms> <cost>){n}`:
