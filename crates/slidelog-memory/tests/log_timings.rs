@@ -64,6 +64,22 @@ fn a_charge_and_a_settle_on_200k_records_under_16_limits() {
             "{name} log of {RECORDS} records: 16-cost charge {charge:.3} ms, settle of the oldest to 16 costs {settle:.3} ms"
         );
     }
+    // The attack of a 16-cost charge on a plain log of 1M records: the
+    // time and the bytes it takes (running sums widened it to 16 u64 a
+    // record: 4.2 MB to 260 MB).
+    let mut log = Log::new();
+    for t in 0..1_000_000 {
+        log.append(T0 + t, &[1]);
+    }
+    let before = log.heap_bytes();
+    let start = Instant::now();
+    log.append(T0 + 1_000_000, &sixteen(1));
+    let took = start.elapsed().as_secs_f64() * 1e3;
+    println!(
+        "1M-record plain log, one 16-cost record: {took:.2} ms, {:.1} MB -> {:.1} MB",
+        before as f64 / 1e6,
+        log.heap_bytes() as f64 / 1e6
+    );
     let plain = bytes_per_record(&[1]);
     let weighted = bytes_per_record(&[7]);
     let wide = bytes_per_record(&sixteen(1));
