@@ -2,20 +2,29 @@
 //! records, for the memory store's snapshots and the Redis module's RDB
 //! (docs/design.md §4.1).
 //!
-//! Version 1, all integers little-endian, "varint" = unsigned LEB128 (at most
+//! Version 2, all integers little-endian, "varint" = unsigned LEB128 (at most
 //! 10 bytes):
 //!
 //! ```text
-//! version: u8 = 1
+//! version: u8 = 2
 //! flags:   u8   bit 0: whole timestamps (else a base and 32-bit offsets)
 //!               bit 1: weighted (costs follow); other bits must be 0
+//! horizon: varint   the log's horizon, ms (0..=MAX_WINDOW_MS; 0: unknown)
 //! count:   varint   records
 //! if count > 0:
 //!   offsets: base varint, then count x u32 offset from base (ascending)
 //!   whole:   count x u64 timestamp (ascending)
-//!   weighted: width varint (1..=16), then count x width cost varints (0..=MAX_COST,
-//!             not all 0 in one record)
+//!   weighted: width varint (1..=16), then count x width cost varints
+//!             (0..=u32::MAX, not all 0 in one record)
 //! ```
+//!
+//! Version 1 is the same without `horizon`, and its costs are at most
+//! MAX_COST; it is still read, with a horizon of 0 (the next request that
+//! records sets it). Refunded records (tombstones) are not written. A cost
+//! can exceed MAX_COST in version 2: records of one millisecond, and charges
+//! merged into the newest record, add their costs (saturated at
+//! `u32::MAX`, docs/design.md §4.1). Timestamps of version 1 may repeat;
+//! such records are read as one.
 //!
 //! As in the log itself a plain record costs 4 bytes, and a record's cost at a
 //! position past `width` is its cost at the last one. A cost of 0 is read (a
@@ -25,10 +34,14 @@
 //! takes at least 4 bytes, so a hostile `count` is refused before anything
 //! is reserved.
 
-use crate::{Log, MAX_COST, MAX_LIMITS, MAX_NOW_MS};
+use crate::{Log, MAX_COST, MAX_LIMITS, MAX_NOW_MS, MAX_WINDOW_MS};
 
-/// The encoding version [`encode`] writes; [`decode`] reads only this one.
-pub const VERSION: u8 = 1;
+/// The encoding version [`encode`] writes; [`decode`] reads it and
+/// [`VERSION_1`].
+pub const VERSION: u8 = 2;
+
+/// The version before the horizon was written.
+pub const VERSION_1: u8 = 1;
 
 const WHOLE: u8 = 1;
 const WEIGHTED: u8 = 2;
@@ -45,7 +58,9 @@ pub enum CodecError {
         needed: usize,
     },
     /// A version this build does not read.
-    #[error("log encoding version {got} is not supported (this build reads version {VERSION})")]
+    #[error(
+        "log encoding version {got} is not supported (this build reads versions {VERSION_1} and {VERSION})"
+    )]
     UnknownVersion {
         /// The version byte found.
         got: u8,
@@ -60,14 +75,20 @@ pub enum CodecError {
     },
 }
 
-/// Appends `log`'s encoding to `out`.
+/// Appends `log`'s encoding to `out` (its records that count: refunded
+/// ones are left out).
 pub fn encode(log: &Log, out: &mut Vec<u8>) {
-    let count = log.len();
-    let span = log.newest().map_or(0, |n| n - log.ts(0));
-    let whole = span > u64::from(u32::MAX);
-    let weighted = log.is_weighted();
+    let kept: Vec<usize> = (0..log.len()).filter(|&j| !log.is_tombstone(j)).collect();
+    let count = kept.len();
+    let (first, last) = match (kept.first(), kept.last()) {
+        (Some(&f), Some(&l)) => (log.ts(f), log.ts(l)),
+        _ => (0, 0),
+    };
+    let whole = last - first > u64::from(u32::MAX);
+    let weighted = log.is_weighted() && count > 0;
     out.push(VERSION);
     out.push((u8::from(whole) * WHOLE) | (u8::from(weighted) * WEIGHTED));
+    put_varint(out, log.horizon());
     put_varint(out, count as u64);
     if count == 0 {
         return;
@@ -75,15 +96,16 @@ pub fn encode(log: &Log, out: &mut Vec<u8>) {
     let width = if weighted { log.cost_width() } else { 1 };
     out.reserve(count * (if whole { 8 } else { 4 }) + usize::from(weighted) * count * width);
     if whole {
-        (0..count).for_each(|j| out.extend_from_slice(&log.ts(j).to_le_bytes()));
+        kept.iter()
+            .for_each(|&j| out.extend_from_slice(&log.ts(j).to_le_bytes()));
     } else {
-        let base = log.ts(0);
-        put_varint(out, base);
-        (0..count).for_each(|j| out.extend_from_slice(&((log.ts(j) - base) as u32).to_le_bytes()));
+        put_varint(out, first);
+        kept.iter()
+            .for_each(|&j| out.extend_from_slice(&((log.ts(j) - first) as u32).to_le_bytes()));
     }
     if weighted {
         put_varint(out, width as u64);
-        for j in 0..count {
+        for &j in &kept {
             (0..width).for_each(|p| put_varint(out, log.cost(j, p)));
         }
     }
@@ -94,7 +116,7 @@ pub fn encode(log: &Log, out: &mut Vec<u8>) {
 pub fn decode(bytes: &[u8]) -> Result<(Log, usize), CodecError> {
     let mut r = Reader { bytes, at: 0 };
     let version = r.u8()?;
-    if version != VERSION {
+    if version != VERSION && version != VERSION_1 {
         return Err(CodecError::UnknownVersion { got: version });
     }
     let flags_at = r.at;
@@ -103,6 +125,11 @@ pub fn decode(bytes: &[u8]) -> Result<(Log, usize), CodecError> {
         return Err(r.invalid(flags_at, "unknown flag bits"));
     }
     let (whole, weighted) = (flags & WHOLE != 0, flags & WEIGHTED != 0);
+    let horizon_at = r.at;
+    let horizon = if version == VERSION { r.varint()? } else { 0 };
+    if horizon > MAX_WINDOW_MS {
+        return Err(r.invalid(horizon_at, "horizon above 366 days"));
+    }
     let count_at = r.at;
     let count = r.varint()?;
     if count == 0 {
@@ -126,18 +153,25 @@ pub fn decode(bytes: &[u8]) -> Result<(Log, usize), CodecError> {
         })?;
     let count = stamps_len / per;
     let stamps = read_stamps(&mut r, whole, count)?;
-    if !weighted {
+    let mut log = if weighted {
+        let most = if version == VERSION {
+            u64::from(u32::MAX)
+        } else {
+            MAX_COST
+        };
+        read_weighted(&mut r, stamps, most)?
+    } else {
         let mut log = Log::new();
         stamps.into_iter().for_each(|t| log.append(t, &[1]));
-        return Ok((log, r.at));
-    }
-    let log = read_weighted(&mut r, stamps)?;
+        log
+    };
+    log.raise_horizon(horizon);
     Ok((log, r.at))
 }
 
-/// Reads the cost width and every record's costs of a weighted log whose
-/// timestamps are `stamps`.
-fn read_weighted(r: &mut Reader<'_>, stamps: Vec<u64>) -> Result<Log, CodecError> {
+/// Reads the cost width and every record's costs (each at most `most`) of
+/// a weighted log whose timestamps are `stamps`.
+fn read_weighted(r: &mut Reader<'_>, stamps: Vec<u64>, most: u64) -> Result<Log, CodecError> {
     let mut log = Log::new();
     let width_at = r.at;
     let width = r.varint()?;
@@ -149,8 +183,11 @@ fn read_weighted(r: &mut Reader<'_>, stamps: Vec<u64>) -> Result<Log, CodecError
         for cost in &mut costs[..width as usize] {
             let at = r.at;
             *cost = r.varint()?;
-            if *cost > MAX_COST {
-                return Err(r.invalid(at, "cost above MAX_COST"));
+            if *cost > most {
+                return Err(r.invalid(
+                    at,
+                    "cost above its bound (MAX_COST in version 1, u32::MAX in 2)",
+                ));
             }
         }
         if costs[..width as usize].iter().all(|&c| c == 0) {
