@@ -8,7 +8,9 @@
 //! ```text
 //! version: u8 = 2
 //! flags:   u8   bit 0: whole timestamps (else a base and 32-bit offsets)
-//!               bit 1: weighted (costs follow); other bits must be 0
+//!               bit 1: weighted (costs follow)
+//!               bit 2: settled receipts follow (version 2, weighted only);
+//!               other bits must be 0
 //! horizon: varint   the log's horizon, ms (0..=MAX_WINDOW_MS; 0: unknown)
 //! count:   varint   records
 //! if count > 0:
@@ -16,6 +18,9 @@
 //!   whole:   count x u64 timestamp (ascending)
 //!   weighted: width varint (1..=16), then count x width cost varints
 //!             (0..=u32::MAX, not all 0 in one record)
+//!   spent:    n varint (at most MAX_SPENT), then n x (nonce u64,
+//!             forget_after_ms varint), nonces ascending: the receipts
+//!             settled on the log, kept until then (docs/design.md §4.6)
 //! ```
 //!
 //! Version 1 is the same without `horizon`, and its costs are at most
@@ -45,6 +50,7 @@ pub const VERSION_1: u8 = 1;
 
 const WHOLE: u8 = 1;
 const WEIGHTED: u8 = 2;
+const SPENT: u8 = 4;
 
 /// Why bytes are not a log this version can read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -86,8 +92,11 @@ pub fn encode(log: &Log, out: &mut Vec<u8>) {
     };
     let whole = last - first > u64::from(u32::MAX);
     let weighted = log.is_weighted() && count > 0;
+    let spent = weighted && !log.spent().is_empty();
     out.push(VERSION);
-    out.push((u8::from(whole) * WHOLE) | (u8::from(weighted) * WEIGHTED));
+    out.push(
+        (u8::from(whole) * WHOLE) | (u8::from(weighted) * WEIGHTED) | (u8::from(spent) * SPENT),
+    );
     put_varint(out, log.horizon());
     put_varint(out, count as u64);
     if count == 0 {
@@ -109,6 +118,13 @@ pub fn encode(log: &Log, out: &mut Vec<u8>) {
             (0..width).for_each(|p| put_varint(out, log.cost(j, p)));
         }
     }
+    if spent {
+        put_varint(out, log.spent().len() as u64);
+        for &(nonce, forget) in log.spent() {
+            out.extend_from_slice(&nonce.to_le_bytes());
+            put_varint(out, forget);
+        }
+    }
 }
 
 /// Reads one log from the start of `bytes`; returns it and the bytes read
@@ -121,8 +137,12 @@ pub fn decode(bytes: &[u8]) -> Result<(Log, usize), CodecError> {
     }
     let flags_at = r.at;
     let flags = r.u8()?;
-    if flags & !(WHOLE | WEIGHTED) != 0 {
+    if flags & !(WHOLE | WEIGHTED | SPENT) != 0 {
         return Err(r.invalid(flags_at, "unknown flag bits"));
+    }
+    let spent = flags & SPENT != 0;
+    if spent && (version == VERSION_1 || flags & WEIGHTED == 0) {
+        return Err(r.invalid(flags_at, "settled receipts on a plain or version 1 log"));
     }
     let (whole, weighted) = (flags & WHOLE != 0, flags & WEIGHTED != 0);
     let horizon_at = r.at;
@@ -166,7 +186,37 @@ pub fn decode(bytes: &[u8]) -> Result<(Log, usize), CodecError> {
         log
     };
     log.raise_horizon(horizon);
+    if spent {
+        read_spent(&mut r, &mut log)?;
+    }
     Ok((log, r.at))
+}
+
+/// Reads the settled receipts of a weighted log: a count (each entry takes
+/// 9 bytes at least: a hostile count is refused unread), then the entries,
+/// nonces ascending.
+fn read_spent(r: &mut Reader<'_>, log: &mut Log) -> Result<(), CodecError> {
+    let count_at = r.at;
+    let count = r.varint()?;
+    if count == 0 || count > crate::MAX_SPENT as u64 || count.saturating_mul(9) > r.left() as u64 {
+        return Err(r.invalid(
+            count_at,
+            "settled receipts: count 0, above MAX_SPENT or past the end",
+        ));
+    }
+    let mut entries = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let at = r.at;
+        let raw = r.take(8)?;
+        let nonce = u64::from_le_bytes(raw.try_into().unwrap_or([0; 8]));
+        let forget = r.varint()?;
+        if entries.last().is_some_and(|&(last, _)| last >= nonce) {
+            return Err(r.invalid(at, "settled receipts not ascending"));
+        }
+        entries.push((nonce, forget));
+    }
+    log.restore_spent(&entries)
+        .map_err(|_| r.invalid(count_at, "settled receipts above MAX_SPENT"))
 }
 
 /// Reads the cost width and every record's costs (each at most `most`) of

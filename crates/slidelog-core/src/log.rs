@@ -306,4 +306,51 @@ impl Log {
 }
 
 mod query;
+mod spent;
 mod update;
+
+pub use spent::{SPENT_MARGIN_MS, SpentFull};
+
+/// Single use of receipts (docs/design.md §4.6): the nonces of the
+/// receipts settled on this log, kept with its costs (a settle makes a log
+/// weighted) until their validity ends.
+impl Log {
+    /// Whether a receipt with `nonce` has settled on this log.
+    pub fn is_spent(&self, nonce: u64) -> bool {
+        self.costs
+            .as_deref()
+            .is_some_and(|c| c.spent.contains(nonce))
+    }
+
+    /// Whether one more settled receipt can be kept at `now` (expired ones
+    /// are forgotten first when the key holds its most).
+    pub fn can_spend(&mut self, now: u64) -> bool {
+        self.costs
+            .as_deref_mut()
+            .is_none_or(|c| c.spent.has_room(now))
+    }
+
+    /// Keeps `nonce` as settled until `until_ms` (and a margin for clocks).
+    /// Nothing is kept on an empty log: no receipt can settle on it.
+    pub fn spend(&mut self, nonce: u64, until_ms: u64, now: u64) -> Result<(), SpentFull> {
+        if self.is_empty() {
+            return Ok(());
+        }
+        self.weighted().spent.insert(nonce, until_ms, now)
+    }
+
+    /// The settled receipts kept: `(nonce, forget_after_ms)`, by nonce.
+    pub fn spent(&self) -> &[(u64, u64)] {
+        self.costs.as_deref().map_or(&[], |c| c.spent.entries())
+    }
+
+    /// Restores settled receipts read from an encoding: each kept until its
+    /// `forget_after_ms` as written.
+    pub fn restore_spent(&mut self, entries: &[(u64, u64)]) -> Result<(), SpentFull> {
+        for &(nonce, forget) in entries {
+            let until = forget.saturating_sub(SPENT_MARGIN_MS);
+            self.spend(nonce, until, 0)?;
+        }
+        Ok(())
+    }
+}

@@ -5,7 +5,8 @@
 
 use super::{Verdict, deciding, judge};
 use crate::{
-    Counts, Decision, Detailed, Limit, LimitState, Log, Receipt, RecordRef, Request, Settled,
+    Counts, Decision, Detailed, Limit, LimitState, Log, Receipt, ReceiptError, RecordRef, Request,
+    Settled,
 };
 use smallvec::SmallVec;
 
@@ -88,7 +89,20 @@ fn decision_of(log: &Log, now: u64, v: &Verdict<'_>) -> Decision {
 /// change ([`standing_each`]).
 pub fn settle(log: &mut Log, now: u64, request: &Request, receipt: &Receipt) -> Settled {
     log.expire(now, request.longest_window_ms());
-    let settled = log.settle_share(receipt.ts(), receipt.costs(), request.costs());
+    let refused = receipt.spend().and_then(|spend| {
+        if log.is_spent(spend.nonce) {
+            Some(ReceiptError::Spent)
+        } else {
+            (!log.can_spend(now)).then_some(ReceiptError::TooManySettles)
+        }
+    });
+    let settled =
+        refused.is_none() && log.settle_share(receipt.ts(), receipt.costs(), request.costs());
+    if let Some(spend) = receipt.spend().filter(|_| settled) {
+        // Room was checked above: the nonce is kept (or the log emptied,
+        // and no receipt can settle on it).
+        let _ = log.spend(spend.nonce, spend.until_ms, now);
+    }
     let record = (settled && request.costs().iter().any(|&c| c > 0)).then(|| RecordRef {
         ts: receipt.ts(),
         id: receipt.id(),
@@ -102,6 +116,7 @@ pub fn settle(log: &mut Log, now: u64, request: &Request, receipt: &Receipt) -> 
         settled,
         decision,
         limits,
+        refused,
     }
 }
 

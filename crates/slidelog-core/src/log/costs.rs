@@ -56,6 +56,8 @@ pub(super) struct Costs {
     /// Records that cost 0 everywhere (refunded): they keep their
     /// timestamp and count nowhere.
     tombstones: usize,
+    /// The receipts settled on this log (single use).
+    pub(super) spent: super::spent::Spent,
 }
 
 /// Positions `1..width` of a block's records, record-major.
@@ -107,6 +109,7 @@ impl Costs {
             all: vec![0; width],
             gone: vec![0; width],
             tombstones: 0,
+            spent: Default::default(),
         };
         // Block-major sums per position.
         let mut sums: Vec<u64> = Vec::new();
@@ -463,7 +466,9 @@ impl Costs {
             let old = (j < len && keep(j)).then(|| self.row(j));
             new.into_iter().chain(old)
         });
-        Self::build(width, len + usize::from(insert.is_some()), rows)
+        let mut rebuilt = Self::build(width, len + usize::from(insert.is_some()), rows);
+        rebuilt.spent = self.spent.clone();
+        rebuilt
     }
 
     /// Heap bytes held, this structure included (it is boxed).
@@ -475,6 +480,7 @@ impl Costs {
             .map(|w| std::mem::size_of::<Wide>() + w.costs.capacity() * 4)
             .sum();
         std::mem::size_of::<Self>()
+            + self.spent.heap_bytes()
             + self.c0.capacity() * 4
             + self.wide.capacity() * 8
             + wide
