@@ -445,6 +445,19 @@ impl Model {
         gone
     }
 
+    fn set(&mut self, ts: u64, costs: &[u64]) {
+        let j = self.records.iter().position(|(t, _)| *t == ts).unwrap();
+        let c = full(costs);
+        if c.iter().all(|&x| x == 0) {
+            self.records.remove(j);
+            if self.records.is_empty() {
+                self.horizon = 0;
+            }
+        } else {
+            self.records[j].1 = c;
+        }
+    }
+
     fn settle(&mut self, ts: u64, share: &[u64], new: &[u64]) -> bool {
         let Some(j) = self.records.iter().position(|(t, _)| *t == ts) else {
             return false;
@@ -462,6 +475,22 @@ impl Model {
             }
         }
         true
+    }
+}
+
+/// A share of a record of costs `c`: less `less` (at least 1 somewhere),
+/// or more than it holds when `over`.
+fn share_of(c: &[u64; MAX_LIMITS], less: &[u64], over: bool) -> Vec<u64> {
+    let less = full(less);
+    let share: Vec<u64> = c
+        .iter()
+        .zip(less)
+        .map(|(c, l)| if over { c + l + 1 } else { c.saturating_sub(l) })
+        .collect();
+    if share.iter().all(|&s| s == 0) {
+        vec![1]
+    } else {
+        share
     }
 }
 
@@ -504,41 +533,14 @@ fn step(
         }
         Op::Settle(j, less, over, new) if !model.records.is_empty() => {
             let (ts, c) = model.records[j % model.records.len()];
-            let share: Vec<u64> = if over {
-                full(&c)
-                    .iter()
-                    .zip(full(&less))
-                    .map(|(c, l)| c + l + 1)
-                    .collect()
-            } else {
-                full(&c)
-                    .iter()
-                    .zip(full(&less))
-                    .map(|(c, l)| c.saturating_sub(l))
-                    .collect()
-            };
-            let share = if share.iter().all(|&s| s == 0) {
-                vec![1]
-            } else {
-                share
-            };
+            let share = share_of(&c, &less, over);
             let want = model.settle(ts, &share, &new);
             proptest::prop_assert_eq!(log.settle_share(ts, &share, &new), want);
         }
         Op::SetCosts(j, costs) if !model.records.is_empty() => {
             let ts = model.records[j % model.records.len()].0;
-            let at = log.find_ts(ts).unwrap();
-            log.set_costs(at, &costs);
-            let c = full(&costs);
-            let j = model.records.iter().position(|(t, _)| *t == ts).unwrap();
-            if c.iter().all(|&x| x == 0) {
-                model.records.remove(j);
-                if model.records.is_empty() {
-                    model.horizon = 0;
-                }
-            } else {
-                model.records[j].1 = c;
-            }
+            log.set_costs(log.find_ts(ts).unwrap(), &costs);
+            model.set(ts, &costs);
         }
         Op::Settle(..) | Op::SetCosts(..) => {}
     }
