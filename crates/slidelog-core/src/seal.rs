@@ -324,6 +324,24 @@ mod tests {
     }
 
     #[test]
+    fn a_receipt_settles_within_its_validity_only() {
+        let r = request("k", &[1]);
+        let key = ReceiptKey::random().with_ttl_ms(1).unwrap();
+        let text = sealed(&key, &r);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert_eq!(key.open(&text, &r), Err(ReceiptError::Expired));
+        let key = ReceiptKey::random();
+        let spend = key.open(&sealed(&key, &r), &r).unwrap().spend().unwrap();
+        assert!(spend.until_ms > 1_767_225_600_000);
+        assert!(ReceiptKey::random().with_ttl_ms(0).is_none());
+        assert!(
+            ReceiptKey::random()
+                .with_ttl_ms(MAX_RECEIPT_TTL_MS + 1)
+                .is_none()
+        );
+    }
+
+    #[test]
     fn the_debug_form_hides_the_secret() {
         assert_eq!(
             format!("{:?}", ReceiptKey::random()),

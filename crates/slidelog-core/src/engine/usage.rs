@@ -308,6 +308,44 @@ mod tests {
     }
 
     #[test]
+    fn a_sealed_receipt_settles_once_even_within_a_shared_record() {
+        let mut log = Log::new();
+        let r = check(10);
+        // Two requests in one millisecond: one record of both.
+        let first = decide_and_record(&mut log, 100, &r);
+        decide_and_record(&mut log, 100, &r);
+        assert_eq!(log.len(), 1);
+        let spend = |nonce| {
+            Some(crate::Spend {
+                nonce,
+                until_ms: 5_000,
+            })
+        };
+        let sealed = receipt(&r, &first).with_spend(spend(7));
+        let refund = usage(&[0, 0]);
+        let s = settle(&mut log, 200, &refund, &sealed);
+        assert!(s.settled && s.refused.is_none());
+        // The replay would take the other request's share: refused, and
+        // the log keeps it.
+        let again = settle(&mut log, 300, &refund, &sealed);
+        assert_eq!(
+            (again.settled, again.refused),
+            (false, Some(ReceiptError::Spent))
+        );
+        assert_eq!(again.limits[1].counts.unwrap().count, 10);
+        // Another receipt of the same share settles.
+        let other = receipt(&r, &first).with_spend(spend(8));
+        assert!(settle(&mut log, 300, &refund, &other).settled);
+        // The codec keeps what was spent (a snapshot, the module's RDB).
+        let mut bytes = Vec::new();
+        crate::codec::encode(&log, &mut bytes);
+        assert_eq!(
+            crate::codec::decode(&bytes).map(|d| d.0.spent().to_vec()),
+            Ok(log.spent().to_vec())
+        );
+    }
+
+    #[test]
     fn a_charge_records_above_the_max_and_zero_records_nothing() {
         let mut log = Log::new();
         let each = charge(&mut log, 0, &usage(&[1, 150]));
