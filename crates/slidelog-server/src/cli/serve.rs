@@ -84,6 +84,11 @@ pub struct ServeArgs {
     /// random one (receipts then settle until this process exits).
     #[arg(long)]
     pub receipt_secret_file: Option<std::path::PathBuf>,
+    /// How long a receipt settles after its check (e.g. 10m; at most 1d). A
+    /// store keeps a settled receipt's nonce that long, so that it settles
+    /// once.
+    #[arg(long, default_value = "1h", value_parser = parse_duration)]
+    pub receipt_ttl: Duration,
     /// Start even when the store refuses the configuration (wrong password,
     /// unknown ACL user, NOPERM, a missing database, a failed TLS
     /// handshake): /readyz then answers 503 naming the cause until it is
