@@ -6,11 +6,13 @@
 //! connections, idle timeouts; see [`crate::conns`]). HTTP adds a
 //! header-read timeout; gRPC caps concurrent HTTP/2 streams per connection
 //! and sends keep-alive pings, closing a connection whose peer stops
-//! answering them.
+//! answering them. With TLS ([`crate::tls`]) each connection's handshake
+//! runs on its own task before it is served.
 
 use crate::conns::{Conns, Drain, TrackedIo, default_max_connections};
 use crate::http::Api;
 use crate::shutdown::Shutdown;
+use crate::tls::{MaybeTls, Port, Tls};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::server::graceful::GracefulConnection;
@@ -67,6 +69,11 @@ pub struct Hygiene {
     pub grpc_keepalive_interval: Duration,
     /// Time a keep-alive ping may go unanswered.
     pub grpc_keepalive_timeout: Duration,
+    /// TLS of both ports (`--tls-cert`); none: plain TCP.
+    pub tls: Option<crate::tls::Tls>,
+    /// Client tokens of gRPC calls (`--api-token-file`); HTTP's are the
+    /// router's ([`Api::with_auth`]).
+    pub auth: Option<crate::auth::Auth>,
 }
 
 impl Default for Hygiene {
@@ -79,6 +86,8 @@ impl Default for Hygiene {
             grpc_max_streams: DEFAULT_GRPC_MAX_STREAMS,
             grpc_keepalive_interval: DEFAULT_GRPC_KEEPALIVE_INTERVAL,
             grpc_keepalive_timeout: DEFAULT_GRPC_KEEPALIVE_TIMEOUT,
+            tls: None,
+            auth: None,
         }
     }
 }
@@ -110,7 +119,8 @@ pub async fn serve_http_with(
     conns.spawn_idle_sweep("http", hygiene.http_idle_timeout, shutdown.clone().wait());
     let mut builder = Builder::new(TokioExecutor::new());
     builder.http1().header_read_timeout(hygiene.header_timeout);
-    let live = serve_connections(listener, &conns, "http", shutdown, |io| {
+    let tls = hygiene.tls.clone().map(|tls| (tls, Port::Http));
+    let live = serve_connections(listener, &conns, ("http", tls), shutdown, move |io| {
         let service = TowerToHyperService::new(router.clone());
         // The header-read timeout on a timer of the connection's own.
         let mut builder = builder.clone();
@@ -132,20 +142,22 @@ pub async fn serve_http_with(
 }
 
 /// The accept loop of both ports: serves each connection `connect` makes
-/// of an accepted one, on a task of its own, until `shutdown` fires; then
+/// of an accepted one (after its TLS handshake, when `tls` is given, on
+/// the connection's task), on a task of its own, until `shutdown` fires; then
 /// stops accepting (the listener is dropped) and asks the port's
 /// connections to finish (`Conns::drain`: each closes after its request or
 /// streams in flight). Returns a sender whose `closed()` completes once
 /// every connection has ended (each task holds a receiver; nothing is ever
 /// sent).
-async fn serve_connections<C>(
+async fn serve_connections<C, F>(
     listener: TcpListener,
     conns: &Conns,
-    port: &'static str,
+    (port, tls): (&'static str, Option<(Tls, Port)>),
     shutdown: Shutdown,
-    mut connect: impl FnMut(TrackedIo<TcpStream>) -> C,
+    connect: F,
 ) -> tokio::sync::watch::Sender<()>
 where
+    F: Fn(MaybeTls<TrackedIo<TcpStream>>) -> C + Clone + Send + 'static,
     C: GracefulConnection + Send + 'static,
     C::Error: std::fmt::Display + Send,
 {
@@ -158,10 +170,25 @@ where
             io = conns.accept(&listener, port) => io,
         };
         let drain = io.drain_signal();
-        let conn = connect(io);
         let alive = live.subscribe();
+        let Some((tls, tls_port)) = &tls else {
+            // Plain TCP: the connection is made here, as before TLS.
+            let conn = connect(MaybeTls::Plain(io));
+            tokio::spawn(async move {
+                if let Err(e) = until_drained(conn, drain).await {
+                    tracing::debug!(error = %e, port, "connection ended with an error");
+                }
+                drop(alive);
+            });
+            continue;
+        };
+        // The handshake on the connection's own task: a slow client does
+        // not hold up the accept loop.
+        let (tls, tls_port, connect) = (tls.clone(), *tls_port, connect.clone());
         tokio::spawn(async move {
-            if let Err(e) = until_drained(conn, drain).await {
+            if let Some(io) = tls.accept(io, tls_port).await
+                && let Err(e) = until_drained(connect(io), drain).await
+            {
                 tracing::debug!(error = %e, port, "connection ended with an error");
             }
             drop(alive);
@@ -282,8 +309,11 @@ pub async fn serve_grpc(
 ) -> io::Result<()> {
     let conns = hygiene.conns.clone();
     conns.spawn_idle_sweep("grpc", hygiene.grpc_idle_timeout, shutdown.clone().wait());
-    let service = crate::grpc_deadline::ClientDeadline::new(
-        slidelog_envoy::service::GrpcService::new(limiter).into_server(),
+    let service = crate::auth::GrpcAuth::new(
+        crate::grpc_deadline::ClientDeadline::new(
+            slidelog_envoy::service::GrpcService::new(limiter).into_server(),
+        ),
+        hygiene.auth.clone(),
     );
     let mut builder = Builder::new(TokioExecutor::new()).http2_only();
     builder
@@ -292,7 +322,8 @@ pub async fn serve_grpc(
         .max_concurrent_streams(hygiene.grpc_max_streams)
         .keep_alive_interval(Some(hygiene.grpc_keepalive_interval))
         .keep_alive_timeout(hygiene.grpc_keepalive_timeout);
-    let live = serve_connections(listener, &conns, "grpc", shutdown, |io| {
+    let tls = hygiene.tls.clone().map(|tls| (tls, Port::Grpc));
+    let live = serve_connections(listener, &conns, ("grpc", tls), shutdown, move |io| {
         builder
             .serve_connection(TokioIo::new(io), TowerToHyperService::new(service.clone()))
             .into_owned()
