@@ -1,4 +1,4 @@
-//! Client tokens (docs/design.md §5, TLS and client tokens).
+//! Client tokens (docs/design.md §5.2).
 //!
 //! With `--api-token-file`, every decision, settle and charge call needs a
 //! token of the file: HTTP `Authorization: Bearer <token>` on `/v1/check`,

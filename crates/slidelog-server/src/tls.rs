@@ -1,4 +1,4 @@
-//! TLS on serve's own ports (docs/design.md §5, TLS and client tokens):
+//! TLS on serve's own ports (docs/design.md §5.2):
 //! `--tls-cert` and `--tls-key` (PEM) put both the HTTP and the gRPC port
 //! behind TLS (rustls, ring provider); `--tls-client-ca` also requires and
 //! verifies a client certificate (mutual TLS).

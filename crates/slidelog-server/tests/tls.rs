@@ -1,4 +1,4 @@
-//! TLS on serve's own ports (docs/design.md §5, TLS and client tokens),
+//! TLS on serve's own ports (docs/design.md §5.2),
 //! against the built binary with test certificates from `openssl`:
 //! HTTPS and gRPC over TLS for a client that trusts the test CA, ALPN (h2
 //! and http/1.1 on HTTP, h2 only on gRPC), plain HTTP to the TLS port
@@ -103,6 +103,13 @@ async fn https_and_grpc_over_tls_plain_http_refused_and_a_renewed_certificate_se
         .await
         .unwrap();
     assert_eq!(h2.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let (mut h2, connection) = h2::client::handshake(h2).await.unwrap();
+    tokio::spawn(connection);
+    let get = axum::http::Request::get("https://localhost/healthz")
+        .body(())
+        .unwrap();
+    let (answer, _) = h2.send_request(get, true).unwrap();
+    assert_eq!(answer.await.unwrap().status(), 200, "HTTP/2 over TLS");
     let h1 = tls_connect(&http, &ca, &[b"http/1.1"]).await.unwrap();
     assert_eq!(h1.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
     let tls = tls_connect(&grpc, &ca, &[b"h2"]).await.unwrap();

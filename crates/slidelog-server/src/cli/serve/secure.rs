@@ -1,4 +1,4 @@
-//! Serve's TLS and client tokens (docs/design.md §5), loaded from their
+//! Serve's TLS and client tokens (docs/design.md §5.2), loaded from their
 //! flags before any port is bound (a file that does not load stops the
 //! start, naming its flag), then read again in the background.
 
