@@ -39,7 +39,8 @@ pub struct AuthArgs {
     /// metadata): one token a line, optionally `name:token` (the name is
     /// the `caller` label of slidelog_caller_requests_total; `default`
     /// without one); blank lines and `#` comments ignored. Read again
-    /// every 2 s.
+    /// every 2 s. A call without a valid token gets 401 (gRPC
+    /// UNAUTHENTICATED); /healthz and /readyz never need one.
     #[arg(long)]
     pub api_token_file: Option<PathBuf>,
     /// Only these callers (names of --api-token-file) may settle and

@@ -9,7 +9,8 @@
 //! on, without a restart; a renewal that does not load (a key that does not
 //! match, a half-written file) is logged once and the previous certificate
 //! kept. A refused handshake (plain HTTP to the port, no or a wrong client
-//! certificate, a client that stalls) ends that connection only: it is
+//! certificate, a client that rejects the certificate or stalls) ends that
+//! connection only (a client that just closes is not counted): it is
 //! counted in `slidelog_tls_handshake_failures_total{port}` and logged once
 //! per episode, not once per connection.
 
@@ -225,6 +226,17 @@ impl Tls {
         let handshake = tokio_rustls::TlsAcceptor::from(config).accept(io);
         let error = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
             Ok(Ok(stream)) => return Some(MaybeTls::Tls(Box::new(stream))),
+            // Closed by the client before the handshake ended (a load
+            // balancer's TCP probe, a client that gave up): nothing was
+            // refused. A client that rejects the certificate says so with
+            // an alert, which is counted below.
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                tracing::debug!(
+                    port = port.as_str(),
+                    "connection closed during the TLS handshake"
+                );
+                return None;
+            }
             Ok(Err(e)) => e.to_string(),
             Err(_) => format!("no handshake within {HANDSHAKE_TIMEOUT:?}"),
         };

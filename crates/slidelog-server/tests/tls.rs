@@ -46,6 +46,22 @@ fn series(metrics: &str, name_and_labels: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {name_and_labels} in\n{metrics}"))
 }
 
+/// `slidelog_tls_handshake_failures_total{port}` from `url` once it is at
+/// least `at_least` (a refusal is counted on its connection's task, maybe
+/// just after the client saw the close), or after 5 s.
+async fn failures_reach(client: &reqwest::Client, url: &str, port: &str, at_least: u64) -> u64 {
+    let name = format!("slidelog_tls_handshake_failures_total{{port=\"{port}\"}}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let metrics = client.get(url).send().await.unwrap().text().await.unwrap();
+        let n = series(&metrics, &name);
+        if n >= at_least || Instant::now() > deadline {
+            return n;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// What a plain-text HTTP request to a TLS port gets back (within 5 s).
 async fn plain_http_answer(addr: &str) -> Vec<u8> {
     let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -132,14 +148,10 @@ async fn https_and_grpc_over_tls_plain_http_refused_and_a_renewed_certificate_se
         .await;
     assert!(plain.is_err(), "{plain:?}");
     // Unharmed, counted, and logged once for the whole episode.
-    let metrics = client.get(format!("https://{http}/metrics")).send().await;
-    let metrics = metrics.unwrap().text().await.unwrap();
-    let failures = "slidelog_tls_handshake_failures_total";
-    assert!(
-        series(&metrics, &format!("{failures}{{port=\"http\"}}")) >= 4,
-        "{metrics}"
-    );
-    assert_eq!(series(&metrics, &format!("{failures}{{port=\"grpc\"}}")), 1);
+    // (Counted on the connection's task once the client has seen the close.)
+    let url = format!("https://{http}/metrics");
+    assert!(failures_reach(&client, &url, "http", 4).await >= 4);
+    assert_eq!(failures_reach(&client, &url, "grpc", 1).await, 1);
     let log = log_lines(&service.log, Duration::from_millis(500));
     let refused: Vec<_> = log
         .iter()
@@ -210,16 +222,9 @@ async fn mutual_tls_refuses_a_client_without_a_certificate() {
     let with_cert = https_client(&ca, Some(&certs));
     let answer = with_cert.get(&url).send().await.unwrap();
     assert_eq!(answer.status(), 200);
-    let metrics = with_cert.get(format!("https://{}/metrics", service.addr));
-    let metrics = metrics.send().await.unwrap().text().await.unwrap();
-    let failures = |port| {
-        series(
-            &metrics,
-            &format!("slidelog_tls_handshake_failures_total{{port=\"{port}\"}}"),
-        )
-    };
-    assert!(failures("http") >= 1, "{metrics}");
-    assert_eq!(failures("grpc"), 1, "{metrics}");
+    let url = format!("https://{}/metrics", service.addr);
+    assert!(failures_reach(&with_cert, &url, "http", 1).await >= 1);
+    assert_eq!(failures_reach(&with_cert, &url, "grpc", 1).await, 1);
 }
 
 /// `serve ARGS` exits within 10 s; its stderr.

@@ -190,6 +190,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let secured = secure::Secured::from_flags(&args, &app)?;
     let bound = listen::bind(&args, limiter.clone(), &secured).await?;
     listen::announce(&args, &bound);
+    secured.warn_if_clear(bound.http_addr);
     let listen::Bound {
         http,
         grpc_task,

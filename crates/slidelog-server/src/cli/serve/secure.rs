@@ -26,6 +26,16 @@ impl Secured {
         Ok(Self { tls, auth })
     }
 
+    /// Warns when client tokens would cross the network in clear text.
+    pub(super) fn warn_if_clear(&self, http_addr: std::net::SocketAddr) {
+        if self.tls.is_none() && self.auth.is_some() && !http_addr.ip().is_loopback() {
+            tracing::warn!(
+                http_addr = %http_addr,
+                "client tokens without --tls-cert beyond loopback: anyone on the path can read them"
+            );
+        }
+    }
+
     /// Reads the files again until `shutdown` (a renewed certificate, a
     /// changed token file).
     pub(super) fn spawn_reload(&self, shutdown: &Shutdown) {
