@@ -69,79 +69,72 @@ async fn grpc(service: &child::Serve, token: Option<&str>) -> (String, String) {
     grpc_call(tcp.unwrap(), token, "u").await
 }
 
-#[tokio::test]
-async fn decisions_need_a_token_settle_needs_a_settle_caller_metrics_its_own_token() {
-    let dir = tempfile::tempdir().unwrap();
-    let service = serve(dir.path());
+/// Every decision route refuses a call without a valid token (401 with
+/// `WWW-Authenticate: Bearer` and a JSON error; gRPC UNAUTHENTICATED) and
+/// answers one with a token of the file.
+async fn assert_decisions_need_a_token(service: &child::Serve) {
     let check = json!({"key": "k", "max": 5, "window_ms": 60000});
-
+    let wrong = [
+        None,
+        Some("tok-edge"),
+        Some("tok-edge-1x"),
+        Some("tok-admin-5"),
+    ];
     for path in ["/v1/check", "/v1/peek", "/v1/settle", "/v1/charge", "/json"] {
-        for token in [
-            None,
-            Some("tok-edge"),
-            Some("tok-edge-1x"),
-            Some("tok-admin-5"),
-        ] {
-            let (status, challenge, body) = post(&service, path, token, &check).await;
+        for token in wrong {
+            let (status, challenge, body) = post(service, path, token, &check).await;
             assert_eq!(status, 401, "{path} {token:?}: {body}");
             assert_eq!(challenge.as_deref(), Some("Bearer"), "{path}");
             assert!(body["error"].as_str().unwrap().contains("token"), "{body}");
         }
     }
-    let (status, _, body) = post(&service, "/v1/check", Some("tok-edge-1"), &check).await;
+    let (status, _, body) = post(service, "/v1/check", Some("tok-edge-1"), &check).await;
     assert_eq!((status, &body["allowed"]), (200, &json!(true)), "{body}");
-    let (status, _, body) = post(&service, "/v1/peek", Some("tok-unnamed-3"), &check).await;
+    let (status, _, body) = post(service, "/v1/peek", Some("tok-unnamed-3"), &check).await;
     assert_eq!(status, 200, "{body}");
-    let envoy =
-        json!({"domain": "api", "descriptors": [{"entries": [{"key": "user", "value": "j"}]}]});
-    let (status, _, body) = post(&service, "/json", Some("tok-edge-1"), &envoy).await;
-    assert_eq!(
-        (status, &body["overallCode"]),
-        (200, &json!("OK")),
-        "{body}"
-    );
+    let entries = json!([{"key": "user", "value": "j"}]);
+    let envoy = json!({"domain": "api", "descriptors": [{"entries": entries}]});
+    let (status, _, body) = post(service, "/json", Some("tok-edge-1"), &envoy).await;
+    let code = &body["overallCode"];
+    assert_eq!((status, code), (200, &json!("OK")), "{body}");
 
-    assert_eq!(grpc(&service, None).await.0, "16", "UNAUTHENTICATED");
-    assert_eq!(grpc(&service, Some("tok-nope")).await.0, "16");
-    assert_eq!(grpc(&service, Some("tok-edge-1")).await.0, "0");
+    assert_eq!(grpc(service, None).await.0, "16", "UNAUTHENTICATED");
+    assert_eq!(grpc(service, Some("tok-nope")).await.0, "16");
+    assert_eq!(grpc(service, Some("tok-edge-1")).await.0, "0");
+}
 
-    // Settle and charge: billing only.
-    let (_, _, body) = post(&service, "/v1/check", Some("tok-billing-2"), &check).await;
+/// Settle and charge: the `--settle-tokens` caller only (403 for others).
+async fn assert_settle_callers(service: &child::Serve) {
+    let check = json!({"key": "k", "max": 5, "window_ms": 60000});
+    let (_, _, body) = post(service, "/v1/check", Some("tok-billing-2"), &check).await;
     let receipt = body["receipt"].as_str().expect("a receipt").to_owned();
     let settle = json!({"key": "k", "max": 5, "window_ms": 60000, "receipt": receipt, "cost": 0});
     let charge = json!({"key": "k", "max": 5, "window_ms": 60000, "cost": 1});
     for (path, body) in [("/v1/settle", &settle), ("/v1/charge", &charge)] {
         for token in ["tok-edge-1", "tok-unnamed-3"] {
-            let (status, _, answer) = post(&service, path, Some(token), body).await;
+            let (status, _, answer) = post(service, path, Some(token), body).await;
             assert_eq!(status, 403, "{path} {token}: {answer}");
-            assert!(
-                answer["error"]
-                    .as_str()
-                    .unwrap()
-                    .contains("--settle-tokens")
-            );
+            let error = answer["error"].as_str().unwrap();
+            assert!(error.contains("--settle-tokens"), "{error}");
         }
-        let (status, _, answer) = post(&service, path, Some("tok-billing-2"), body).await;
+        let (status, _, answer) = post(service, path, Some("tok-billing-2"), body).await;
         assert_eq!(status, 200, "{path}: {answer}");
     }
+}
 
-    // No token needed for health, readiness; the admin route takes its own.
+/// Health and readiness need no token, the admin route its own, /metrics
+/// its own (and it shows the calls above counted by caller and route).
+async fn assert_other_routes(service: &child::Serve) {
     let http = common::client();
     for path in ["/healthz", "/readyz"] {
-        assert_eq!(
-            common::status_of(http.get(service.url(path))).await,
-            200,
-            "{path}"
-        );
+        let status = common::status_of(http.get(service.url(path))).await;
+        assert_eq!(status, 200, "{path}");
     }
     let reset = http.delete(service.url("/v1/keys/k"));
     assert_eq!(common::status_of(reset.try_clone().unwrap()).await, 401);
-    assert_eq!(
-        common::status_of(reset.bearer_auth("tok-admin-5")).await,
-        200
-    );
+    let reset = reset.bearer_auth("tok-admin-5");
+    assert_eq!(common::status_of(reset).await, 200);
 
-    // /metrics: its own token only, and the calls counted by caller.
     for token in [None, Some("tok-edge-1")] {
         let mut request = http.get(service.url("/metrics"));
         if let Some(token) = token {
@@ -149,32 +142,35 @@ async fn decisions_need_a_token_settle_needs_a_settle_caller_metrics_its_own_tok
         }
         assert_eq!(common::status_of(request).await, 401, "{token:?}");
     }
-    let metrics = common::text_of(
-        http.get(service.url("/metrics"))
-            .bearer_auth("tok-metrics-4"),
-    )
-    .await;
-    for (series, value) in [
-        ("caller=\"edge\",route=\"check\"", 1),
-        ("caller=\"edge\",route=\"grpc\"", 1),
-        ("caller=\"edge\",route=\"json\"", 1),
-        ("caller=\"default\",route=\"peek\"", 1),
-        ("caller=\"billing\",route=\"settle\"", 1),
-        ("caller=\"billing\",route=\"charge\"", 1),
+    let metrics = http
+        .get(service.url("/metrics"))
+        .bearer_auth("tok-metrics-4");
+    let metrics = common::text_of(metrics).await;
+    for series in [
+        "caller=\"edge\",route=\"check\"",
+        "caller=\"edge\",route=\"grpc\"",
+        "caller=\"edge\",route=\"json\"",
+        "caller=\"default\",route=\"peek\"",
+        "caller=\"billing\",route=\"settle\"",
+        "caller=\"billing\",route=\"charge\"",
     ] {
-        let line = format!("slidelog_caller_requests_total{{{series}}} {value}");
-        assert!(
-            metrics.lines().any(|l| l == line),
-            "no {line} in\n{metrics}"
-        );
+        let line = format!("slidelog_caller_requests_total{{{series}}} 1");
+        let found = metrics.lines().any(|l| l == line);
+        assert!(found, "no {line} in\n{metrics}");
     }
+}
 
+#[tokio::test]
+async fn decisions_need_a_token_settle_needs_a_settle_caller_metrics_its_own_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let service = serve(dir.path());
+    assert_decisions_need_a_token(&service).await;
+    assert_settle_callers(&service).await;
+    assert_other_routes(&service).await;
     let log = log_lines(&service.log, Duration::from_millis(300));
     let all = [service.early_log.clone(), log].concat();
-    assert!(
-        all.iter().all(|l| !l.contains("tok-")),
-        "a token in the log: {all:#?}"
-    );
+    let clean = all.iter().all(|l| !l.contains("tok-"));
+    assert!(clean, "a token in the log: {all:#?}");
 }
 
 #[tokio::test]

@@ -77,6 +77,86 @@ async fn plain_http_answer(addr: &str) -> Vec<u8> {
     got
 }
 
+/// HTTPS and gRPC over TLS for a client of `ca`, and the ALPN of each port.
+async fn assert_served(client: &reqwest::Client, http: &str, grpc: &str, ca: &Path) {
+    let healthz = client.get(format!("https://{http}/healthz")).send().await;
+    assert_eq!(healthz.unwrap().status(), 200);
+    let check = serde_json::json!({"key": "k", "max": 5, "window_ms": 60000});
+    let answer = client
+        .post(format!("https://{http}/v1/check"))
+        .json(&check)
+        .send();
+    let answer = answer.await.unwrap();
+    assert_eq!(answer.status(), 200);
+    let body: serde_json::Value = answer.json().await.unwrap();
+    assert_eq!(body["allowed"], true, "{body}");
+
+    // ALPN: HTTP offers h2 and http/1.1, gRPC h2 only.
+    let h2 = tls_connect(http, ca, &[b"h2", b"http/1.1"]).await.unwrap();
+    assert_eq!(h2.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let (mut h2, connection) = h2::client::handshake(h2).await.unwrap();
+    tokio::spawn(connection);
+    let get = axum::http::Request::get("https://localhost/healthz").body(());
+    let (answer, _) = h2.send_request(get.unwrap(), true).unwrap();
+    assert_eq!(answer.await.unwrap().status(), 200, "HTTP/2 over TLS");
+    let h1 = tls_connect(http, ca, &[b"http/1.1"]).await.unwrap();
+    assert_eq!(h1.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
+    let tls = tls_connect(grpc, ca, &[b"h2"]).await.unwrap();
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    assert_eq!(grpc_call(tls, None, "a").await.0, "0", "gRPC over TLS: OK");
+    assert!(tls_connect(grpc, ca, &[b"http/1.1"]).await.is_err());
+}
+
+/// Plain HTTP to the TLS port: no HTTP answer, the connection closed; the
+/// service unharmed, the refusals counted and logged once for the episode
+/// (with the gRPC port's ALPN refusal of [`assert_served`]).
+async fn assert_plain_http_refused(service: &child::Serve, client: &reqwest::Client) {
+    let http = &service.addr;
+    for _ in 0..3 {
+        let got = plain_http_answer(http).await;
+        let text = String::from_utf8_lossy(&got);
+        assert!(!got.starts_with(b"HTTP/"), "{text}");
+    }
+    let plain = common::client()
+        .get(format!("http://{http}/healthz"))
+        .send();
+    let plain = plain.await;
+    assert!(plain.is_err(), "{plain:?}");
+    let url = format!("https://{http}/metrics");
+    assert!(failures_reach(client, &url, "http", 4).await >= 4);
+    assert_eq!(failures_reach(client, &url, "grpc", 1).await, 1);
+    let log = log_lines(&service.log, Duration::from_millis(500));
+    let refused = log.iter().filter(|l| l.contains("TLS handshake refused"));
+    assert_eq!(refused.count(), 1, "{log:#?}");
+}
+
+/// Once `second`'s certificate is installed, new connections get it
+/// within 20 s: a client of its CA is answered on both ports, a new
+/// connection of a client of `first_ca` is refused.
+async fn assert_renewed(service: &child::Serve, second: &Certs, first_ca: &Path) {
+    let (http, grpc) = (&service.addr, service.grpc_addr());
+    let renewed = https_client(&second.path("ca.crt"), None);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let got = renewed.get(format!("https://{http}/healthz")).send().await;
+        if got.is_ok_and(|r| r.status() == 200) {
+            break;
+        }
+        let waited = Instant::now() < deadline;
+        assert!(waited, "the renewed certificate was not served in 20 s");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // A new client: one kept alive from before keeps its session.
+    let fresh = https_client(first_ca, None);
+    let old = fresh.get(format!("https://{http}/healthz")).send().await;
+    assert!(old.is_err(), "a client of the first CA got in: {old:?}");
+    let tls = tls_connect(&grpc, &second.path("ca.crt"), &[b"h2"]).await;
+    assert_eq!(grpc_call(tls.unwrap(), None, "b").await.0, "0");
+    let log = log_lines(&service.log, Duration::from_millis(200));
+    let reloaded = log.iter().any(|l| l.contains("TLS certificate reloaded"));
+    assert!(reloaded, "{log:#?}");
+}
+
 #[tokio::test]
 async fn https_and_grpc_over_tls_plain_http_refused_and_a_renewed_certificate_served() {
     let (first, second) = (Certs::make(), Certs::make());
@@ -96,99 +176,13 @@ async fn https_and_grpc_over_tls_plain_http_refused_and_a_renewed_certificate_se
         "--config".as_ref(),
         config.as_os_str(),
     ]);
-    let (http, grpc) = (service.addr.clone(), service.grpc_addr());
     assert!(service.early_log.last().unwrap().contains("tls=true"));
     let ca = first.path("ca.crt");
     let client = https_client(&ca, None);
-
-    let healthz = client.get(format!("https://{http}/healthz")).send().await;
-    assert_eq!(healthz.unwrap().status(), 200);
-    let check = serde_json::json!({"key": "k", "max": 5, "window_ms": 60000});
-    let answer = client
-        .post(format!("https://{http}/v1/check"))
-        .json(&check)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(answer.status(), 200);
-    let body: serde_json::Value = answer.json().await.unwrap();
-    assert_eq!(body["allowed"], true, "{body}");
-
-    // ALPN: HTTP offers h2 and http/1.1, gRPC h2 only.
-    let h2 = tls_connect(&http, &ca, &[b"h2", b"http/1.1"])
-        .await
-        .unwrap();
-    assert_eq!(h2.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
-    let (mut h2, connection) = h2::client::handshake(h2).await.unwrap();
-    tokio::spawn(connection);
-    let get = axum::http::Request::get("https://localhost/healthz")
-        .body(())
-        .unwrap();
-    let (answer, _) = h2.send_request(get, true).unwrap();
-    assert_eq!(answer.await.unwrap().status(), 200, "HTTP/2 over TLS");
-    let h1 = tls_connect(&http, &ca, &[b"http/1.1"]).await.unwrap();
-    assert_eq!(h1.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
-    let tls = tls_connect(&grpc, &ca, &[b"h2"]).await.unwrap();
-    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
-    assert_eq!(grpc_call(tls, None, "a").await.0, "0", "gRPC over TLS: OK");
-    assert!(tls_connect(&grpc, &ca, &[b"http/1.1"]).await.is_err());
-
-    // Plain HTTP to the TLS port: no HTTP answer, the connection closed.
-    for _ in 0..3 {
-        let got = plain_http_answer(&http).await;
-        assert!(
-            !got.starts_with(b"HTTP/"),
-            "{}",
-            String::from_utf8_lossy(&got)
-        );
-    }
-    let plain = common::client()
-        .get(format!("http://{http}/healthz"))
-        .send()
-        .await;
-    assert!(plain.is_err(), "{plain:?}");
-    // Unharmed, counted, and logged once for the whole episode.
-    // (Counted on the connection's task once the client has seen the close.)
-    let url = format!("https://{http}/metrics");
-    assert!(failures_reach(&client, &url, "http", 4).await >= 4);
-    assert_eq!(failures_reach(&client, &url, "grpc", 1).await, 1);
-    let log = log_lines(&service.log, Duration::from_millis(500));
-    let refused: Vec<_> = log
-        .iter()
-        .filter(|l| l.contains("TLS handshake refused"))
-        .collect();
-    assert_eq!(refused.len(), 1, "{log:#?}");
-
-    // A renewed certificate (another CA's) is served without a restart.
+    assert_served(&client, &service.addr, &service.grpc_addr(), &ca).await;
+    assert_plain_http_refused(&service, &client).await;
     install(&second, &cert, &key);
-    let renewed = https_client(&second.path("ca.crt"), None);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let got = renewed.get(format!("https://{http}/healthz")).send().await;
-        if got.is_ok_and(|r| r.status() == 200) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the renewed certificate was not served in 20 s"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    // A new connection of a client of the first CA is refused (the one
-    // reqwest keeps alive from before keeps its session).
-    let fresh = https_client(&ca, None);
-    let old = fresh.get(format!("https://{http}/healthz")).send().await;
-    assert!(
-        old.is_err(),
-        "a client of the first CA still got in: {old:?}"
-    );
-    let tls = tls_connect(&grpc, &second.path("ca.crt"), &[b"h2"]).await;
-    assert_eq!(grpc_call(tls.unwrap(), None, "b").await.0, "0");
-    let log = log_lines(&service.log, Duration::from_millis(200));
-    assert!(
-        log.iter().any(|l| l.contains("TLS certificate reloaded")),
-        "{log:#?}"
-    );
+    assert_renewed(&service, &second, &ca).await;
 }
 
 #[tokio::test]
