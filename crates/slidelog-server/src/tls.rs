@@ -341,3 +341,6 @@ fn client_roots(pem: &[u8], path: Option<&Path>) -> Result<Arc<rustls::RootCertS
     }
     Ok(Arc::new(roots))
 }
+
+#[cfg(test)]
+mod tests;
