@@ -25,9 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite};
-
-mod io;
-pub use io::MaybeTls;
+use tokio_rustls::server::TlsStream;
 
 /// How often the certificate files are read again to see a renewal.
 pub const RELOAD_POLL: Duration = Duration::from_secs(2);
@@ -215,7 +213,7 @@ impl Tls {
 
     /// The handshake of a connection to `port`; `None` (counted, logged
     /// once per episode) when it fails or takes over [`HANDSHAKE_TIMEOUT`].
-    pub async fn accept<IO>(&self, io: IO, port: Port) -> Option<MaybeTls<IO>>
+    pub async fn accept<IO>(&self, io: IO, port: Port) -> Option<TlsStream<IO>>
     where
         IO: AsyncRead + AsyncWrite + Unpin,
     {
@@ -225,7 +223,7 @@ impl Tls {
         };
         let handshake = tokio_rustls::TlsAcceptor::from(config).accept(io);
         let error = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
-            Ok(Ok(stream)) => return Some(MaybeTls::Tls(Box::new(stream))),
+            Ok(Ok(stream)) => return Some(stream),
             // Closed by the client before the handshake ended (a load
             // balancer's TCP probe, a client that gave up): nothing was
             // refused. A client that rejects the certificate says so with

@@ -118,15 +118,16 @@ pub struct Api {
     /// The app and body cap of the check route, when it is the API's.
     check: Option<(App, BodyCap)>,
     /// Client tokens (`--api-token-file`, `--metrics-token-file`), checked
-    /// before any route.
-    auth: Option<crate::auth::Auth>,
+    /// before any route. One pointer: hyper-util clones the service for
+    /// every request, and a `None` here is then one null check.
+    auth: Option<std::sync::Arc<crate::auth::Auth>>,
 }
 
 impl Api {
     /// The same API with its routes behind `auth`'s tokens ([`crate::auth`]).
     #[must_use]
     pub fn with_auth(mut self, auth: Option<crate::auth::Auth>) -> Self {
-        self.auth = auth;
+        self.auth = auth.map(std::sync::Arc::new);
         self
     }
 }
