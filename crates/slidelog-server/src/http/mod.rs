@@ -323,11 +323,15 @@ mod tests {
     /// refused; paths the router alone serves still reach it.
     #[tokio::test]
     async fn a_check_answers_straight_as_through_the_router() {
+        // Both apps seal alike (one secret, one first nonce): their
+        // receipts are the same bytes.
         let app = || {
+            let key = slidelog::ReceiptKey::with_first_nonce(&[3; 32], 1).unwrap();
             App::with_memory_store(
                 Arc::new(slidelog_memory::MemoryStore::new()),
                 crate::app::AppConfig {
                     trust_client_time: true,
+                    receipts: Some(Arc::new(key)),
                     ..Default::default()
                 },
             )
