@@ -9,7 +9,7 @@
 //! position: no decision can tell them apart (§1 counts units by timestamp).
 //!
 //! While every record costs 1 the log keeps only timestamps (the rank is the
-//! sum). Once one costs more, [`costs`] keeps a cost per record and a
+//! sum). Once one costs more, `costs` keeps a cost per record and a
 //! Fenwick tree of sums per position over blocks of records, so every
 //! question a decision asks and every change a settle makes is O(log n)
 //! plus a scan of one block:
