@@ -9,7 +9,7 @@
 //! |-------|----------------------------------------------------------------|
 //! | 8     | until: the receipt settles nothing after this Unix ms (LE)     |
 //! | 8     | nonce: unique per receipt an instance issues (little endian)   |
-//! | 16    | tag: HMAC-SHA256, truncated, over every byte before it and the key |
+//! | 16    | tag: SipHash-2-4-128 over every byte before it and the key     |
 //!
 //! The nonce and `until` make a receipt single-use: a store that settles it
 //! keeps the nonce until `until` (plus a margin for clocks) and refuses it
@@ -25,7 +25,8 @@ use crate::receipt::{Binary, Reader, Spend};
 use crate::{Receipt, ReceiptError, Request};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use ring::hmac;
+use siphasher::sip128::{Hasher128, SipHasher24};
+use std::hash::Hasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The version byte of a sealed receipt.
@@ -38,15 +39,15 @@ pub const DEFAULT_RECEIPT_TTL_MS: u64 = 3_600_000;
 /// The longest validity a key may give its receipts (a store keeps a settled
 /// receipt's nonce that long).
 pub const MAX_RECEIPT_TTL_MS: u64 = 86_400_000;
-/// Bytes of the truncated HMAC-SHA256 tag (128 bits: forging one takes 2^128
-/// tries on average).
+/// Bytes of the tag (128 bits: a forger's guess is right once in 2^128).
 const TAG_BYTES: usize = 16;
 
 /// A secret that seals and opens receipts. Instances that settle each other's
 /// receipts must share it (a file, or a secret created once in a shared
 /// store).
 pub struct ReceiptKey {
-    key: hmac::Key,
+    /// SipHash's 128-bit key: the first half of SHA-256 of the secret.
+    key: [u8; 16],
     /// The next nonce: starts at a random value, so two instances (or two
     /// runs) do not issue the same sequence.
     next_nonce: AtomicU64,
@@ -71,6 +72,14 @@ pub struct SecretTooShort {
     pub got: usize,
 }
 
+/// SipHash's key from a secret of any length: SHA-256, first 16 bytes.
+fn derive_key(secret: &[u8]) -> [u8; 16] {
+    let digest = ring::digest::digest(&ring::digest::SHA256, secret);
+    let mut key = [0u8; 16];
+    key.copy_from_slice(&digest.as_ref()[..16]);
+    key
+}
+
 fn random_u64() -> u64 {
     let mut bytes = [0u8; 8];
     // The system's random source does not fail on Linux once booted; if it
@@ -87,7 +96,7 @@ impl ReceiptKey {
             return Err(SecretTooShort { got: secret.len() });
         }
         Ok(Self {
-            key: hmac::Key::new(hmac::HMAC_SHA256, secret),
+            key: derive_key(secret),
             next_nonce: AtomicU64::new(random_u64()),
             ttl_ms: DEFAULT_RECEIPT_TTL_MS,
             fixed_now_ms: None,
@@ -142,14 +151,13 @@ impl ReceiptKey {
         secret
     }
 
+    /// The tag of `body` (every byte before the tag, which parses one way
+    /// only) followed by the key's bytes.
     fn tag(&self, body: &[u8], key: &str) -> [u8; TAG_BYTES] {
-        let mut context = hmac::Context::with_key(&self.key);
-        context.update(body);
-        context.update(key.as_bytes());
-        let full = context.sign();
-        let mut tag = [0u8; TAG_BYTES];
-        tag.copy_from_slice(&full.as_ref()[..TAG_BYTES]);
-        tag
+        let mut hasher = SipHasher24::new_with_key(&self.key);
+        hasher.write(body);
+        hasher.write(key.as_bytes());
+        hasher.finish128().as_bytes()
     }
 
     /// Passes the sealed text of `receipt`, issued for `key`, to `write`
