@@ -83,3 +83,34 @@ fn requests_of_one_millisecond_are_one_record() {
     let d = store.decide_at(&r, Mode::Peek, T0 + 1).unwrap();
     assert_eq!(d.count, 111);
 }
+
+/// The resident set of this process, in bytes (Linux).
+fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kib * 1024
+}
+
+#[test]
+fn a_flood_of_charges_on_one_key_leaves_a_1_mib_budget_room_for_new_keys() {
+    let store = MemoryStore::new().with_memory_limit(1_048_576);
+    let limits = vec![Limit::new(10, 3_600_000).unwrap()];
+    let charge = Request::usage("hog", limits, vec![1]).unwrap();
+    let rss_before = rss_bytes();
+    for i in 0..200_000u64 {
+        store.charge_at(&charge, T0 + i % 50_000).unwrap();
+    }
+    let grown = rss_bytes().saturating_sub(rss_before);
+    assert!(grown < 16 << 20, "RSS grew {grown} bytes");
+    assert!(
+        store.bytes_held() < 64 << 10,
+        "{} bytes held",
+        store.bytes_held()
+    );
+    // The budget is not exhausted: a new key is admitted.
+    let d = store
+        .decide_at(&check("newcomer", 10, 60_000), Mode::Record, T0 + 50_000)
+        .unwrap();
+    assert!(d.allowed);
+}
