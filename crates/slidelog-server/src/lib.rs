@@ -30,3 +30,4 @@ pub mod preflight;
 pub mod server;
 pub mod shutdown;
 pub mod snapshot;
+pub mod units;
