@@ -7,8 +7,8 @@
 #   scripts/build-image.sh [TAG]        # default localhost/slidelog:latest
 #
 # SLIDELOG_IMAGE_PROFILE picks the cargo profile (default release; the
-# image test uses dev, which builds several times faster). Prints the image
-# ID on its last line.
+# image test uses dev, which builds faster); CARGO_TARGET_DIR is honoured.
+# Prints the image ID on its last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,7 +21,7 @@ command -v podman >/dev/null || { echo "build-image.sh: podman is missing (apt-g
 RUSTFLAGS="-C target-feature=+crt-static" \
   cargo build --quiet --profile "$profile" --target "$target" -p slidelog-server --bin slidelog
 case "$profile" in dev) dir=debug ;; *) dir="$profile" ;; esac
-bin="target/$target/$dir/slidelog"
+bin="${CARGO_TARGET_DIR:-target}/$target/$dir/slidelog"
 
 # Static means no program interpreter and no shared library to load.
 if readelf -l "$bin" | grep -q 'INTERP' || readelf -d "$bin" | grep -q 'NEEDED'; then

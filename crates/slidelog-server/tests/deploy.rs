@@ -112,6 +112,16 @@ fn the_deployment_is_non_root_probed_scraped_and_matches_its_service() {
     assert_eq!(service["selector"], pod["metadata"]["labels"]);
 }
 
+/// The ConfigMap's settings.toml, written to a file.
+fn configmap_settings() -> (tempfile::TempDir, PathBuf) {
+    let docs = yaml_docs(&read("deploy/kubernetes/configmap.yaml"));
+    let data = &kind(&docs, "ConfigMap", "slidelog")["data"];
+    let dir = tempfile::tempdir().unwrap();
+    let settings = dir.path().join("settings.toml");
+    std::fs::write(&settings, data["settings.toml"].as_str().unwrap()).unwrap();
+    (dir, settings)
+}
+
 #[test]
 fn the_configmap_carries_the_deploy_files_and_settings_serve_accepts() {
     let docs = yaml_docs(&read("deploy/kubernetes/configmap.yaml"));
@@ -120,9 +130,7 @@ fn the_configmap_carries_the_deploy_files_and_settings_serve_accepts() {
     assert_eq!(ratelimit, read("deploy/envoy/ratelimit.yaml"));
     let envoy = &kind(&docs, "ConfigMap", "slidelog-envoy")["data"]["envoy.yaml"];
     assert_eq!(envoy.as_str().unwrap(), read("deploy/envoy/envoy.yaml"));
-    let dir = tempfile::tempdir().unwrap();
-    let settings = dir.path().join("settings.toml");
-    std::fs::write(&settings, data["settings.toml"].as_str().unwrap()).unwrap();
+    let (_dir, settings) = configmap_settings();
     let out = Command::new(env!("CARGO_BIN_EXE_slidelog"))
         .args(["serve", "--print-settings", "--settings"])
         .arg(&settings)
@@ -148,7 +156,11 @@ fn the_configmap_carries_the_deploy_files_and_settings_serve_accepts() {
         printed.contains("config = \"/etc/slidelog/ratelimit.yaml\"  # settings file"),
         "{printed}"
     );
+}
 
+#[test]
+fn a_serve_from_the_configmap_settings_answers_the_probes() {
+    let (_dir, settings) = configmap_settings();
     // The same settings on loopback ports, with the rate limit config where
     // this checkout has it (flags override the file): the probes answer.
     let mut command = Command::new(env!("CARGO_BIN_EXE_slidelog"));
@@ -237,9 +249,9 @@ fn entry(action: &Value, path: &str) -> (String, String) {
     }
 }
 
-#[test]
-fn every_descriptor_envoy_sends_is_limited_by_the_deploy_config() {
-    let envoy = yaml_docs(&read("deploy/envoy/envoy.yaml")).remove(0);
+/// Checks envoy.yaml's rate limit filter and its gRPC cluster to slidelog;
+/// returns the filter's domain.
+fn rate_limit_domain(envoy: &Value) -> String {
     let hcm = &envoy["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0];
     assert_eq!(hcm["name"], "envoy.filters.network.http_connection_manager");
     let filters = hcm["typed_config"]["http_filters"].as_array().unwrap();
@@ -263,7 +275,13 @@ fn every_descriptor_envoy_sends_is_limited_by_the_deploy_config() {
     let port = &cluster["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]
         ["socket_address"]["port_value"];
     assert_eq!(port, 8081, "slidelog's gRPC port");
-    let domain = rl["domain"].as_str().unwrap();
+    rl["domain"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn every_descriptor_envoy_sends_is_limited_by_the_deploy_config() {
+    let envoy = yaml_docs(&read("deploy/envoy/envoy.yaml")).remove(0);
+    let domain = rate_limit_domain(&envoy);
 
     let policies = policies(&envoy);
     assert!(

@@ -51,6 +51,14 @@ fn setting<'a>(printed: &'a str, long: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no {long} in\n{printed}"))
 }
 
+/// Each of `lines` (`long = value  # source`) is the line of `printed` for its flag.
+fn shows(printed: &str, lines: &[&str]) {
+    for line in lines {
+        let long = line.split(" = ").next().unwrap();
+        assert_eq!(setting(printed, long), *line);
+    }
+}
+
 #[test]
 fn the_file_sets_flags_and_env_and_flags_override_it() {
     let (_dir, path) = settings(
@@ -59,56 +67,34 @@ fn the_file_sets_flags_and_env_and_flags_override_it() {
     );
     let out = serve_exits(&["--settings", &path, "--print-settings"], &[]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let printed = text(&out.stdout);
-    assert_eq!(
-        setting(&printed, "memory-limit"),
-        "memory-limit = \"512MiB\"  # settings file"
+    shows(
+        &text(&out.stdout),
+        &[
+            "memory-limit = \"512MiB\"  # settings file",
+            "on-store-error = \"fail-closed\"  # settings file",
+            "no-rejection-cache = true  # settings file",
+            "max-cost = 500  # settings file",
+            "http = \"127.0.0.1:8080\"  # default",
+        ],
     );
-    assert_eq!(
-        setting(&printed, "on-store-error"),
-        "on-store-error = \"fail-closed\"  # settings file"
-    );
-    assert_eq!(
-        setting(&printed, "no-rejection-cache"),
-        "no-rejection-cache = true  # settings file"
-    );
-    assert_eq!(
-        setting(&printed, "max-cost"),
-        "max-cost = 500  # settings file"
-    );
-    assert_eq!(
-        setting(&printed, "http"),
-        "http = \"127.0.0.1:8080\"  # default"
-    );
-
     // The environment beats the file; a flag beats both.
     let env = [("SLIDELOG_MEMORY_LIMIT", "1GB")];
     let out = serve_exits(&["--settings", &path, "--print-settings"], &env);
-    let printed = text(&out.stdout);
-    assert_eq!(
-        setting(&printed, "memory-limit"),
-        "memory-limit = \"1GB\"  # env SLIDELOG_MEMORY_LIMIT"
+    shows(
+        &text(&out.stdout),
+        &["memory-limit = \"1GB\"  # env SLIDELOG_MEMORY_LIMIT"],
     );
-    let args = [
-        "--settings",
-        &path,
-        "--print-settings",
-        "--memory-limit",
-        "64KiB",
-        "--max-cost",
-        "7",
-    ];
-    let printed = text(&serve_exits(&args, &env).stdout);
-    assert_eq!(
-        setting(&printed, "memory-limit"),
-        "memory-limit = \"64KiB\"  # flag"
+    let flags = ["--memory-limit", "64KiB", "--max-cost", "7"];
+    let args = [&["--settings", &path, "--print-settings"], flags.as_slice()].concat();
+    shows(
+        &text(&serve_exits(&args, &env).stdout),
+        &["memory-limit = \"64KiB\"  # flag", "max-cost = 7  # flag"],
     );
-    assert_eq!(setting(&printed, "max-cost"), "max-cost = 7  # flag");
     // The settings file may come from the environment too.
-    let printed = text(&serve_exits(&["--print-settings"], &[("SLIDELOG_SETTINGS", &path)]).stdout);
-    assert_eq!(
-        setting(&printed, "shutdown-grace"),
-        "shutdown-grace = \"3s\"  # settings file"
+    let out = serve_exits(&["--print-settings"], &[("SLIDELOG_SETTINGS", &path)]);
+    shows(
+        &text(&out.stdout),
+        &["shutdown-grace = \"3s\"  # settings file"],
     );
 }
 
@@ -188,68 +174,54 @@ fn printed_settings_read_back_the_same() {
     );
 }
 
-#[test]
-fn bad_files_name_the_file_the_line_and_the_key() {
-    let (_dir, path) = settings("max-cost = 5\n\n  memroy-limit = \"1GB\"\n");
+/// `serve --settings FILE` with `body` in FILE: it must exit 2 saying
+/// `FILE:` followed by `said` (`{path}` in `said` stands for FILE).
+fn refused(body: &str, said: &[&str]) {
+    let (_dir, path) = settings(body);
     let out = serve_exits(&["--settings", &path], &[]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
-    assert!(
-        stderr.contains(&format!("{path}:3:3: unknown setting 'memroy-limit'")),
-        "{stderr}"
-    );
+    for part in said {
+        let part = part.replace("{path}", &path);
+        assert!(stderr.contains(&part), "{part} not in {stderr}");
+    }
+}
 
-    let (_dir, path) = settings("max-cost = 5\nmemory-limit = \"12XB\"\n");
-    let stderr = text(&serve_exits(&["--settings", &path], &[]).stderr);
-    assert!(
-        stderr.contains(&format!(
-            "{path}:2: memory-limit: invalid value '12XB' for '--memory-limit"
-        )),
-        "{stderr}"
+#[test]
+fn bad_files_name_the_file_the_line_and_the_key() {
+    let body = "max-cost = 5\n\n  memroy-limit = \"1GB\"\n";
+    refused(body, &["{path}:3:3: unknown setting 'memroy-limit'"]);
+    refused(
+        "max-cost = 5\nmemory-limit = \"12XB\"\n",
+        &[
+            "{path}:2: memory-limit: invalid value '12XB' for '--memory-limit",
+            "unknown size unit 'XB'",
+        ],
     );
-    assert!(stderr.contains("unknown size unit 'XB'"), "{stderr}");
-
-    let (_dir, path) = settings("shutdown-grace = \"10\"\n");
-    let stderr = text(&serve_exits(&["--settings", &path], &[]).stderr);
-    assert!(
-        stderr.contains(&format!(
-            "{path}:1: shutdown-grace: invalid value '10' for '--shutdown-grace"
-        )),
-        "{stderr}"
+    refused(
+        "shutdown-grace = \"10\"\n",
+        &[
+            "{path}:1: shutdown-grace: invalid value '10' for '--shutdown-grace",
+            "needs a unit",
+        ],
     );
-    assert!(stderr.contains("needs a unit"), "{stderr}");
-
-    let (_dir, path) = settings("on-store-error = \"fail-sideways\"\n");
-    let stderr = text(&serve_exits(&["--settings", &path], &[]).stderr);
-    assert!(
-        stderr.contains(&format!(
-            "{path}:1: on-store-error: invalid value 'fail-sideways'"
-        )),
-        "{stderr}"
+    refused(
+        "on-store-error = \"fail-sideways\"\n",
+        &["{path}:1: on-store-error: invalid value 'fail-sideways'"],
     );
-
-    let (_dir, path) = settings("no-grpc = \"yes\"\n");
-    let stderr = text(&serve_exits(&["--settings", &path], &[]).stderr);
-    assert!(
-        stderr.contains(&format!("{path}:1: no-grpc: a switch: give true or false")),
-        "{stderr}"
+    refused(
+        "no-grpc = \"yes\"\n",
+        &["{path}:1: no-grpc: a switch: give true or false"],
     );
-
-    let (_dir, path) = settings("[serve]\nhttp = \"x\"\n");
-    let stderr = text(&serve_exits(&["--settings", &path], &[]).stderr);
-    assert!(
-        stderr.contains(&format!("{path}:1:2: unknown setting 'serve'")),
-        "{stderr}"
+    refused(
+        "http = [\"a\", \"b\"]\n",
+        &["{path}:1: http: takes one value, not an array"],
     );
-
-    let (_dir, path) = settings("http = \n");
-    let out = serve_exits(&["--settings", &path], &[]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        text(&out.stderr).contains(&format!("{path}:1:")),
-        "{}",
-        text(&out.stderr)
+    refused(
+        "[serve]\nhttp = \"x\"\n",
+        &["{path}:1:2: unknown setting 'serve'"],
     );
+    refused("http = \n", &["{path}:1:", "not TOML"]);
 }
 
 #[test]
