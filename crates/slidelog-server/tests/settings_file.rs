@@ -119,6 +119,52 @@ fn a_flag_overrides_a_setting_it_conflicts_with() {
 }
 
 #[test]
+fn a_flag_may_require_a_setting_of_the_file() {
+    // --memory-snapshot-interval requires --memory-snapshot: the file's counts.
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = dir.path().join("memory.snapshot");
+    let (_settings_dir, path) = settings(&format!(
+        "memory-snapshot = {:?}\n",
+        snapshot.to_str().unwrap()
+    ));
+    let args = [
+        "--settings",
+        &path,
+        "--print-settings",
+        "--memory-snapshot-interval",
+        "5s",
+    ];
+    let out = serve_exits(&args, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    shows(
+        &text(&out.stdout),
+        &[
+            &format!(
+                "memory-snapshot = {:?}  # settings file",
+                snapshot.to_str().unwrap()
+            ),
+            "memory-snapshot-interval = \"5s\"  # flag",
+        ],
+    );
+    // Without the setting, clap still refuses the flag alone.
+    let (_other, empty) = settings("# nothing\n");
+    let args = [
+        "--settings",
+        &empty,
+        "--print-settings",
+        "--memory-snapshot-interval",
+        "5s",
+    ];
+    let out = serve_exits(&args, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--memory-snapshot <"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
 fn secrets_never_print() {
     let (_dir, path) = settings(
         "store = \"redis://app:s3cret-pw@127.0.0.1:1/0?sentinel_password=s3cret-sp\"\n\

@@ -127,7 +127,7 @@ pub fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let matches = command.clone().get_matches_from(&argv);
+    let matches = command.clone().get_matches_from(&applied.argv);
     if settings::wants_print(&matches) {
         print!("{}", settings::print(&command, &matches, &applied));
         return ExitCode::SUCCESS;

@@ -6,11 +6,14 @@
 //! each key of the file becomes the *default value* of the `serve` argument
 //! with that long name. Clap's own order then gives the precedence: a
 //! command-line flag beats its environment variable, which beats the file,
-//! which beats the built-in default. Two consequences of being defaults:
-//! a boolean flag set to `true` in the file cannot be turned off on the
-//! command line (edit the file), and clap's `requires`/`conflicts_with`
-//! between flags are checked on the command line only (a command-line
-//! `--no-grpc` wins over the file's `grpc`, as an override should).
+//! which beats the built-in default. What being defaults means for clap's
+//! relations between flags: a flag on the command line that conflicts with
+//! a setting overrides it (`--grpc` against `no-grpc = true`: the setting
+//! is left out); a flag that requires one the file sets
+//! (`--memory-snapshot-interval` with the file's `memory-snapshot`) gets it
+//! as an argument, since a default does not meet `requires`; and a switch
+//! set to `true` in the file cannot be turned off on the command line
+//! (edit the file).
 //!
 //! TOML rather than YAML (the Envoy configs' format) because every value
 //! here is a flat key and a scalar, TOML's spans give `file:line:col` for
@@ -105,14 +108,30 @@ pub enum SettingsError {
     },
 }
 
-/// The settings file applied to the command: its path and the long names
-/// it set (for `--print-settings` to tell their source).
+/// The settings file applied to the command: its path, the long names it
+/// set (for `--print-settings` to tell their source) and the command line
+/// to parse.
 #[derive(Debug, Clone, Default)]
 pub struct Applied {
     /// The file, when one was given.
     pub path: Option<PathBuf>,
     /// Long names of the flags it set.
     pub keys: Vec<String>,
+    /// The command line to parse: the user's, with the settings that a flag
+    /// on it requires given before the user's flags (`required`).
+    pub argv: Vec<OsString>,
+    /// Long names of those settings.
+    pub required: Vec<String>,
+}
+
+impl Applied {
+    /// No settings file: the user's command line as it is.
+    fn none(argv: &[OsString]) -> Self {
+        Self {
+            argv: argv.to_vec(),
+            ..Self::default()
+        }
+    }
 }
 
 /// Adds `--settings` and `--print-settings` to the `serve` subcommand of
@@ -120,16 +139,19 @@ pub struct Applied {
 /// its keys the default of the flag of that long name.
 pub fn attach(cmd: Command, argv: &[OsString]) -> Result<(Command, Applied), SettingsError> {
     let cmd = cmd.mut_subcommand("serve", add_flags);
-    // The first pass only finds the file; a command line clap refuses is
-    // refused by the real parse, with clap's message.
-    let Ok(matches) = cmd.clone().try_get_matches_from(argv) else {
-        return Ok((cmd, Applied::default()));
+    // The first pass only finds the file. A command line that clap refuses
+    // as it stands (a flag that requires one the file sets) still names
+    // it: clap's partial parse; the real parse then has the last word.
+    let first = cmd.clone().try_get_matches_from(argv);
+    let first = first.or_else(|_| cmd.clone().ignore_errors(true).try_get_matches_from(argv));
+    let Ok(matches) = first else {
+        return Ok((cmd, Applied::none(argv)));
     };
     let Some(("serve", sub)) = matches.subcommand() else {
-        return Ok((cmd, Applied::default()));
+        return Ok((cmd, Applied::none(argv)));
     };
     let Some(path) = sub.get_one::<PathBuf>(SETTINGS).cloned() else {
-        return Ok((cmd, Applied::default()));
+        return Ok((cmd, Applied::none(argv)));
     };
     let text = read_bounded(&path)?;
     let mut serve = cmd
@@ -141,18 +163,60 @@ pub fn attach(cmd: Command, argv: &[OsString]) -> Result<(Command, Applied), Set
     settings.retain(|s| !overridden(&serve, sub, &s.id));
     let keys = settings.iter().map(|s| s.long.clone()).collect();
     let cmd = cmd.mut_subcommand("serve", |mut serve| {
-        for setting in settings {
-            serve = serve.mut_arg(setting.id, |arg| arg.default_values(setting.values));
+        for setting in &settings {
+            let values = setting.values.clone();
+            serve = serve.mut_arg(&setting.id, |arg| arg.default_values(values));
         }
         serve
     });
-    Ok((
-        cmd,
-        Applied {
-            path: Some(path),
-            keys,
-        },
-    ))
+    let (argv, required) = required(&cmd, argv, &settings);
+    let applied = Applied {
+        path: Some(path),
+        keys,
+        argv,
+        required,
+    };
+    Ok((cmd, applied))
+}
+
+/// The command line with the settings that a flag on it requires
+/// (`--memory-snapshot-interval` requires `--memory-snapshot`) given as
+/// arguments right after `serve`: clap's `requires` is not met by a
+/// default. Nothing is overridden by this: the user gave none of them.
+fn required(
+    cmd: &Command,
+    argv: &[OsString],
+    settings: &[Setting],
+) -> (Vec<OsString>, Vec<String>) {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let mut argv = argv.to_vec();
+    let mut given = Vec::new();
+    // Each round adds at least one setting, or stops.
+    for _ in 0..settings.len() {
+        let Err(e) = cmd.clone().try_get_matches_from(&argv) else {
+            break;
+        };
+        let missing = match (e.kind(), e.get(ContextKind::InvalidArg)) {
+            (ErrorKind::MissingRequiredArgument, Some(ContextValue::Strings(m))) => m,
+            _ => break,
+        };
+        let names = |s: &&Setting| {
+            let flag = format!("--{}", s.long);
+            missing
+                .iter()
+                .any(|m| m == &flag || m.starts_with(&format!("{flag} ")))
+        };
+        let wanted: Vec<&Setting> = settings.iter().filter(names).collect();
+        let args: Vec<OsString> = wanted.iter().flat_map(|s| s.as_args()).collect();
+        if args.is_empty() {
+            break;
+        }
+        given.extend(wanted.iter().map(|s| s.long.clone()));
+        // argv[1] is `serve`: the settings go right after it.
+        let at = argv.len().min(2);
+        argv.splice(at..at, args);
+    }
+    (argv, given)
 }
 
 /// Whether a flag the user gave (command line or environment) conflicts
@@ -266,6 +330,22 @@ struct Setting {
     id: String,
     long: String,
     values: Vec<String>,
+    switch: bool,
+}
+
+impl Setting {
+    /// The setting as command-line arguments.
+    fn as_args(&self) -> Vec<OsString> {
+        if self.switch {
+            let on = self.values.iter().any(|v| v == "true");
+            return on
+                .then(|| format!("--{}", self.long).into())
+                .into_iter()
+                .collect();
+        }
+        let arg = |v: &String| format!("--{}={v}", self.long).into();
+        self.values.iter().map(arg).collect()
+    }
 }
 
 /// Parses `text` and checks every key against `serve`'s flags and every
@@ -308,6 +388,7 @@ fn parse(path: &Path, text: &str, serve: &Command) -> Result<Vec<Setting>, Setti
             id: arg.get_id().to_string(),
             long: long.to_owned(),
             values,
+            switch: is_switch(arg),
         });
     }
     Ok(settings)

@@ -48,7 +48,12 @@ fn line(arg: &Arg, long: &str, sub: &ArgMatches, applied: &Applied) -> String {
     if raw.is_empty() {
         return format!("# {long}: not set");
     }
+    let from_file = applied.keys.iter().any(|k| k == long);
     let source = match sub.value_source(id) {
+        // A setting some flag requires is given as an argument (settings::required).
+        Some(ValueSource::CommandLine) if applied.required.iter().any(|k| k == long) => {
+            "settings file".to_owned()
+        }
         Some(ValueSource::CommandLine) => "flag".to_owned(),
         Some(ValueSource::EnvVariable) => {
             format!(
@@ -57,7 +62,7 @@ fn line(arg: &Arg, long: &str, sub: &ArgMatches, applied: &Applied) -> String {
                     .map_or_else(String::new, |e| e.to_string_lossy().into_owned())
             )
         }
-        _ if applied.keys.iter().any(|k| k == long) => "settings file".to_owned(),
+        _ if from_file => "settings file".to_owned(),
         _ => "default".to_owned(),
     };
     let secret = is_secret(arg, long);
