@@ -2,20 +2,34 @@
 //! records, for the memory store's snapshots and the Redis module's RDB
 //! (docs/design.md §4.1).
 //!
-//! Version 1, all integers little-endian, "varint" = unsigned LEB128 (at most
+//! Version 2, all integers little-endian, "varint" = unsigned LEB128 (at most
 //! 10 bytes):
 //!
 //! ```text
-//! version: u8 = 1
+//! version: u8 = 2
 //! flags:   u8   bit 0: whole timestamps (else a base and 32-bit offsets)
-//!               bit 1: weighted (costs follow); other bits must be 0
+//!               bit 1: weighted (costs follow)
+//!               bit 2: settled receipts follow (version 2, weighted only);
+//!               other bits must be 0
+//! horizon: varint   the log's horizon, ms (0..=MAX_WINDOW_MS; 0: unknown)
 //! count:   varint   records
 //! if count > 0:
 //!   offsets: base varint, then count x u32 offset from base (ascending)
 //!   whole:   count x u64 timestamp (ascending)
-//!   weighted: width varint (1..=16), then count x width cost varints (0..=MAX_COST,
-//!             not all 0 in one record)
+//!   weighted: width varint (1..=16), then count x width cost varints
+//!             (0..=u32::MAX, not all 0 in one record)
+//!   spent:    n varint (at most MAX_SPENT), then n x (nonce u64,
+//!             forget_after_ms varint), nonces ascending: the receipts
+//!             settled on the log, kept until then (docs/design.md §4.6)
 //! ```
+//!
+//! Version 1 is the same without `horizon`, and its costs are at most
+//! MAX_COST; it is still read, with a horizon of 0 (the next request that
+//! records sets it). Refunded records (tombstones) are not written. A cost
+//! can exceed MAX_COST in version 2: records of one millisecond, and charges
+//! merged into the newest record, add their costs (saturated at
+//! `u32::MAX`, docs/design.md §4.1). Timestamps of version 1 may repeat;
+//! such records are read as one.
 //!
 //! As in the log itself a plain record costs 4 bytes, and a record's cost at a
 //! position past `width` is its cost at the last one. A cost of 0 is read (a
@@ -25,13 +39,18 @@
 //! takes at least 4 bytes, so a hostile `count` is refused before anything
 //! is reserved.
 
-use crate::{Log, MAX_COST, MAX_LIMITS, MAX_NOW_MS};
+use crate::{Log, MAX_COST, MAX_LIMITS, MAX_NOW_MS, MAX_WINDOW_MS};
 
-/// The encoding version [`encode`] writes; [`decode`] reads only this one.
-pub const VERSION: u8 = 1;
+/// The encoding version [`encode`] writes; [`decode`] reads it and
+/// [`VERSION_1`].
+pub const VERSION: u8 = 2;
+
+/// The version before the horizon was written.
+pub const VERSION_1: u8 = 1;
 
 const WHOLE: u8 = 1;
 const WEIGHTED: u8 = 2;
+const SPENT: u8 = 4;
 
 /// Why bytes are not a log this version can read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -45,7 +64,9 @@ pub enum CodecError {
         needed: usize,
     },
     /// A version this build does not read.
-    #[error("log encoding version {got} is not supported (this build reads version {VERSION})")]
+    #[error(
+        "log encoding version {got} is not supported (this build reads versions {VERSION_1} and {VERSION})"
+    )]
     UnknownVersion {
         /// The version byte found.
         got: u8,
@@ -60,14 +81,23 @@ pub enum CodecError {
     },
 }
 
-/// Appends `log`'s encoding to `out`.
+/// Appends `log`'s encoding to `out` (its records that count: refunded
+/// ones are left out).
 pub fn encode(log: &Log, out: &mut Vec<u8>) {
-    let count = log.len();
-    let span = log.newest().map_or(0, |n| n - log.ts(0));
-    let whole = span > u64::from(u32::MAX);
-    let weighted = log.is_weighted();
+    let kept: Vec<usize> = (0..log.len()).filter(|&j| !log.is_tombstone(j)).collect();
+    let count = kept.len();
+    let (first, last) = match (kept.first(), kept.last()) {
+        (Some(&f), Some(&l)) => (log.ts(f), log.ts(l)),
+        _ => (0, 0),
+    };
+    let whole = last - first > u64::from(u32::MAX);
+    let weighted = log.is_weighted() && count > 0;
+    let spent = weighted && !log.spent().is_empty();
     out.push(VERSION);
-    out.push((u8::from(whole) * WHOLE) | (u8::from(weighted) * WEIGHTED));
+    out.push(
+        (u8::from(whole) * WHOLE) | (u8::from(weighted) * WEIGHTED) | (u8::from(spent) * SPENT),
+    );
+    put_varint(out, log.horizon());
     put_varint(out, count as u64);
     if count == 0 {
         return;
@@ -75,16 +105,24 @@ pub fn encode(log: &Log, out: &mut Vec<u8>) {
     let width = if weighted { log.cost_width() } else { 1 };
     out.reserve(count * (if whole { 8 } else { 4 }) + usize::from(weighted) * count * width);
     if whole {
-        (0..count).for_each(|j| out.extend_from_slice(&log.ts(j).to_le_bytes()));
+        kept.iter()
+            .for_each(|&j| out.extend_from_slice(&log.ts(j).to_le_bytes()));
     } else {
-        let base = log.ts(0);
-        put_varint(out, base);
-        (0..count).for_each(|j| out.extend_from_slice(&((log.ts(j) - base) as u32).to_le_bytes()));
+        put_varint(out, first);
+        kept.iter()
+            .for_each(|&j| out.extend_from_slice(&((log.ts(j) - first) as u32).to_le_bytes()));
     }
     if weighted {
         put_varint(out, width as u64);
-        for j in 0..count {
+        for &j in &kept {
             (0..width).for_each(|p| put_varint(out, log.cost(j, p)));
+        }
+    }
+    if spent {
+        put_varint(out, log.spent().len() as u64);
+        for &(nonce, forget) in log.spent() {
+            out.extend_from_slice(&nonce.to_le_bytes());
+            put_varint(out, forget);
         }
     }
 }
@@ -94,15 +132,24 @@ pub fn encode(log: &Log, out: &mut Vec<u8>) {
 pub fn decode(bytes: &[u8]) -> Result<(Log, usize), CodecError> {
     let mut r = Reader { bytes, at: 0 };
     let version = r.u8()?;
-    if version != VERSION {
+    if version != VERSION && version != VERSION_1 {
         return Err(CodecError::UnknownVersion { got: version });
     }
     let flags_at = r.at;
     let flags = r.u8()?;
-    if flags & !(WHOLE | WEIGHTED) != 0 {
+    if flags & !(WHOLE | WEIGHTED | SPENT) != 0 {
         return Err(r.invalid(flags_at, "unknown flag bits"));
     }
+    let spent = flags & SPENT != 0;
+    if spent && (version == VERSION_1 || flags & WEIGHTED == 0) {
+        return Err(r.invalid(flags_at, "settled receipts on a plain or version 1 log"));
+    }
     let (whole, weighted) = (flags & WHOLE != 0, flags & WEIGHTED != 0);
+    let horizon_at = r.at;
+    let horizon = if version == VERSION { r.varint()? } else { 0 };
+    if horizon > MAX_WINDOW_MS {
+        return Err(r.invalid(horizon_at, "horizon above 366 days"));
+    }
     let count_at = r.at;
     let count = r.varint()?;
     if count == 0 {
@@ -126,18 +173,55 @@ pub fn decode(bytes: &[u8]) -> Result<(Log, usize), CodecError> {
         })?;
     let count = stamps_len / per;
     let stamps = read_stamps(&mut r, whole, count)?;
-    if !weighted {
+    let mut log = if weighted {
+        let most = if version == VERSION {
+            u64::from(u32::MAX)
+        } else {
+            MAX_COST
+        };
+        read_weighted(&mut r, stamps, most)?
+    } else {
         let mut log = Log::new();
         stamps.into_iter().for_each(|t| log.append(t, &[1]));
-        return Ok((log, r.at));
+        log
+    };
+    log.raise_horizon(horizon);
+    if spent {
+        read_spent(&mut r, &mut log)?;
     }
-    let log = read_weighted(&mut r, stamps)?;
     Ok((log, r.at))
 }
 
-/// Reads the cost width and every record's costs of a weighted log whose
-/// timestamps are `stamps`.
-fn read_weighted(r: &mut Reader<'_>, stamps: Vec<u64>) -> Result<Log, CodecError> {
+/// Reads the settled receipts of a weighted log: a count (each entry takes
+/// 9 bytes at least: a hostile count is refused unread), then the entries,
+/// nonces ascending.
+fn read_spent(r: &mut Reader<'_>, log: &mut Log) -> Result<(), CodecError> {
+    let count_at = r.at;
+    let count = r.varint()?;
+    if count == 0 || count > crate::MAX_SPENT as u64 || count.saturating_mul(9) > r.left() as u64 {
+        return Err(r.invalid(
+            count_at,
+            "settled receipts: count 0, above MAX_SPENT or past the end",
+        ));
+    }
+    let mut entries = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let at = r.at;
+        let raw = r.take(8)?;
+        let nonce = u64::from_le_bytes(raw.try_into().unwrap_or([0; 8]));
+        let forget = r.varint()?;
+        if entries.last().is_some_and(|&(last, _)| last >= nonce) {
+            return Err(r.invalid(at, "settled receipts not ascending"));
+        }
+        entries.push((nonce, forget));
+    }
+    log.restore_spent(&entries)
+        .map_err(|_| r.invalid(count_at, "settled receipts above MAX_SPENT"))
+}
+
+/// Reads the cost width and every record's costs (each at most `most`) of
+/// a weighted log whose timestamps are `stamps`.
+fn read_weighted(r: &mut Reader<'_>, stamps: Vec<u64>, most: u64) -> Result<Log, CodecError> {
     let mut log = Log::new();
     let width_at = r.at;
     let width = r.varint()?;
@@ -149,8 +233,11 @@ fn read_weighted(r: &mut Reader<'_>, stamps: Vec<u64>) -> Result<Log, CodecError
         for cost in &mut costs[..width as usize] {
             let at = r.at;
             *cost = r.varint()?;
-            if *cost > MAX_COST {
-                return Err(r.invalid(at, "cost above MAX_COST"));
+            if *cost > most {
+                return Err(r.invalid(
+                    at,
+                    "cost above its bound (MAX_COST in version 1, u32::MAX in 2)",
+                ));
             }
         }
         if costs[..width as usize].iter().all(|&c| c == 0) {

@@ -5,12 +5,13 @@
 //! `ts + window > now`, which cannot underflow). A request is admitted iff
 //! `live_i + cost_i <= max_i` for every limit `i`, where `live_i` sums the
 //! live records' costs at position `i`. An admitted request appends one
-//! weighted record, whatever its cost. These functions are the reference
+//! weighted record, whatever its cost (or adds to the record of the same
+//! millisecond). These functions are the reference
 //! that every store (the memory store here, the Lua script in Redis) must
 //! agree with.
 
 pub use crate::log::Log;
-pub use usage::{charge, settle, standing, standing_each};
+pub use usage::{charge, charge_merges, settle, standing, standing_each};
 
 mod usage;
 use crate::{Counts, Decision, Detailed, Limit, LimitState, RecordRef, Request};
@@ -208,19 +209,23 @@ pub fn decide_and_record_each(log: &mut Log, now: u64, request: &Request) -> Det
     } = evaluate_each(log, now, request);
     if decision.allowed {
         log.append(now, request.costs());
+        log.raise_horizon(request.longest_window_ms());
         decision.record = Some(RecordRef { ts: now, id: None });
     }
     Detailed { decision, limits }
 }
 
-/// One full check on a log: drop expired records, decide, and append one
-/// record of the request's costs at `now` when admitted. A rejected request
-/// appends nothing.
+/// One full check on a log: drop expired records (for the longer of the
+/// log's horizon and the request's longest window), decide, and append the
+/// request's costs at `now` when admitted (to the record already at `now`,
+/// if any), raising the horizon to the request's longest window. A rejected
+/// request appends nothing and leaves the horizon.
 pub fn decide_and_record(log: &mut Log, now: u64, request: &Request) -> Decision {
     log.expire(now, request.longest_window_ms());
     let mut decision = evaluate(log, now, request);
     if decision.allowed {
         log.append(now, request.costs());
+        log.raise_horizon(request.longest_window_ms());
         decision.record = Some(RecordRef { ts: now, id: None });
     }
     decision

@@ -45,6 +45,9 @@ pub use limit::{
     Limit, LimitParseError, MAX_COST, MAX_KEY_BYTES, MAX_LIMITS, MAX_MAX, MAX_WINDOW_MS, Request,
 };
 pub use log::Log;
-pub use receipt::{Receipt, ReceiptError, RecordRef};
-pub use seal::{MIN_SECRET_BYTES, ReceiptKey, SEALED_VERSION, SecretTooShort};
+pub use receipt::{MAX_SPENT, Receipt, ReceiptError, RecordRef, Spend};
+pub use seal::{
+    DEFAULT_RECEIPT_TTL_MS, MAX_RECEIPT_TTL_MS, MIN_SECRET_BYTES, ReceiptKey, SEALED_VERSION,
+    SecretTooShort,
+};
 pub use store::{DEFAULT_KEY_PREFIX, MAX_NOW_MS, Mode, Now, Settled, Store, StoreStats};

@@ -27,9 +27,13 @@ use smallvec::SmallVec;
 
 /// The receipt format this build writes and reads.
 pub const RECEIPT_VERSION: u8 = 1;
+/// The most settled receipts one key keeps (16 bytes each): past it, a
+/// settle of that key is refused until the oldest have expired.
+pub const MAX_SPENT: usize = 100_000;
+
 /// The longest receipt text accepted (a receipt of 16 costs of 10,000,000
 /// and a record id is about 110 characters).
-pub const MAX_RECEIPT_CHARS: usize = 256;
+pub const MAX_RECEIPT_CHARS: usize = 272;
 
 /// Where a store keeps a record it just appended: the name a receipt needs
 /// beside the request (which gives the key, the limits and the costs).
@@ -50,6 +54,20 @@ pub struct Receipt {
     key_fingerprint: u64,
     limits_fingerprint: u32,
     id: Option<u128>,
+    /// A sealed receipt's single use: its nonce and the time (Unix ms) until
+    /// which it may settle (crate::seal). `None` for the unsigned form.
+    spend: Option<Spend>,
+}
+
+/// What makes a sealed receipt single-use: a store that settles it keeps
+/// the nonce until `until_ms` and refuses it again (docs/design.md §4.6,
+/// "Single use").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Spend {
+    /// Unique per receipt an instance issues.
+    pub nonce: u64,
+    /// The receipt settles nothing after this time (Unix ms).
+    pub until_ms: u64,
 }
 
 /// Why a receipt text cannot settle a request. The HTTP field is `receipt`.
@@ -86,6 +104,20 @@ pub enum ReceiptError {
     /// The receipt names a record of another key.
     #[error("receipt was issued for another key; settle it with the key its check used")]
     OtherKey,
+    /// The receipt was settled already: a receipt settles once (the
+    /// settle's answer carries the next one).
+    #[error("receipt was already settled; settle with the receipt the last settle answered")]
+    Spent,
+    /// The receipt is past its validity.
+    #[error(
+        "receipt has expired (a receipt settles within its validity after its check); the record keeps its costs"
+    )]
+    Expired,
+    /// The key holds as many settled receipts as it may keep.
+    #[error(
+        "too many settles on this key within the receipts' validity ({MAX_SPENT} at most); retry later"
+    )]
+    TooManySettles,
     /// The request's limits are not those the record was counted under
     /// (their number or windows differ).
     #[error(
@@ -125,6 +157,7 @@ impl Receipt {
             key_fingerprint: key_fingerprint(request.key()),
             limits_fingerprint: limits_fingerprint(request.limits()),
             id: record.id,
+            spend: None,
         }
     }
 
@@ -146,6 +179,18 @@ impl Receipt {
     /// The record's cost against the limit at `position`.
     pub fn cost_for(&self, position: usize) -> u64 {
         self.costs[position.min(self.costs.len() - 1)]
+    }
+
+    /// The single use of a sealed receipt: its nonce and validity.
+    pub fn spend(&self) -> Option<Spend> {
+        self.spend
+    }
+
+    /// The same receipt with `spend` (a sealed receipt as opened, or one a
+    /// store command received with its nonce).
+    pub fn with_spend(mut self, spend: Option<Spend>) -> Self {
+        self.spend = spend;
+        self
     }
 
     /// The store's record id, when the store gave one.
@@ -276,6 +321,7 @@ impl Receipt {
             key_fingerprint,
             limits_fingerprint,
             id,
+            spend: None,
         })
     }
 }
@@ -283,8 +329,8 @@ impl Receipt {
 /// The most bytes a receipt's binary can take, whatever its values: the
 /// version and flags, a timestamp and up to [`MAX_LIMITS`] costs of at most
 /// 10 LEB128 bytes each (any `u64`), the fingerprints and a record id.
-/// A sealed receipt adds its nonce and tag (crate::seal).
-pub(crate) const MAX_BINARY: usize = 2 + 10 + MAX_LIMITS * 10 + 8 + 4 + 16 + 8 + 16;
+/// A sealed receipt adds its validity, nonce and tag (crate::seal).
+pub(crate) const MAX_BINARY: usize = 2 + 10 + MAX_LIMITS * 10 + 8 + 4 + 16 + 8 + 8 + 16;
 
 /// A receipt's binary being written, on the stack: a plain array and its
 /// length (a `SmallVec` checked at every byte whether it had spilled, and

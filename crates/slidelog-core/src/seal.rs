@@ -7,15 +7,21 @@
 //!
 //! | bytes | what                                                           |
 //! |-------|----------------------------------------------------------------|
+//! | 8     | until: the receipt settles nothing after this Unix ms (LE)     |
 //! | 8     | nonce: unique per receipt an instance issues (little endian)   |
 //! | 16    | tag: HMAC-SHA256, truncated, over every byte before it and the key |
+//!
+//! The nonce and `until` make a receipt single-use: a store that settles it
+//! keeps the nonce until `until` (plus a margin for clocks) and refuses it
+//! again ([`crate::receipt::Spend`]); `until` bounds how long a store keeps
+//! it, whatever the key's window.
 //!
 //! The tag covers the whole key (not only its 8-byte fingerprint), so a
 //! receipt cannot be moved to another key whose fingerprint collides. The
 //! nonce makes every receipt text distinct, even two of one millisecond and
 //! one cost on one key (they share one merged record).
 
-use crate::receipt::{Binary, Reader};
+use crate::receipt::{Binary, Reader, Spend};
 use crate::{Receipt, ReceiptError, Request};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -26,6 +32,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub const SEALED_VERSION: u8 = 2;
 /// The fewest bytes a receipt secret may have.
 pub const MIN_SECRET_BYTES: usize = 32;
+/// How long a receipt settles after it was issued, by default: a response
+/// (an LLM's stream) is over well within it.
+pub const DEFAULT_RECEIPT_TTL_MS: u64 = 3_600_000;
+/// The longest validity a key may give its receipts (a store keeps a settled
+/// receipt's nonce that long).
+pub const MAX_RECEIPT_TTL_MS: u64 = 86_400_000;
 /// Bytes of the truncated HMAC-SHA256 tag (128 bits: forging one takes 2^128
 /// tries on average).
 const TAG_BYTES: usize = 16;
@@ -38,6 +50,10 @@ pub struct ReceiptKey {
     /// The next nonce: starts at a random value, so two instances (or two
     /// runs) do not issue the same sequence.
     next_nonce: AtomicU64,
+    /// How long a receipt settles after it is sealed.
+    ttl_ms: u64,
+    /// The issue time of every receipt, for tests that compare texts.
+    fixed_now_ms: Option<u64>,
 }
 
 impl std::fmt::Debug for ReceiptKey {
@@ -73,6 +89,8 @@ impl ReceiptKey {
         Ok(Self {
             key: hmac::Key::new(hmac::HMAC_SHA256, secret),
             next_nonce: AtomicU64::new(random_u64()),
+            ttl_ms: DEFAULT_RECEIPT_TTL_MS,
+            fixed_now_ms: None,
         })
     }
 
@@ -80,9 +98,33 @@ impl ReceiptKey {
     /// the texts of two keys byte for byte (nonces are otherwise random).
     #[doc(hidden)]
     pub fn with_first_nonce(secret: &[u8], first_nonce: u64) -> Result<Self, SecretTooShort> {
-        let key = Self::from_secret(secret)?;
+        let mut key = Self::from_secret(secret)?;
         key.next_nonce.store(first_nonce, Ordering::Relaxed);
+        key.fixed_now_ms = Some(1_767_225_600_000);
         Ok(key)
+    }
+
+    /// The same key, its receipts settling for `ttl_ms` after their issue
+    /// (1 ms ..= [`MAX_RECEIPT_TTL_MS`]; [`DEFAULT_RECEIPT_TTL_MS`] by
+    /// default). `None` outside that range.
+    pub fn with_ttl_ms(mut self, ttl_ms: u64) -> Option<Self> {
+        (1..=MAX_RECEIPT_TTL_MS).contains(&ttl_ms).then(|| {
+            self.ttl_ms = ttl_ms;
+            self
+        })
+    }
+
+    /// How long its receipts settle after their issue.
+    pub fn ttl_ms(&self) -> u64 {
+        self.ttl_ms
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.fixed_now_ms.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64)
+        })
     }
 
     /// A key from a fresh random secret: receipts it seals open only with
@@ -115,6 +157,7 @@ impl ReceiptKey {
     pub fn seal_with<R>(&self, receipt: &Receipt, key: &str, write: impl FnOnce(&str) -> R) -> R {
         let mut binary = Binary::new();
         receipt.write_versioned(SEALED_VERSION, &mut binary);
+        binary.put((self.now_ms() + self.ttl_ms).to_le_bytes());
         binary.put(
             self.next_nonce
                 .fetch_add(1, Ordering::Relaxed)
@@ -141,7 +184,9 @@ impl ReceiptKey {
 
     /// Opens `text` for `request`: its tag must match (a sealed receipt
     /// this key issued for `request`'s key), then its fingerprints
-    /// ([`Receipt::verify`]). An unsigned receipt is [`ReceiptError::Unsigned`].
+    /// ([`Receipt::verify`]), then its validity ([`ReceiptError::Expired`]).
+    /// An unsigned receipt is [`ReceiptError::Unsigned`]. The receipt
+    /// returned carries its [`Spend`] for the store.
     pub fn open(&self, text: &str, request: &Request) -> Result<Receipt, ReceiptError> {
         let max = crate::receipt::MAX_RECEIPT_CHARS;
         if text.is_empty() || text.len() > max {
@@ -161,7 +206,7 @@ impl ReceiptKey {
         let signed = bytes
             .len()
             .checked_sub(TAG_BYTES)
-            .filter(|&n| n > 1 + 8)
+            .filter(|&n| n > 1 + 16)
             .ok_or(ReceiptError::Malformed("truncated"))?;
         let expected = self.tag(&bytes[..signed], request.key());
         // Constant time: a caller must not learn the tag byte by byte.
@@ -171,13 +216,19 @@ impl ReceiptKey {
         )) {
             return Err(ReceiptError::Forged);
         }
-        let mut r = Reader(&bytes[1..signed - 8]);
+        let mut r = Reader(&bytes[1..signed - 16]);
         let receipt = Receipt::read_body(&mut r)?;
         if !r.0.is_empty() {
             return Err(ReceiptError::Malformed("trailing bytes"));
         }
         receipt.verify(request)?;
-        Ok(receipt)
+        let mut tail = Reader(&bytes[signed - 16..signed]);
+        let until_ms = u64::from_le_bytes(tail.array()?);
+        let nonce = u64::from_le_bytes(tail.array()?);
+        if until_ms < self.now_ms() {
+            return Err(ReceiptError::Expired);
+        }
+        Ok(receipt.with_spend(Some(Spend { nonce, until_ms })))
     }
 }
 
@@ -270,6 +321,24 @@ mod tests {
             key.open("AgA", &r),
             Err(ReceiptError::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn a_receipt_settles_within_its_validity_only() {
+        let r = request("k", &[1]);
+        let key = ReceiptKey::random().with_ttl_ms(1).unwrap();
+        let text = sealed(&key, &r);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert_eq!(key.open(&text, &r), Err(ReceiptError::Expired));
+        let key = ReceiptKey::random();
+        let spend = key.open(&sealed(&key, &r), &r).unwrap().spend().unwrap();
+        assert!(spend.until_ms > 1_767_225_600_000);
+        assert!(ReceiptKey::random().with_ttl_ms(0).is_none());
+        assert!(
+            ReceiptKey::random()
+                .with_ttl_ms(MAX_RECEIPT_TTL_MS + 1)
+                .is_none()
+        );
     }
 
     #[test]

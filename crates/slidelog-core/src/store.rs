@@ -62,6 +62,11 @@ pub struct Settled {
     /// whose reply carries the deciding limit only leaves the others'
     /// [`LimitState::counts`] empty, as [`Detailed::deciding_only`] does.
     pub limits: Vec<LimitState>,
+    /// Why the store refused the receipt itself, changing nothing:
+    /// [`ReceiptError::Spent`](crate::ReceiptError::Spent) (it settled
+    /// once already) or [`ReceiptError::TooManySettles`](crate::ReceiptError::TooManySettles).
+    /// `None` when the store settled it, or found no record for it.
+    pub refused: Option<crate::ReceiptError>,
 }
 
 impl Settled {

@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use slidelog_core::Log;
-use slidelog_core::codec::{self, CodecError, VERSION};
+use slidelog_core::codec::{self, CodecError, VERSION, VERSION_1};
 
 const REGRESSIONS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -132,14 +132,15 @@ fn the_committed_regressions_file_is_where_the_config_reads_it() {
 #[test]
 fn a_plain_log_costs_4_bytes_a_record() {
     let log = Log::from_timestamps((0..1_000).map(|t| 1_700_000_000_000 + t * 3));
-    // version, flags, count (2 bytes), base (6 bytes), 4 bytes per record.
-    assert_eq!(encoded(&log).len(), 2 + 2 + 6 + 4_000);
-    assert_eq!(encoded(&Log::new()), [VERSION, 0, 0]);
+    // version, flags, horizon (1 byte: 0), count (2 bytes), base (6
+    // bytes), 4 bytes per record.
+    assert_eq!(encoded(&log).len(), 2 + 1 + 2 + 6 + 4_000);
+    assert_eq!(encoded(&Log::new()), [VERSION, 0, 0, 0]);
 }
 
 #[test]
 fn a_hostile_count_is_refused_without_allocating() {
-    let mut bytes = vec![VERSION, 0];
+    let mut bytes = vec![VERSION_1, 0];
     bytes.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
     bytes.extend_from_slice(&[0; 16]);
     assert!(matches!(
@@ -147,7 +148,7 @@ fn a_hostile_count_is_refused_without_allocating() {
         Err(CodecError::Truncated { .. })
     ));
     // Whole timestamps and a count just past what the input holds.
-    let mut bytes = vec![VERSION, 1, 3];
+    let mut bytes = vec![VERSION_1, 1, 3];
     bytes.extend_from_slice(&[0; 16]);
     assert!(matches!(
         codec::decode(&bytes),
@@ -162,31 +163,31 @@ fn unknown_versions_flags_and_bad_fields_are_named() {
         Err(CodecError::UnknownVersion { got: 9 })
     );
     assert!(matches!(
-        codec::decode(&[VERSION, 4, 0]),
+        codec::decode(&[VERSION_1, 4, 0]),
         Err(CodecError::Invalid { at: 1, .. })
     ));
     // Descending offsets.
-    let bytes = [VERSION, 0, 2, 0, 5, 0, 0, 0, 1, 0, 0, 0];
+    let bytes = [VERSION_1, 0, 2, 0, 5, 0, 0, 0, 1, 0, 0, 0];
     assert!(matches!(
         codec::decode(&bytes),
         Err(CodecError::Invalid { .. })
     ));
     // A record that costs 0 in every limit (0 in one limit of two is read).
-    let bytes = [VERSION, 2, 1, 0, 0, 0, 0, 0, 1, 0];
+    let bytes = [VERSION_1, 2, 1, 0, 0, 0, 0, 0, 1, 0];
     assert!(matches!(
         codec::decode(&bytes),
         Err(CodecError::Invalid { .. })
     ));
-    let (log, _) = codec::decode(&[VERSION, 2, 1, 0, 0, 0, 0, 0, 2, 0, 3]).unwrap();
+    let (log, _) = codec::decode(&[VERSION_1, 2, 1, 0, 0, 0, 0, 0, 2, 0, 3]).unwrap();
     assert_eq!((log.units_from(0, 0), log.units_from(0, 1)), (0, 3));
     // A cost above MAX_COST.
-    let bytes = [VERSION, 2, 1, 0, 0, 0, 0, 0, 1, 0x81, 0xad, 0xe2, 0x04];
+    let bytes = [VERSION_1, 2, 1, 0, 0, 0, 0, 0, 1, 0x81, 0xad, 0xe2, 0x04];
     assert!(matches!(
         codec::decode(&bytes),
         Err(CodecError::Invalid { .. })
     ));
     // A varint past u64.
-    let mut bytes = vec![VERSION, 0];
+    let mut bytes = vec![VERSION_1, 0];
     bytes.extend_from_slice(&[0xff; 11]);
     assert!(matches!(
         codec::decode(&bytes),
@@ -209,4 +210,36 @@ fn a_long_weighted_log_keeps_whole_timestamps_and_costs() {
     let (back, _) = codec::decode(&bytes).unwrap();
     assert_eq!(records(&back), records(&log));
     assert_eq!(back.units_from(0, 1), 403);
+}
+
+#[test]
+fn version_2_keeps_the_horizon_and_merged_costs_past_max_cost() {
+    let mut log = Log::new();
+    for _ in 0..3 {
+        log.append(5_000, &[10_000_000, 1]);
+    }
+    log.raise_horizon(86_400_000);
+    let bytes = encoded(&log);
+    assert_eq!(bytes[0], VERSION);
+    let (back, read) = codec::decode(&bytes).unwrap();
+    assert_eq!((read, back.horizon()), (bytes.len(), 86_400_000));
+    assert_eq!((back.cost(0, 0), back.cost(0, 1)), (30_000_000, 3));
+    assert_eq!(back, log);
+    // A horizon past 366 days, a cost past u32::MAX: named, not read.
+    let mut bytes = vec![VERSION, 0];
+    bytes.extend_from_slice(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x01]);
+    bytes.push(0);
+    assert!(matches!(
+        codec::decode(&bytes),
+        Err(CodecError::Invalid { at: 2, .. })
+    ));
+    let mut bytes = vec![VERSION, 2, 0, 1, 0, 0, 0, 0, 0, 1];
+    bytes.extend_from_slice(&[0x80, 0x80, 0x80, 0x80, 0x10]);
+    assert!(matches!(
+        codec::decode(&bytes),
+        Err(CodecError::Invalid { at: 10, .. })
+    ));
+    // Version 1 is read with no horizon; its repeated timestamps are one record.
+    let (v1, _) = codec::decode(&[VERSION_1, 0, 2, 7, 0, 0, 0, 0, 0, 0, 0, 0]).unwrap();
+    assert_eq!((v1.len(), v1.cost(0, 0), v1.horizon()), (1, 2, 0));
 }

@@ -22,15 +22,18 @@ struct Entry {
     /// Inline for keys up to 24 bytes: one cache miss less per decision.
     key: CompactString,
     log: Log,
-    /// When the newest record expires for the longest window of the last
-    /// request on this key (the log has expired then). Kept here so that a
-    /// sweep reads only the table, never the logs.
+    /// When the newest record expires for the log's horizon, or the longest
+    /// window of the last request on this key when that is longer (the log
+    /// has expired then: no request that recorded on it counts a record
+    /// any more, docs/design.md §1). Kept here so that a sweep reads only
+    /// the table, never the logs.
     expires_at: u64,
 }
 
 impl Entry {
     fn refresh_expiry(&mut self, longest_window_ms: u64) {
-        self.expires_at = self.log.newest().map_or(0, |n| n + longest_window_ms);
+        let keep = self.log.keep_for(longest_window_ms);
+        self.expires_at = self.log.newest().map_or(0, |n| n + keep);
     }
 
     /// Bytes this key holds: its table slot (and control byte), a key too
@@ -194,7 +197,7 @@ impl Shard {
 
     /// Records held in this shard.
     pub(crate) fn record_count(&self) -> usize {
-        self.table.iter().map(|e| e.log.len()).sum()
+        self.table.iter().map(|e| e.log.record_count()).sum()
     }
 
     /// The table's layout generation (see `layout`).
@@ -221,10 +224,10 @@ impl Shard {
             let Some(newest) = e.log.newest().filter(|_| e.expires_at > now_ms) else {
                 continue;
             };
-            // `expires_at` is the newest record plus the longest window.
+            // `expires_at` is the newest record plus the window kept for.
             format::put_entry(out, &e.key, e.expires_at - newest, &e.log);
             keys += 1;
-            records += e.log.len() as u64;
+            records += e.log.record_count() as u64;
         }
         (keys, records)
     }

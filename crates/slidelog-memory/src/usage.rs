@@ -48,6 +48,7 @@ impl MemoryStore {
                     settled: false,
                     decision: each.decision,
                     limits: each.limits,
+                    refused: None,
                 }
             }
         }

@@ -3,7 +3,11 @@
 //! keys with a cost per limit (1 request + N tokens) give, on the memory
 //! store, exactly what a plain model gives: every field of every answer,
 //! the record each names, every limit's state of a settle or charge,
-//! settles of expired records, refunds, settling up over the max.
+//! settles of expired records, refunds, settling up over the max. The
+//! model keeps one record per millisecond (requests of the same ms add
+//! their costs), settles a receipt's share of its record, and merges a
+//! charge into a full log's newest record, moved to now (docs/design.md
+//! §4.6).
 
 use proptest::prelude::*;
 use slidelog_core::{Counts, Decision, Limit, LimitState, Mode, Receipt, RecordRef, Request};
@@ -76,6 +80,18 @@ fn newest_unit(log: &[Record], now: u64, i: usize, live_only: bool) -> Option<u6
         .max()
 }
 
+/// Adds `costs` at `ts`: to the record already there, or as a new one.
+fn add(log: &mut Vec<Record>, ts: u64, costs: [u64; 2]) {
+    let at = log.partition_point(|(t, _)| *t < ts);
+    match log.get_mut(at) {
+        Some((t, c)) if *t == ts => {
+            c[0] += costs[0];
+            c[1] += costs[1];
+        }
+        _ => log.insert(at, (ts, costs)),
+    }
+}
+
 impl Model {
     fn log(&mut self, key: &'static str) -> &mut (bool, Vec<Record>) {
         self.logs.entry(key).or_default()
@@ -112,8 +128,7 @@ impl Model {
             if record {
                 let entry = self.log(key);
                 entry.0 = true;
-                let at = entry.1.partition_point(|(ts, _)| *ts <= now);
-                entry.1.insert(at, (now, costs));
+                add(&mut entry.1, now, costs);
                 d.record = Some(RecordRef { ts: now, id: None });
             }
         } else if record {
@@ -165,14 +180,20 @@ impl Model {
     ) -> (bool, Decision, Vec<Counts>) {
         self.expire(key, now);
         let log = &mut self.log(key).1;
-        let found = log.iter().position(|x| *x == r);
+        // The record at the receipt's time that holds its share.
+        let (ts, share) = r;
+        let found = log
+            .iter()
+            .position(|(t, c)| *t == ts && c[0] >= share[0] && c[1] >= share[1]);
         let mut record = None;
         if let Some(j) = found {
-            if costs == [0, 0] {
+            let c = &mut log[j].1;
+            *c = [c[0] - share[0] + costs[0], c[1] - share[1] + costs[1]];
+            if *c == [0, 0] {
                 log.remove(j);
-            } else {
-                log[j].1 = costs;
-                record = Some(RecordRef { ts: r.0, id: None });
+            }
+            if costs != [0, 0] {
+                record = Some(RecordRef { ts, id: None });
             }
         }
         let (mut d, each) = self.standing(key, now);
@@ -184,11 +205,25 @@ impl Model {
         self.expire(key, now);
         let mut record = None;
         if costs != [0, 0] {
+            // A limit the charge costs something in is full: into the
+            // newest record, moved to now.
+            let log = self.log(key).1.clone();
+            let full = (0..2).any(|i| costs[i] > 0 && view(&log, now, i).2 >= limits()[i].max());
             let entry = self.log(key);
             entry.0 = true;
-            let at = entry.1.partition_point(|(ts, _)| *ts <= now);
-            entry.1.insert(at, (now, costs));
-            record = Some(RecordRef { ts: now, id: None });
+            let ts = match entry.1.pop() {
+                Some((t, c)) if full => {
+                    let ts = t.max(now);
+                    entry.1.push((ts, [c[0] + costs[0], c[1] + costs[1]]));
+                    ts
+                }
+                newest => {
+                    entry.1.extend(newest);
+                    add(&mut entry.1, now, costs);
+                    now
+                }
+            };
+            record = Some(RecordRef { ts, id: None });
         }
         let (mut d, each) = self.standing(key, now);
         d.record = record;
@@ -297,7 +332,8 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 prop_assert_eq!(got, want, "{:?} at {}", op, now);
                 prop_assert_eq!(got.record, want.record);
                 if let Some(text) = Receipt::issue(&r, got.record) {
-                    receipts.entry(k).or_default().push((text, (now, costs)));
+                    let ts = got.record.unwrap().ts;
+                    receipts.entry(k).or_default().push((text, (ts, costs)));
                 }
             }
             Op::Reset(k) => {

@@ -110,7 +110,9 @@ mod tests {
             (b"b#3".to_vec(), 20.0),
             (b"c#1,5".to_vec(), 20.0),
         ]);
-        assert_eq!(log.len(), 3);
+        // Two members of the same millisecond are one record.
+        assert_eq!(log.len(), 2);
+        assert_eq!((log.cost(1, 0), log.cost(1, 1)), (4, 8));
         assert_eq!(log.units_from(0, 0), 5);
         assert_eq!(log.units_from(0, 1), 9);
     }

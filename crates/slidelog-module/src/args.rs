@@ -308,6 +308,10 @@ pub struct Apply {
     pub costs: Vec<u64>,
     /// A settle's record: change its costs instead of appending one.
     pub settle: Option<Target>,
+    /// A charge into a full log: the costs merge into the newest record,
+    /// which moves to `now_ms` (docs/design.md §4.6), instead of being
+    /// appended.
+    pub merge: bool,
 }
 
 /// The record a settle changed, as APPLY finds it again: the first record
@@ -330,13 +334,14 @@ impl Target {
     }
 }
 
-/// `<key> <now_ms>:<expire_window_ms|0>:<expire_in_ms|_>:<costs|0>[:<ts>/<n>/<old costs>]`:
+/// `<key> <now_ms>:<expire_window_ms|0>:<expire_in_ms|_>:<costs|0>[:<ts>/<n>/<share>|:merge]`:
 /// the key expires at `now_ms + expire_in_ms` (signed: the primary's clock
 /// may be behind a caller's time; `_` leaves the TTL), the costs as
-/// `c1,c2,...` (0 allowed in a position) or `0` for no record. With the
-/// fifth part (a settle) the record at `ts` whose first `n` costs were the
-/// old ones gets the costs (`0`: it is removed) instead of a record being
-/// appended. The change is one argument:
+/// `c1,c2,...` (0 allowed in a position) or `0` for no record. With a
+/// settle's fifth part the share the receipt names of the record at `ts`
+/// (its first `n` costs) is replaced by the costs (`0`: refunded) instead
+/// of a record being appended; with `merge` the costs merge into the
+/// newest record, moved to `now_ms`. The change is one argument:
 /// each argument the primary propagates is an object the server allocates,
 /// copies into its replication buffers and frees (callgrind, BENCHMARKS.md).
 /// Parsing bounds each field by itself; the times against the server's
@@ -345,7 +350,7 @@ pub fn apply(args: &[&[u8]]) -> Result<Apply, CommandError> {
     let arity = || {
         CommandError::Arity {
         command: "slidelog.apply",
-        expected: "SLIDELOG.APPLY <key> <now_ms>:<expire_window_ms|0>:<expire_in_ms|_>:<cost_1,cost_2,...|0>[:<record_ts>/<n>/<record_cost_1,...>]".into(),
+        expected: "SLIDELOG.APPLY <key> <now_ms>:<expire_window_ms|0>:<expire_in_ms|_>:<cost_1,cost_2,...|0>[:<record_ts>/<n>/<record_cost_1,...>|:merge]".into(),
     }
     };
     if args.len() != 2 {
@@ -364,7 +369,8 @@ pub fn apply(args: &[&[u8]]) -> Result<Apply, CommandError> {
         return Err(arity());
     };
     let costs = apply_costs(list)?;
-    let settle = target.map(apply_target).transpose()?;
+    let merge = target == Some(MERGE);
+    let settle = target.filter(|_| !merge).map(apply_target).transpose()?;
     let now_ms = number(now, Name("now_ms", 0), 0, MAX_NOW_MS)?;
     let expire_at_ms = apply_expire_at(at, now_ms)?;
     Ok(Apply {
@@ -378,8 +384,12 @@ pub fn apply(args: &[&[u8]]) -> Result<Apply, CommandError> {
         expire_at_ms,
         costs,
         settle,
+        merge,
     })
 }
+
+/// APPLY's fifth part for a charge merged into the newest record.
+const MERGE: &[u8] = b"merge";
 
 /// APPLY's costs: `c1,c2,...` (0 allowed in a position), or `0` for no
 /// record; costs of 0 everywhere are no record too (empty).
@@ -507,6 +517,13 @@ pub fn settle_target(ts: u64, positions: usize, costs: &[u64], out: &mut Change)
     digits(positions as u64, out);
     out.push(b'/');
     cost_list(costs, out);
+}
+
+/// Marks an APPLY change made by [`change`] as a charge merged into the
+/// newest record: `:merge`.
+pub fn merge_marker(out: &mut Change) {
+    out.push(b':');
+    out.extend_from_slice(MERGE);
 }
 
 /// The one argument of `SLIDELOG.RESET` / `SLIDELOG.INFO`: a key.

@@ -103,6 +103,7 @@ mod tests {
             expire_at_ms,
             costs: Vec::new(),
             settle: None,
+            merge: false,
         }
     }
 

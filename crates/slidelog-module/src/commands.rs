@@ -11,15 +11,16 @@
 //! - `SLIDELOG.RESET <key>`: 1 when a log (module or sorted set) was deleted, else 0.
 //! - `SLIDELOG.INFO <key>`: `records, units, oldest_ms, newest_ms, bytes, weighted`.
 //! - `SLIDELOG.SETTLE <key> <now_ms|*> <deadline_ms|0> <record_ts> <record_cost_1,...> <n> (<max> <window_ms> <cost>){n}`:
-//!   `engine::settle` of the record a receipt names (its timestamp and
-//!   costs) to the costs given (0 in a limit: counts nowhere there; 0
-//!   everywhere: removed). Answers `[settled, allowed, limit, window_ms,
+//!   `engine::settle` of the share a receipt names (its costs) of the
+//!   record at its timestamp, replaced by the costs given (0 in a limit:
+//!   counts nowhere there; nothing left anywhere: refunded). Answers `[settled, allowed, limit, window_ms,
 //!   count, remaining, retry_after_ms, reset_after_ms, now_ms_used]`, the
 //!   limits as `engine::standing` gives them after the change.
 //! - `SLIDELOG.CHARGE <key> <now_ms|*> <deadline_ms|0> <n> (<max> <window_ms> <cost>){n}`:
-//!   `engine::charge`, one record appended unchecked (costs 0 everywhere:
-//!   none). Answers as SETTLE, its first field 1 when a record was appended.
-//! - `SLIDELOG.APPLY <key> <now_ms>:<expire_window_ms|0>:<expire_in_ms|_>:<cost_1,cost_2,...|0>[:<record_ts>/<n>/<record_cost_1,...>]`:
+//!   `engine::charge`, the costs recorded unchecked (into the newest record,
+//!   moved to now, when a limit they cost in is full; costs 0 everywhere:
+//!   nothing). Answers as SETTLE, its first field 1 when costs were recorded.
+//! - `SLIDELOG.APPLY <key> <now_ms>:<expire_window_ms|0>:<expire_in_ms|_>:<cost_1,cost_2,...|0>[:<record_ts>/<n>/<record_cost_1,...>|:merge]`:
 //!   the change a decision, a settle or a charge made, with the time it
 //!   used; what they propagate to replicas and the AOF (which never read a
 //!   clock). It runs only from the replication link or an AOF being
@@ -48,12 +49,10 @@ pub enum Reply {
     Pairs(Vec<(&'static str, i64)>),
 }
 
-/// Every record of `log` as `(timestamp, costs)`, oldest first.
+/// Every record of `log` that counts as `(timestamp, costs)`, oldest first
+/// (refunded records not yet compacted are left out).
 pub fn records(log: &Log) -> impl Iterator<Item = (u64, Vec<u64>)> + '_ {
-    (0..log.len()).map(move |j| {
-        let costs = (0..log.cost_width()).map(|p| log.cost(j, p)).collect();
-        (log.ts(j), costs)
-    })
+    log.records().map(|(ts, costs)| (ts, costs.to_vec()))
 }
 
 /// What `MEMORY USAGE` counts for a log: the value and its heap.
@@ -109,14 +108,15 @@ fn store(
     Ok(())
 }
 
-/// The expiry a log gets: its newest record plus the longest window, on the
-/// server's clock (equal to `newest + longest` on server time; shifted by
+/// The expiry a log gets: its newest record plus its horizon (or the
+/// request's longest window when longer: docs/design.md §1), on the
+/// server's clock (equal to `newest + horizon` on server time; shifted by
 /// the difference when the caller gave its own time, as the scripts'
 /// relative `PEXPIRE` is), at most `clock::MAX_TTL_MS` ahead.
 fn expire_at(log: &Log, now: u64, server_ms: u64, longest: u64) -> Option<u64> {
     let newest = log.newest()?;
     Some(clock::expiry(
-        (newest + longest).saturating_sub(now),
+        (newest + log.keep_for(longest)).saturating_sub(now),
         server_ms,
     ))
 }
@@ -256,6 +256,7 @@ pub fn check(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
         outcome.dropped = log.expire(now, request.longest_window_ms());
         if decision.allowed {
             log.append(now, request.costs());
+            log.raise_horizon(request.longest_window_ms());
             outcome.appended = true;
         }
     }
@@ -298,6 +299,12 @@ fn usage(ctx: &Ctx, argv: &[&[u8]], call: args::Usage) -> Result<Reply, CommandE
     let kind = key.kind();
     let (mut log, adopted) = take_log(ctx, &mut key, argv[0])?.unwrap_or_default();
     let before = log.len();
+    // A charge into a full log merges into its newest record: the replica
+    // must do the same (judged before the expiry: what expires is live for
+    // none of the request's windows, so the answer is the same).
+    let merge = call.receipt.is_none()
+        && request.costs().iter().any(|&c| c > 0)
+        && engine::charge_merges(&log, now, request);
     let (done, detailed) = match &call.receipt {
         Some(receipt) => {
             let s = engine::settle(&mut log, now, request, receipt);
@@ -321,6 +328,8 @@ fn usage(ctx: &Ctx, argv: &[&[u8]], call: args::Usage) -> Result<Reply, CommandE
         if let (true, Some(receipt)) = (done, &call.receipt) {
             let positions = request.limits().len();
             args::settle_target(receipt.ts(), positions, receipt.costs(), &mut change);
+        } else if done && merge {
+            args::merge_marker(&mut change);
         }
         store(&mut key, log, was_module, at)?;
         ctx.replicate_apply(&change);
@@ -351,14 +360,24 @@ pub fn apply(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
     }
     match &call.settle {
         Some(target) => {
-            let found = log.find(target.ts, target.positions, |p| target.cost_at(p));
-            match found {
-                Some(j) if call.costs.is_empty() => log.remove(j),
-                Some(j) => log.set_costs(j, &call.costs),
-                None => {}
-            }
+            // The share as the settle read it: its first `positions` costs.
+            let share: Vec<u64> = (0..target.positions).map(|p| target.cost_at(p)).collect();
+            let new: &[u64] = if call.costs.is_empty() {
+                &[0]
+            } else {
+                &call.costs
+            };
+            log.settle_share(target.ts, &share, new);
         }
-        None if !call.costs.is_empty() => log.append(call.now_ms, &call.costs),
+        None if !call.costs.is_empty() => {
+            if call.merge {
+                log.merge_into_newest(call.now_ms, &call.costs);
+            } else {
+                log.append(call.now_ms, &call.costs);
+            }
+            // A check that admitted or a charge: it recorded.
+            log.raise_horizon(call.expire_window_ms);
+        }
         None => {}
     }
     let at = call.expire_at_ms;
@@ -406,7 +425,7 @@ pub fn info(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
         Kind::Other => return Err(CommandError::WrongType),
     };
     Ok(Reply::Pairs(vec![
-        ("records", int(log.len() as u64)),
+        ("records", int(log.record_count() as u64)),
         ("units", int(log.units_from(0, 0))),
         ("oldest_ms", int(if log.is_empty() { 0 } else { log.ts(0) })),
         ("newest_ms", int(log.newest().unwrap_or(0))),

@@ -313,3 +313,55 @@ fn an_unknown_encoding_version_is_refused() {
         "the server log says why"
     );
 }
+
+/// The horizon (docs/design.md §1) and charges merged into a full key's
+/// newest record (§4.6) reach the replica exactly: a check of a 1 ms window
+/// on a key of an hour drops nothing the hour counts, on the primary and
+/// on the replica, and the key's TTL stays the hour's; 2,000 charges into
+/// a key of max 10 keep it at a few records; both `DUMP`s (which carry the
+/// horizon) are equal.
+#[test]
+fn the_horizon_and_merged_charges_replicate() {
+    let primary = RedisServer::start_with_module(ServerKind::Redis, &[]);
+    let replicaof = format!("127.0.0.1 {}", primary.port());
+    let replica = RedisServer::start_with_module(ServerKind::Redis, &["--replicaof", &replicaof]);
+    let (mut p, mut r) = (primary.client(), replica.client());
+    wait_until("the replica's link", || {
+        info_field(&mut r, "replication", "master_link_status") == "up"
+    });
+    let hour: &Limits = &[(3, 3_600_000, 1)];
+    for _ in 0..3 {
+        assert_eq!(check(&mut p, "victim", true, None, 0, hour).unwrap()[0], 1);
+    }
+    for _ in 0..2 {
+        std::thread::sleep(Duration::from_millis(3));
+        let short = check(&mut p, "victim", true, None, 0, &[(1, 1, 1)]).unwrap();
+        assert_eq!(short[0], 1, "the 1 ms check is admitted");
+    }
+    let peek = check(&mut p, "victim", false, None, 0, hour).unwrap();
+    assert_eq!(
+        (peek[0], peek[3]),
+        (0, 5),
+        "the hour still counts every record"
+    );
+    let pttl: i64 = redis::cmd("PTTL").arg("victim").query(&mut p).unwrap();
+    assert!(pttl > 3_590_000, "the TTL follows the horizon: {pttl}");
+    let max_10: &Limits = &[(10, 3_600_000, 1)];
+    for _ in 0..2_000 {
+        let reply = usage(&mut p, "hog", None, max_10, &[1]);
+        assert_eq!(reply[0], 1);
+    }
+    let info: std::collections::HashMap<String, i64> = redis::cmd("SLIDELOG.INFO")
+        .arg("hog")
+        .query(&mut p)
+        .unwrap();
+    assert!(info["records"] <= 12, "{info:?}");
+    assert_eq!(info["units"], 2_000);
+    let _: i64 = redis::cmd("WAIT").arg(1).arg(10_000).query(&mut p).unwrap();
+    assert_eq!(dumps(&mut r), dumps(&mut p), "the replica's logs differ");
+    let info: std::collections::HashMap<String, i64> = redis::cmd("SLIDELOG.INFO")
+        .arg("victim")
+        .query(&mut r)
+        .unwrap();
+    assert_eq!(info["units"], 5, "the replica keeps the hour's records");
+}

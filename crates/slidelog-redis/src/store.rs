@@ -313,10 +313,14 @@ where
         let usage = Usage::Settle(receipt.clone());
         let answer = self.usage_timed(request, usage, now).await?;
         let each = answer.outcome.detailed(request);
+        // The module refuses a spent receipt itself (docs/design.md §4.6):
+        // its answer says so; the scripts rename the record on every settle,
+        // so an earlier receipt names nothing there.
         Ok(Settled {
             settled: answer.done,
             decision: each.decision,
             limits: each.limits,
+            refused: answer.refused,
         })
     }
 

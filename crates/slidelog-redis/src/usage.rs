@@ -53,6 +53,10 @@ pub struct UsageOutcome {
     /// The limits after the change; its `record` names the settled or
     /// appended record.
     pub outcome: Outcome,
+    /// A settle the store refused for its receipt: the module answers `2`
+    /// for a receipt already settled, `3` for a key holding its most
+    /// settled receipts (docs/design.md §4.6, "Single use").
+    pub refused: Option<slidelog_core::ReceiptError>,
 }
 
 /// Runs one settle or charge of `request` (a [`Request::usage`]) on
@@ -116,7 +120,7 @@ pub(crate) fn parse_usage_reply(
     removed: bool,
     unexpected: &'static str,
 ) -> RedisResult<UsageOutcome> {
-    let Some((&done, rest)) = reply.split_first().filter(|(d, _)| **d == 0 || **d == 1) else {
+    let Some((&done, rest)) = reply.split_first().filter(|(d, _)| (0..=3).contains(*d)) else {
         return Err(RedisError::from((
             ErrorKind::UnexpectedReturnType,
             unexpected,
@@ -124,6 +128,11 @@ pub(crate) fn parse_usage_reply(
         )));
     };
     let mut outcome = parse_reply(rest)?;
+    let refused = match done {
+        2 => Some(slidelog_core::ReceiptError::Spent),
+        3 => Some(slidelog_core::ReceiptError::TooManySettles),
+        _ => None,
+    };
     let done = done == 1;
     let kept = match usage {
         Usage::Charge => done.then_some(outcome.now_ms),
@@ -131,5 +140,9 @@ pub(crate) fn parse_usage_reply(
         Usage::Settle(receipt) => (done && !removed).then_some(receipt.ts()),
     };
     outcome.decision.record = kept.map(|ts| RecordRef { ts, id });
-    Ok(UsageOutcome { done, outcome })
+    Ok(UsageOutcome {
+        done,
+        outcome,
+        refused,
+    })
 }

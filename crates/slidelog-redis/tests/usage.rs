@@ -100,6 +100,12 @@ async fn settle_and_charge_match_the_engine_on_random_traces() {
             })
             .collect();
         let mut logs: Vec<Log> = keys.iter().map(|_| Log::new()).collect();
+        // The engine merges a charge into a full log's newest record and
+        // settles a receipt's share of its record (docs/design.md §4.6);
+        // the scripts (pending that change) append and settle members. A
+        // key is compared until the two may differ on it, and again after
+        // its reset.
+        let mut diverged = vec![false; keys.len()];
         let mut held: Vec<Held> = Vec::new();
         let mut now: u64 = 1_767_225_600_000;
         for step in 0..300 {
@@ -119,6 +125,7 @@ async fn settle_and_charge_match_the_engine_on_random_traces() {
                     let a = redis.reset(key).await.unwrap();
                     let b = !logs[k].is_empty();
                     logs[k] = Log::new();
+                    diverged[k] = false;
                     // The model keeps expired records until the next write.
                     let _ = (a, b);
                     *counts.entry("reset").or_default() += 1;
@@ -128,7 +135,9 @@ async fn settle_and_charge_match_the_engine_on_random_traces() {
                     let r = check_request(key, limits, costs);
                     let got = redis.decide(&r, Mode::Record, at).await.unwrap();
                     let want = engine::decide_and_record(&mut logs[k], now, &r);
-                    assert_eq!(got, want, "check, {ctx}");
+                    if !diverged[k] {
+                        assert_eq!(got, want, "check, {ctx}");
+                    }
                     assert_eq!(got.record.is_some(), got.allowed, "{ctx}");
                     if let (Some(a), Some(b)) = (record_of(&got), record_of(&want)) {
                         held.push(Held {
@@ -147,7 +156,9 @@ async fn settle_and_charge_match_the_engine_on_random_traces() {
                     h.redis.verify(&r).unwrap();
                     let got = redis.settle(&r, &h.redis, at).await.unwrap();
                     let want = engine::settle(&mut logs[h.key], now, &r, &h.model);
-                    assert_eq!(got, want, "settle, {ctx}");
+                    if !diverged[h.key] {
+                        assert_eq!(got, want, "settle, {ctx}");
+                    }
                     *counts
                         .entry(if got.settled { "settled" } else { "not found" })
                         .or_default() += 1;
@@ -158,19 +169,28 @@ async fn settle_and_charge_match_the_engine_on_random_traces() {
                             model: Receipt::new(&r, b),
                         });
                     }
-                    // Sometimes the old receipt again: gone, nothing changes.
+                    // Sometimes the old receipt again: gone on the scripts,
+                    // nothing changes; the engine may still find a share of
+                    // that size in the record.
                     if rng.random_ratio(1, 4) {
                         let got = redis.settle(&r, &h.redis, at).await.unwrap();
                         let want = engine::settle(&mut logs[h.key], now, &r, &h.model);
-                        assert_eq!(got, want, "settle again, {ctx}");
+                        diverged[h.key] |= want.settled && !got.settled;
+                        if !diverged[h.key] {
+                            assert_eq!(got, want, "settle again, {ctx}");
+                        }
                     }
                 }
                 13..=15 => {
                     let costs = usage_costs(&mut rng, limits);
                     let r = Request::usage(key.clone(), limits.clone(), costs).unwrap();
                     let got = redis.charge(&r, at).await.unwrap();
+                    diverged[k] |= r.costs().iter().any(|&c| c > 0)
+                        && engine::charge_merges(&logs[k], now, &r);
                     let want = engine::charge(&mut logs[k], now, &r);
-                    assert_eq!(got, want, "charge, {ctx}");
+                    if !diverged[k] {
+                        assert_eq!(got, want, "charge, {ctx}");
+                    }
                     if let (Some(a), Some(b)) = (got.decision.record, want.decision.record) {
                         held.push(Held {
                             key: k,
@@ -185,13 +205,23 @@ async fn settle_and_charge_match_the_engine_on_random_traces() {
                     let r = check_request(key, limits, costs);
                     let got = redis.decide(&r, Mode::Peek, at).await.unwrap();
                     let want = engine::evaluate(&logs[k], now, &r);
-                    assert_eq!(got, want, "peek, {ctx}");
+                    if !diverged[k] {
+                        assert_eq!(got, want, "peek, {ctx}");
+                        *counts.entry("compared").or_default() += 1;
+                    }
                     *counts.entry("peek").or_default() += 1;
                 }
             }
         }
     }
-    for what in ["check", "settled", "not found", "charge", "peek"] {
+    for what in [
+        "check",
+        "settled",
+        "not found",
+        "charge",
+        "peek",
+        "compared",
+    ] {
         assert!(
             counts.get(what).copied().unwrap_or(0) > 10,
             "{what}: {counts:?}"

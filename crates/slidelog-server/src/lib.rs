@@ -15,10 +15,12 @@
 #![warn(missing_docs)]
 
 pub mod app;
+pub mod auth;
 pub mod cli;
 pub mod conns;
 pub mod duration;
 pub mod envoy;
+pub mod flag_file;
 pub mod grpc_deadline;
 mod h2_timer;
 pub mod http;
@@ -30,4 +32,5 @@ pub mod preflight;
 pub mod server;
 pub mod shutdown;
 pub mod snapshot;
+pub mod tls;
 pub mod units;

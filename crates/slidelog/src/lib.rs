@@ -78,8 +78,8 @@ pub use middleware::RateLimitLayer;
 pub use slidelog_core::limit;
 pub use slidelog_core::{
     BoundError, Bounds, Counts, Decision, Detailed, FullLimit, InputError, Limit, LimitParseError,
-    LimitState, Mode, Now, Receipt, ReceiptError, ReceiptKey, RecordRef, Request, Settled,
-    StoreError, TimeMode,
+    LimitState, MAX_RECEIPT_TTL_MS, Mode, Now, Receipt, ReceiptError, ReceiptKey, RecordRef,
+    Request, Settled, StoreError, TimeMode,
 };
 pub use url::OpenError;
 

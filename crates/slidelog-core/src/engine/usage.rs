@@ -5,7 +5,8 @@
 
 use super::{Verdict, deciding, judge};
 use crate::{
-    Counts, Decision, Detailed, Limit, LimitState, Log, Receipt, RecordRef, Request, Settled,
+    Counts, Decision, Detailed, Limit, LimitState, Log, Receipt, ReceiptError, RecordRef, Request,
+    Settled,
 };
 use smallvec::SmallVec;
 
@@ -77,26 +78,34 @@ fn decision_of(log: &Log, now: u64, v: &Verdict<'_>) -> Decision {
     }
 }
 
-/// Settles the record `receipt` names to `request`'s costs (a
-/// [`Request::usage`]; `receipt` verified against it): drops expired
-/// records, finds a live record with the receipt's timestamp and costs, and
-/// sets its costs (all 0: removes it). Not found: nothing changes and
-/// `settled` is false. Answers the limits after the change
-/// ([`standing_each`]).
+/// Settles the share of the record `receipt` names to `request`'s costs
+/// (a [`Request::usage`]; `receipt` verified against it): drops expired
+/// records, finds the live record at the receipt's timestamp whose cost at
+/// every position is at least the receipt's (its share: requests of the
+/// same millisecond are one record), and replaces that share with the
+/// request's costs (0 everywhere left: the record is refunded). Not found
+/// (expired, reset, or moved to a later time by a charge merged into it):
+/// nothing changes and `settled` is false. Answers the limits after the
+/// change ([`standing_each`]).
 pub fn settle(log: &mut Log, now: u64, request: &Request, receipt: &Receipt) -> Settled {
     log.expire(now, request.longest_window_ms());
-    let positions = request.limits().len();
-    let found = log.find(receipt.ts(), positions, |p| receipt.cost_for(p));
-    let record = found.and_then(|j| {
-        if request.costs().iter().all(|&c| c == 0) {
-            log.remove(j);
-            return None;
+    let refused = receipt.spend().and_then(|spend| {
+        if log.is_spent(spend.nonce) {
+            Some(ReceiptError::Spent)
+        } else {
+            (!log.can_spend(now)).then_some(ReceiptError::TooManySettles)
         }
-        log.set_costs(j, request.costs());
-        Some(RecordRef {
-            ts: receipt.ts(),
-            id: receipt.id(),
-        })
+    });
+    let settled =
+        refused.is_none() && log.settle_share(receipt.ts(), receipt.costs(), request.costs());
+    if let Some(spend) = receipt.spend().filter(|_| settled) {
+        // Room was checked above: the nonce is kept (or the log emptied,
+        // and no receipt can settle on it).
+        let _ = log.spend(spend.nonce, spend.until_ms, now);
+    }
+    let record = (settled && request.costs().iter().any(|&c| c > 0)).then(|| RecordRef {
+        ts: receipt.ts(),
+        id: receipt.id(),
     });
     let Detailed {
         mut decision,
@@ -104,21 +113,43 @@ pub fn settle(log: &mut Log, now: u64, request: &Request, receipt: &Receipt) -> 
     } = standing_each(log, now, request.limits());
     decision.record = record;
     Settled {
-        settled: found.is_some(),
+        settled,
         decision,
         limits,
+        refused,
     }
 }
 
+/// True when a charge of `request` at `now` merges into the newest record
+/// ([`charge`]): some limit in which it costs something already holds its
+/// max or more live units.
+pub fn charge_merges(log: &Log, now: u64, request: &Request) -> bool {
+    request.limits().iter().enumerate().any(|(p, limit)| {
+        let start = log.first_live(now, limit.window_ms());
+        request.cost_for(p) > 0 && log.units_from(start, p) >= limit.max()
+    })
+}
+
 /// Charges `request`'s costs (a [`Request::usage`]) without deciding: drops
-/// expired records and appends one record at `now` even when it takes a
-/// limit over its max (costs of 0 everywhere append nothing). Answers the
-/// limits after recording ([`standing_each`]), naming the record appended.
+/// expired records and records the costs at `now` even when they take a
+/// limit over its max (costs of 0 everywhere record nothing), raising the
+/// horizon to the request's longest window. Into a log already at or over
+/// its max in a limit the charge costs something in, the costs merge into
+/// the newest record, which moves to `now` ([`charge_merges`],
+/// docs/design.md §4.6): so a key's records stay bounded by its limits
+/// whatever is charged. Answers the limits after recording
+/// ([`standing_each`]), naming the record charged.
 pub fn charge(log: &mut Log, now: u64, request: &Request) -> Detailed {
     log.expire(now, request.longest_window_ms());
     let record = request.costs().iter().any(|&c| c > 0).then(|| {
-        log.append(now, request.costs());
-        RecordRef { ts: now, id: None }
+        let ts = if charge_merges(log, now, request) {
+            log.merge_into_newest(now, request.costs())
+        } else {
+            log.append(now, request.costs());
+            now
+        };
+        log.raise_horizon(request.longest_window_ms());
+        RecordRef { ts, id: None }
     });
     let mut each = standing_each(log, now, request.limits());
     each.decision.record = record;
@@ -218,7 +249,7 @@ mod tests {
         // All 0: removed; the log is empty after the other refund too.
         let s = settle(&mut log, 300, &usage(&[0]), &receipt(&r, &first));
         assert!(s.settled && s.decision.record.is_none());
-        assert_eq!(log.len(), 1);
+        assert_eq!(log.record_count(), 1);
         let rc = Receipt::new(&usage(&[1, 0]), RecordRef { ts: 200, id: None });
         let s = settle(&mut log, 300, &usage(&[0, 0]), &rc);
         assert!(s.settled);
@@ -277,6 +308,44 @@ mod tests {
     }
 
     #[test]
+    fn a_sealed_receipt_settles_once_even_within_a_shared_record() {
+        let mut log = Log::new();
+        let r = check(10);
+        // Two requests in one millisecond: one record of both.
+        let first = decide_and_record(&mut log, 100, &r);
+        decide_and_record(&mut log, 100, &r);
+        assert_eq!(log.len(), 1);
+        let spend = |nonce| {
+            Some(crate::Spend {
+                nonce,
+                until_ms: 5_000,
+            })
+        };
+        let sealed = receipt(&r, &first).with_spend(spend(7));
+        let refund = usage(&[0, 0]);
+        let s = settle(&mut log, 200, &refund, &sealed);
+        assert!(s.settled && s.refused.is_none());
+        // The replay would take the other request's share: refused, and
+        // the log keeps it.
+        let again = settle(&mut log, 300, &refund, &sealed);
+        assert_eq!(
+            (again.settled, again.refused),
+            (false, Some(ReceiptError::Spent))
+        );
+        assert_eq!(again.limits[1].counts.unwrap().count, 10);
+        // Another receipt of the same share settles.
+        let other = receipt(&r, &first).with_spend(spend(8));
+        assert!(settle(&mut log, 300, &refund, &other).settled);
+        // The codec keeps what was spent (a snapshot, the module's RDB).
+        let mut bytes = Vec::new();
+        crate::codec::encode(&log, &mut bytes);
+        assert_eq!(
+            crate::codec::decode(&bytes).map(|d| d.0.spent().to_vec()),
+            Ok(log.spent().to_vec())
+        );
+    }
+
+    #[test]
     fn a_charge_records_above_the_max_and_zero_records_nothing() {
         let mut log = Log::new();
         let each = charge(&mut log, 0, &usage(&[1, 150]));
@@ -294,5 +363,74 @@ mod tests {
         assert_eq!((r.reset_after_ms, t.reset_after_ms), (1_000, 1_000));
         let d = charge(&mut log, 10, &usage(&[0])).decision;
         assert_eq!((log.len(), d.record), (1, None));
+    }
+
+    #[test]
+    fn a_charge_into_a_full_log_merges_into_the_newest_record() {
+        let mut log = Log::new();
+        // 3 requests per second: full after three charges.
+        for t in [0, 100, 200] {
+            let d = charge(&mut log, t, &usage(&[1, 10])).decision;
+            assert_eq!(d.record, Some(RecordRef { ts: t, id: None }));
+        }
+        assert!(charge_merges(&log, 300, &usage(&[1, 0])));
+        // Costs nothing in the full limit: appended.
+        assert!(!charge_merges(&log, 300, &usage(&[0, 5])));
+        let d = charge(&mut log, 300, &usage(&[1, 5])).decision;
+        assert_eq!(d.record, Some(RecordRef { ts: 300, id: None }));
+        assert_eq!(log.len(), 3, "merged into the record at 200, moved to 300");
+        assert_eq!((log.ts(2), log.cost(2, 0), log.cost(2, 1)), (300, 2, 15));
+        // Its older unit now counts until 300 + 1,000, not 200 + 1,000:
+        // conservative.
+        assert_eq!(log.units_from(log.first_live(1_250, 1_000), 0), 2);
+        // A receipt of the record's old time no longer settles it.
+        let old = Receipt::new(&usage(&[1, 10]), RecordRef { ts: 200, id: None });
+        assert!(!settle(&mut log, 1_250, &usage(&[0]), &old).settled);
+        // The charge's own share does.
+        let own = Receipt::new(&usage(&[1, 5]), RecordRef { ts: 300, id: None });
+        let s = settle(&mut log, 1_250, &usage(&[0]), &own);
+        assert!(s.settled);
+        assert_eq!(
+            (log.cost(log.len() - 1, 0), log.cost(log.len() - 1, 1)),
+            (1, 10)
+        );
+    }
+
+    #[test]
+    fn a_settle_replaces_its_share_of_a_millisecond_s_record() {
+        let mut log = Log::new();
+        let (a, b) = (check(40), check(30));
+        let da = crate::engine::decide_and_record(&mut log, 10, &a);
+        let db = crate::engine::decide_and_record(&mut log, 10, &b);
+        assert_eq!(log.len(), 1);
+        // b used 5 tokens; a none at all (a refund of its share).
+        assert!(settle(&mut log, 20, &usage(&[1, 5]), &receipt(&b, &db)).settled);
+        assert_eq!((log.cost(0, 0), log.cost(0, 1)), (2, 45));
+        assert!(settle(&mut log, 20, &usage(&[0]), &receipt(&a, &da)).settled);
+        assert_eq!((log.cost(0, 0), log.cost(0, 1)), (1, 5));
+        // a's share is gone: its receipt holds no more than the record.
+        assert!(!settle(&mut log, 20, &usage(&[0]), &receipt(&a, &da)).settled);
+    }
+
+    #[test]
+    fn a_check_of_a_shorter_window_does_not_shorten_the_log() {
+        let hour = Request::new("k", vec![Limit::new(3, 3_600_000).unwrap()], 1).unwrap();
+        let ms = Request::new("k", vec![Limit::new(1, 1).unwrap()], 1).unwrap();
+        let mut log = Log::new();
+        for t in 0..3 {
+            assert!(crate::engine::decide_and_record(&mut log, 1_000 + t, &hour).allowed);
+        }
+        assert!(crate::engine::decide_and_record(&mut log, 2_000, &ms).allowed);
+        assert_eq!((log.len(), log.horizon()), (4, 3_600_000));
+        assert_eq!(evaluate(&log, 2_001, &hour).count, 4);
+        // A rejection or a peek leaves the horizon; the log empties and forgets it.
+        let mut short = Log::new();
+        crate::engine::decide_and_record(&mut short, 0, &ms);
+        assert_eq!(short.horizon(), 1);
+        let one = Request::new("k", vec![Limit::new(1, 3_600_000).unwrap()], 1).unwrap();
+        assert!(!crate::engine::decide_and_record(&mut short, 0, &one).allowed);
+        assert_eq!(short.horizon(), 1);
+        short.expire(10, 1);
+        assert_eq!((short.len(), short.horizon()), (0, 0));
     }
 }

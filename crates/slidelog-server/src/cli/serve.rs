@@ -8,6 +8,7 @@ mod listen;
 mod logs;
 mod open;
 mod schedule;
+mod secure;
 mod upkeep;
 mod validate;
 
@@ -66,6 +67,10 @@ pub struct ServeArgs {
     pub store: StoreArgs,
     #[command(flatten)]
     pub snapshot: crate::snapshot::SnapshotArgs,
+    #[command(flatten)]
+    pub tls: crate::tls::TlsArgs,
+    #[command(flatten)]
+    pub auth: crate::auth::AuthArgs,
     /// What to answer when the store fails or times out: fail-open admits with
     /// "degraded": true; fail-closed answers 503.
     #[arg(long, value_parser = crate::policy::parser(), default_value = "fail-open")]
@@ -84,6 +89,11 @@ pub struct ServeArgs {
     /// random one (receipts then settle until this process exits).
     #[arg(long)]
     pub receipt_secret_file: Option<std::path::PathBuf>,
+    /// How long a receipt settles after its check (e.g. 10m; at most 1d). A
+    /// store keeps a settled receipt's nonce that long, so that it settles
+    /// once.
+    #[arg(long, default_value = "1h", value_parser = parse_duration)]
+    pub receipt_ttl: Duration,
     /// Start even when the store refuses the configuration (wrong password,
     /// unknown ACL user, NOPERM, a missing database, a failed TLS
     /// handshake): /readyz then answers 503 naming the cause until it is
@@ -183,8 +193,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // Loaded before any listener is bound: no decision sees an empty store.
     let snapshots = crate::snapshot::start(&args.snapshot, &app)?;
     let limiter = crate::envoy::limiter(&app, envoy_config, args.envoy_response_headers);
-    let bound = listen::bind(&args, limiter.clone()).await?;
+    let secured = secure::Secured::from_flags(&args, &app)?;
+    let bound = listen::bind(&args, limiter.clone(), &secured).await?;
     listen::announce(&args, &bound);
+    secured.warn_if_clear(bound.http_addr);
     let listen::Bound {
         http,
         grpc_task,
@@ -195,6 +207,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         ..
     } = bound;
     signal.spawn_watch(trigger, args.shutdown_grace);
+    secured.spawn_reload(&shutdown);
     upkeep::spawn(app.clone(), shutdown.clone());
     if let Some(schedule) = inspect_schedule {
         schedule::spawn(app.clone(), schedule, shutdown.clone());
@@ -203,7 +216,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         app,
         args.max_body_bytes,
         slidelog_envoy::json::router(limiter),
-    );
+    )
+    .with_auth(secured.auth);
     // Both servers drain at once, each within the grace period; the final
     // snapshot below then holds every decision either of them answered.
     let grpc = drain_grpc(grpc_task, shutdown.clone(), args.shutdown_grace);

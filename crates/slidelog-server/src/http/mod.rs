@@ -89,6 +89,7 @@ pub fn service(app: App, max_body_bytes: usize, extra: Router<App>) -> Api {
     Api {
         check: Some((app.clone(), BodyCap(max_body_bytes))),
         router: router_with(app, max_body_bytes, extra),
+        auth: None,
     }
 }
 
@@ -116,6 +117,19 @@ pub struct Api {
     router: Router,
     /// The app and body cap of the check route, when it is the API's.
     check: Option<(App, BodyCap)>,
+    /// Client tokens (`--api-token-file`, `--metrics-token-file`), checked
+    /// before any route. One pointer: hyper-util clones the service for
+    /// every request, and a `None` here is then one null check.
+    auth: Option<std::sync::Arc<crate::auth::Auth>>,
+}
+
+impl Api {
+    /// The same API with its routes behind `auth`'s tokens ([`crate::auth`]).
+    #[must_use]
+    pub fn with_auth(mut self, auth: Option<crate::auth::Auth>) -> Self {
+        self.auth = auth.map(std::sync::Arc::new);
+        self
+    }
 }
 
 /// A router alone, every request through it (with panics caught).
@@ -124,6 +138,7 @@ impl From<Router> for Api {
         Self {
             router,
             check: None,
+            auth: None,
         }
     }
 }
@@ -158,6 +173,11 @@ where
     }
 
     fn call(&mut self, req: axum::http::Request<B>) -> Self::Future {
+        if let Some(auth) = &self.auth
+            && let Some(refused) = auth.refuse_http(req.uri().path(), req.headers())
+        {
+            return Either::Right(Either::Right(ready(Ok(refused))));
+        }
         match std::panic::catch_unwind(AssertUnwindSafe(|| self.route(req))) {
             Ok(Either::Left(routed)) => Either::Left(
                 AssertUnwindSafe(routed)
@@ -303,11 +323,15 @@ mod tests {
     /// refused; paths the router alone serves still reach it.
     #[tokio::test]
     async fn a_check_answers_straight_as_through_the_router() {
+        // Both apps seal alike (one secret, one first nonce): their
+        // receipts are the same bytes.
         let app = || {
+            let key = slidelog::ReceiptKey::with_first_nonce(&[3; 32], 1).unwrap();
             App::with_memory_store(
                 Arc::new(slidelog_memory::MemoryStore::new()),
                 crate::app::AppConfig {
                     trust_client_time: true,
+                    receipts: Some(Arc::new(key)),
                     ..Default::default()
                 },
             )

@@ -29,7 +29,7 @@ use axum::Json;
 use axum::extract::Request as HttpRequest;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use slidelog::{Detailed, LimiterError, Request, StoreError};
+use slidelog::{Detailed, InputError, LimiterError, ReceiptError, Request, StoreError};
 
 /// The answer of a settle: `settled` beside the limit fields.
 #[derive(Debug, serde::Serialize)]
@@ -107,10 +107,18 @@ fn answer(app: &App, request: &Request, each: &Detailed) -> Answer {
     Answer::new(each).with_receipt(request, app.limiter().receipt_key())
 }
 
-/// Bad input is a 400 naming its field; a store without settle or charge
-/// a 501; any other store failure a 503.
+/// Bad input is a 400 naming its field, a receipt settled already (or a key
+/// holding its most settled receipts) a 409; a store without settle or
+/// charge a 501; any other store failure a 503.
 fn usage_error(operation: &str, error: LimiterError) -> ApiError {
     match error {
+        LimiterError::Input(
+            e @ InputError::Receipt(ReceiptError::Spent | ReceiptError::TooManySettles),
+        ) => {
+            let mut conflict = ApiError::new(StatusCode::CONFLICT, e.to_string());
+            conflict.field = Some(e.field());
+            conflict
+        }
         LimiterError::Input(e) => ApiError::bad_request(e.field(), e.to_string()),
         LimiterError::Store(e @ StoreError::Unsupported { .. }) => {
             ApiError::new(StatusCode::NOT_IMPLEMENTED, e.to_string())

@@ -37,8 +37,9 @@ impl Limiter {
     /// there, 0 everywhere refunds it. Answers [`Settled`]: `settled` false
     /// when the record is gone (expired, reset), and the limits after the
     /// change (the deciding limit, and every limit in [`Settled::limits`]).
-    /// A receipt of another key or other limits is
-    /// [`InputError::Receipt`].
+    /// A receipt of another key or other limits, a forged, expired or
+    /// already settled one (a receipt settles once: use the one the settle
+    /// answers) is [`InputError::Receipt`].
     ///
     /// ```
     /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -81,7 +82,13 @@ impl Limiter {
             .open(receipt, request)
             .map_err(InputError::from)?;
         let call = self.inner.store.settle(request, &receipt, now);
-        self.usage_call(Op::Settle, request.key(), call).await
+        let settled = self.usage_call(Op::Settle, request.key(), call).await?;
+        // A receipt the store refused (settled once already; a key holding
+        // its most settled receipts) is the caller's error, named.
+        match settled.refused {
+            Some(refused) => Err(InputError::from(refused).into()),
+            None => Ok(settled),
+        }
     }
 
     /// Records `cost` for `key` under `limits` without deciding: usage

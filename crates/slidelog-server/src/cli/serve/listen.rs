@@ -40,7 +40,11 @@ pub(super) struct Bound {
 
 /// Binds both ports and starts the gRPC server; the HTTP listener is left
 /// for the caller to serve.
-pub(super) async fn bind(args: &ServeArgs, limiter: Arc<RateLimiter>) -> anyhow::Result<Bound> {
+pub(super) async fn bind(
+    args: &ServeArgs,
+    limiter: Arc<RateLimiter>,
+    secured: &super::secure::Secured,
+) -> anyhow::Result<Bound> {
     let http = TcpListener::bind(&args.http)
         .await
         .with_context(|| format!("cannot listen on --http {}", args.http))
@@ -56,7 +60,11 @@ pub(super) async fn bind(args: &ServeArgs, limiter: Arc<RateLimiter>) -> anyhow:
         );
     }
     let (trigger, shutdown) = shutdown::channel();
-    let hygiene = hygiene(args);
+    let hygiene = Hygiene {
+        tls: secured.tls.clone(),
+        auth: secured.auth.clone(),
+        ..hygiene(args)
+    };
     tracing::debug!(
         max_connections = hygiene.conns.max(),
         "connection cap (HTTP and gRPC together)"
@@ -116,6 +124,7 @@ pub(super) fn announce(args: &ServeArgs, bound: &Bound) {
         store = %mask_password(&args.store.store),
         policy = %args.on_store_error,
         trust_client_time = args.trust_client_time,
+        tls = bound.hygiene.tls.is_some(),
         "slidelog listening"
     );
 }
@@ -188,5 +197,7 @@ fn hygiene(args: &ServeArgs) -> Hygiene {
         grpc_max_streams: args.grpc_max_streams,
         grpc_keepalive_interval: args.grpc_keepalive_interval,
         grpc_keepalive_timeout: args.grpc_keepalive_timeout,
+        tls: None,
+        auth: None,
     }
 }

@@ -20,6 +20,8 @@ pub(super) async fn build_app(args: &ServeArgs) -> anyhow::Result<App> {
         // Made as the library makes it from a URL, and kept by the app too:
         // its key count is exported, it is swept on a timer and snapshotted.
         let store = Arc::new(options.memory_store());
+        let key = receipt_key(args)?.unwrap_or_else(slidelog::ReceiptKey::random);
+        config.receipts = Some(Arc::new(with_receipt_ttl(key, args)?));
         return Ok(App::with_memory_store(store, config));
     }
     // A misconfiguration will not pass by itself: refuse to start on one.
@@ -46,10 +48,11 @@ pub(super) async fn build_app(args: &ServeArgs) -> anyhow::Result<App> {
             open_store(&args.store.store, &options, timeout).await?
         }
     };
-    if config.receipts.is_none() {
-        let key = slidelog::shared_receipt_key(store.as_ref(), timeout).await;
-        config.receipts = Some(Arc::new(key));
-    }
+    let key = match receipt_key(args)? {
+        Some(key) => key,
+        None => slidelog::shared_receipt_key(store.as_ref(), timeout).await,
+    };
+    config.receipts = Some(Arc::new(with_receipt_ttl(key, args)?));
     let time = args.store.time_mode();
     let no_cache = args.no_rejection_cache;
     let app = App::with_builder(store, config, |b| {
@@ -66,7 +69,7 @@ fn app_config(args: &ServeArgs) -> anyhow::Result<AppConfig> {
         policy: args.on_store_error,
         store_timeout: args.store.store_timeout,
         admin_token: admin_token(args)?,
-        receipts: receipt_key(args)?.map(Arc::new),
+        receipts: None,
         trust_client_time: args.trust_client_time,
         bounds: slidelog::Bounds {
             max_limit: args.max_limit,
@@ -90,6 +93,19 @@ fn report_preflight(args: &ServeArgs, app: &App, preflight: Preflight) {
         // Logged at error level; /readyz answers 503 with the cause.
         Preflight::Misconfigured(cause) => app.limiter().note_misconfiguration(&cause),
     }
+}
+
+/// `key` with the validity of --receipt-ttl (1 ms to a day).
+fn with_receipt_ttl(
+    key: slidelog::ReceiptKey,
+    args: &ServeArgs,
+) -> anyhow::Result<slidelog::ReceiptKey> {
+    let ttl = args.receipt_ttl.as_millis();
+    let max = slidelog::MAX_RECEIPT_TTL_MS;
+    u64::try_from(ttl)
+        .ok()
+        .and_then(|ms| key.with_ttl_ms(ms))
+        .with_context(|| format!("--receipt-ttl must be from 1ms to {max}ms (a day), got {ttl}ms"))
 }
 
 /// Reads the receipt secret of --receipt-secret-file (trailing newline
