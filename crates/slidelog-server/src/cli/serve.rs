@@ -103,8 +103,8 @@ pub struct ServeArgs {
     /// Accept `now_ms` in requests (a client that picks its time can empty its own log).
     #[arg(long)]
     pub trust_client_time: bool,
-    /// Largest request body in bytes; larger bodies get 413.
-    #[arg(long, default_value_t = DEFAULT_MAX_BODY_BYTES)]
+    /// Largest request body (bytes, or 64KiB, 1MiB, ...); larger bodies get 413.
+    #[arg(long, default_value_t = DEFAULT_MAX_BODY_BYTES, value_parser = crate::units::parse_size)]
     pub max_body_bytes: usize,
     /// Time in-flight requests get to finish after SIGTERM/SIGINT (e.g. 10s).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
@@ -112,10 +112,11 @@ pub struct ServeArgs {
     /// Most keys the in-memory store holds (memory:// only).
     #[arg(long, default_value_t = slidelog_memory::DEFAULT_KEY_CAP)]
     pub memory_key_cap: usize,
-    /// Budget in bytes of the in-memory store: records, keys and their
-    /// table slots (memory:// only). At the budget or the key cap new keys
-    /// get 503 with Retry-After; existing keys are still decided exactly.
-    #[arg(long, env = "SLIDELOG_MEMORY_LIMIT", default_value_t = slidelog_memory::DEFAULT_MEMORY_LIMIT)]
+    /// Budget of the in-memory store (bytes, or 512MiB, 1GiB, 2GB, ...):
+    /// records, keys and their table slots (memory:// only). At the budget
+    /// or the key cap new keys get 503 with Retry-After; existing keys are
+    /// still decided exactly.
+    #[arg(long, env = "SLIDELOG_MEMORY_LIMIT", default_value_t = slidelog_memory::DEFAULT_MEMORY_LIMIT, value_parser = crate::units::parse_size)]
     pub memory_limit: usize,
     /// Largest `max` a client may send (HTTP `max`, Envoy `limit` overrides;
     /// --config limits are the operator's own). A key then holds at most this
