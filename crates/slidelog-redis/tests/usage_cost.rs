@@ -122,7 +122,10 @@ async fn charge_into_a_full_log_and_settle_usec_per_call() {
     let settle = Request::usage("settle", limits.clone(), vec![1, 321]).unwrap();
     let mut receipts = Vec::new();
     for _ in 0..10 + n {
-        let d = redis.decide(&check, Mode::Record, Now::Server).await.unwrap();
+        let d = redis
+            .decide(&check, Mode::Record, Now::Server)
+            .await
+            .unwrap();
         receipts.push(Receipt::new(&check, d.record.unwrap()));
     }
     for r in &receipts[..10] {
