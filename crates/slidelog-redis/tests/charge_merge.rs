@@ -20,10 +20,13 @@ fn hour(max: u64) -> Vec<Limit> {
     vec![Limit::new(max, 3_600_000).unwrap()]
 }
 
+/// A key's records and its weights' extra units by field.
+type Layout = (Vec<(String, u64)>, Vec<(String, String)>);
+
 /// `(member, score)` of every record of `key`, and its weights' extra
 /// units by field (their frontiers move with time, as any decision moves
 /// them).
-fn layout(c: &mut redis::Connection, key: &str) -> (Vec<(String, u64)>, Vec<(String, String)>) {
+fn layout(c: &mut redis::Connection, key: &str) -> Layout {
     let weights = slidelog_redis::keys::weights_key(key.as_bytes());
     let hash: Vec<(String, String)> = redis::cmd("HGETALL").arg(weights).query(c).unwrap();
     let extras = hash
