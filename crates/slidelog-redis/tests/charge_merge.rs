@@ -349,3 +349,59 @@ async fn step_once(store: &RedisStore, k: &mut Key, rng: &mut StdRng, now: u64, 
         }
     }
 }
+
+/// A merged record among more than 16 members of its millisecond is found
+/// by its id (the binary search by rank); its neighbours' receipts still
+/// settle.
+#[tokio::test]
+async fn a_merged_record_among_many_of_its_millisecond_is_found_by_id() {
+    let server = RedisServer::start();
+    let store = common::store(&server, "merge-many").await;
+    let now = 1_767_225_600_000u64;
+    let check = Request::new("k", hour(30), 1).unwrap();
+    let mut receipts = Vec::new();
+    for _ in 0..30 {
+        let d = store
+            .decide(&check, Mode::Record, Now::At(now))
+            .await
+            .unwrap();
+        receipts.push(Receipt::new(&check, d.record.unwrap()));
+    }
+    let charge = Request::usage("k", hour(30), vec![2]).unwrap();
+    let d = store.charge(&charge, Now::At(now)).await.unwrap().decision;
+    assert_eq!((d.record.unwrap().ts, d.count), (now, 32));
+    let refund = Request::usage("k", hour(30), vec![0]).unwrap();
+    let merged = Receipt::new(&charge, d.record.unwrap());
+    let s = store
+        .settle(&refund, &merged, Now::At(now + 1))
+        .await
+        .unwrap();
+    assert!(s.settled && s.decision.count == 30, "{s:?}");
+    assert!(
+        !store
+            .settle(&refund, &merged, Now::At(now + 1))
+            .await
+            .unwrap()
+            .settled
+    );
+    // Every check's receipt but the one merged into still settles.
+    let mut settled = 0;
+    for r in &receipts {
+        settled += u64::from(
+            store
+                .settle(&refund, r, Now::At(now + 2))
+                .await
+                .unwrap()
+                .settled,
+        );
+    }
+    assert_eq!(settled, 29);
+    let left = store
+        .decide(&check, Mode::Peek, Now::At(now + 3))
+        .await
+        .unwrap();
+    assert_eq!(
+        left.count, 2,
+        "the merged member's one unit, and the peek's"
+    );
+}
