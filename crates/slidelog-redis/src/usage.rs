@@ -2,7 +2,9 @@
 //! of `usage.lua` per operation, atomically, on the log and its weights key
 //! (one Cluster slot). The receipt names the record by its member's ULID,
 //! made client-side when the check ran ([`crate::members`]), so the check
-//! scripts' replies are unchanged.
+//! scripts' replies are unchanged; a settle renames the record to a fresh
+//! ULID (so a receipt settles once) and a charge into a full log merges
+//! into the newest record under the charge's ULID.
 
 use crate::members::{cost_list, fresh_id, id_text, member_with_id};
 use crate::script::{Outcome, limit_args, parse_reply};
@@ -45,13 +47,14 @@ impl Usage {
 }
 
 /// What one settle or charge answers: whether it changed the log (the
-/// record was found, or one was appended) and the limits after it.
+/// record was found, or the costs were recorded) and the limits after it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UsageOutcome {
-    /// Settle: the record was found and settled. Charge: a record was appended.
+    /// Settle: the record was found and settled. Charge: the costs were
+    /// recorded (appended, or merged into a full log's newest record).
     pub done: bool,
-    /// The limits after the change; its `record` names the settled or
-    /// appended record.
+    /// The limits after the change; its `record` names the settled record
+    /// (under its new id) or the charged one (appended, or merged into).
     pub outcome: Outcome,
     /// A settle the store refused for its receipt: the module answers `2`
     /// for a receipt already settled, `3` for a key holding its most
