@@ -13,9 +13,11 @@
 //! the script by default (every instance shares one clock), or the caller's.
 //!
 //! Usage-based limits (docs/design.md §4.5): [`Store::settle`](slidelog_core::Store::settle)
-//! changes an admitted record's costs and [`Store::charge`](slidelog_core::Store::charge)
-//! appends one without deciding, each one atomic run of `usage.lua`
-//! ([`usage`]); a check's receipt names its member's ULID.
+//! changes an admitted record's costs (renaming it, so a receipt settles
+//! once) and [`Store::charge`](slidelog_core::Store::charge) records costs
+//! without deciding (appended, or merged into a full log's newest record),
+//! each one atomic run of `usage.lua` ([`usage`]); a check's receipt names
+//! its member's ULID.
 //!
 //! Where the server loads slidelog's native module, the same decision is one
 //! `SLIDELOG.CHECK` instead ([`module`]): the store URL's

@@ -26,6 +26,12 @@ pub fn member_with_id(request: &Request) -> (String, u128) {
     (named(id.to_string(), request.costs()), id.0)
 }
 
+/// A fresh record id: the ULID a settled record is renamed to, so that
+/// the receipt used names nothing any more (docs/design.md §4.5).
+pub fn fresh_id() -> u128 {
+    Ulid::generate().0
+}
+
 /// The member of the record `id` carrying `costs`: the bare id when every
 /// cost is 1, else `<id>#<cost list>`.
 pub fn named(mut id: String, costs: &[u64]) -> String {

@@ -25,7 +25,7 @@
 
 use crate::script::Check;
 use crate::script::{Outcome, limit_args, parse_reply};
-use crate::usage::{Usage, UsageOutcome, parse_usage_reply};
+use crate::usage::{Named, Usage, UsageOutcome, parse_usage_reply};
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
 use slidelog_core::{Mode, RecordRef, Request};
@@ -158,7 +158,7 @@ fn parse_module_usage_reply(
 ) -> RedisResult<UsageOutcome> {
     let removed = request.costs().iter().all(|&c| c == 0);
     let unexpected = "the module answered an unexpected settle or charge reply";
-    parse_usage_reply(reply, usage, None, removed, unexpected)
+    parse_usage_reply(reply, usage, Named::default(), removed, unexpected)
 }
 
 /// `COMMAND INFO SLIDELOG.CHECK`: whether the server `conn` talks to knows

@@ -13,19 +13,31 @@
 -- ARGV[4]   n, the number of limits (1 ..= 16)
 -- ARGV[5 .. 4+3n]  max_i, window_ms_i, cost_i: the costs to settle to, or
 --                  to charge (0 in a limit: the record counts nowhere in it)
--- charge:  ARGV[5+3n] the member to append (client-made, as a check's)
+-- charge:  ARGV[5+3n] the member to append (client-made, as a check's); a
+--          charge merged into the newest record renames it to this id
 -- settle:  ARGV[5+3n] the record's id (its ULID), ARGV[6+3n] its timestamp,
---          ARGV[7+3n] the cost list its member carries ('' for cost 1),
---          ARGV[8+3n] the cost list to settle to ('' for cost 1)
+--          ARGV[7+3n] the costs the receipt names ('' for cost 1): its
+--          share of the record, ARGV[8+3n] the costs to settle that share
+--          to ('' for cost 1), ARGV[9+3n] the id the settled record takes
+--          (a fresh ULID: so a receipt settles once; absent, it keeps its
+--          id, the layout before single use)
 -- Returns {done 0|1, allowed 0|1, max, window_ms, count, remaining,
 --          retry_after_ms, reset_after_ms, now_ms}, then count_i,
--- remaining_i, retry_after_ms_i, reset_after_ms_i of every limit i in order
--- (1 + 8 + 4n numbers): done = the record was found and settled (settle)
--- or a record was appended (charge).
+-- remaining_i, retry_after_ms_i, reset_after_ms_i of every limit i in order,
+-- then the timestamp of the record settled or charged (0: none)
+-- (1 + 8 + 4n + 1 numbers): done = the record was found and settled
+-- (settle) or the costs were recorded, appended or merged (charge).
+--
+-- Numbers: Lua's are doubles, exact to 2^53. A record's cost saturates at
+-- 2^32 - 1 and stays there (slidelog_core's u32 costs, docs/design.md
+-- §4.1); a change that would take a weights sum past 2^52 (room left for
+-- the checks' own additions) is refused with TOOLARGE, the log unchanged.
 
 local log, weights = KEYS[1], KEYS[2]
 local op = ARGV[1]
 local n = tonumber(ARGV[4])
+local SATURATED = 4294967295
+local SUM_BOUND = 4503599627370496
 
 -- Step 1: the time, as sliding_log.lua reads it.
 local now = tonumber(ARGV[2])
@@ -77,31 +89,161 @@ local function cost_of(m, position)
   return last
 end
 
--- Step 5: the weights. A record's extra units (cost - 1) are in every field
--- whose frontier is older than the record; `delta(pos)` is what a change of
--- the record at `ts` adds there. Only a weighted (marked) log has a hash
--- that counts; a plain log's hash is stale and is dropped when the log turns
--- weighted (the next check counts a missing field from the log).
-local function adjust_weights(ts, delta)
-  if not marked then
-    redis.call('DEL', weights)
-    return
-  end
+-- The id of a member (its ULID, before any '#').
+local function id_of(m)
+  local at = string.find(m, '#', 1, true)
+  if at then return string.sub(m, 1, at - 1) end
+  return m
+end
+
+-- The text after '#' of a record costing `row` (positions 1..n): '' when 1
+-- everywhere, one cost when all are equal, else one per position.
+local function list_of(row)
+  local same = true
+  for p = 2, n do if row[p] ~= row[1] then same = false end end
+  if same and row[1] == 1 then return '' end
+  if same then return string.format('%d', row[1]) end
+  local parts = {}
+  for p = 1, n do parts[p] = string.format('%d', row[p]) end
+  return table.concat(parts, ',')
+end
+
+-- The member of id `id` listing `list`: a cost-1 record is the bare id on
+-- a plain log and `<id>#1` on a weighted one (the marker).
+local function member_of(id, list, weighted)
+  if list ~= '' then return id .. '#' .. list end
+  if weighted then return id .. '#1' end
+  return id
+end
+
+-- `a + b` as a record's cost: saturated, and a saturated cost stays so.
+local function add(a, b)
+  if a >= SATURATED or b >= SATURATED then return SATURATED end
+  return math.min(SATURATED, a + b)
+end
+
+-- Step 5: the weights, read once when the log is weighted (marked):
+-- W[field] = {extra, frontier, position}; a field changed is written back
+-- once, at the end. A plain log's hash is stale: it is dropped when the
+-- log changes (the next count of a weighted log rebuilds what it needs).
+local W, dirty, stale = {}, {}, false
+if marked then
   local stored = redis.call('HGETALL', weights)
-  local changed = {}
   for j = 1, #stored, 2 do
     local e, f = string.match(stored[j + 1], '^(%-?%d+) (%-?%d+)$')
     local pos = tonumber(string.match(stored[j], '^(%d+)/'))
-    local d = delta(pos)
-    if e and pos and ts > tonumber(f) and d ~= 0 then
-      changed[#changed + 1] = stored[j]
-      changed[#changed + 1] = string.format('%d %s', tonumber(e) + d, f)
-    end
+    if e and pos then W[stored[j]] = {tonumber(e), tonumber(f), pos} end
   end
-  if #changed > 0 then redis.call('HSET', weights, unpack(changed)) end
 end
 
--- Step 6: the marker. Every record of a weighted log from the newest back
+-- Step 6: drop the expired records (ts <= now - longest), as a check
+-- does (so a later check at an earlier time, after a clock step back, sees
+-- what it would after a check). Every field whose frontier is older than
+-- the cutoff first moves to it, leaving the extra units of the records
+-- removed (sliding_log.lua step 3).
+local cutoff = now - longest
+local expired = redis.call('ZRANGEBYSCORE', log, '-inf', string.format('%d', cutoff), 'WITHSCORES')
+if #expired > 0 then
+  for name, fl in pairs(W) do
+    if fl[2] < cutoff then
+      local sum = 0
+      for x = 1, #expired, 2 do
+        if tonumber(expired[x + 1]) > fl[2] then sum = sum + cost_of(expired[x], fl[3]) - 1 end
+      end
+      fl[1], fl[2], dirty[name] = fl[1] - sum, cutoff, true
+    end
+  end
+  redis.call('ZREMRANGEBYSCORE', log, '-inf', string.format('%d', cutoff))
+end
+
+-- The extra units at a position of the records with lo < ts <= hi.
+local function extra_between(lo, hi, pos)
+  local sum = 0
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', log, string.format('(%d', lo), hi)) do
+    sum = sum + cost_of(m, pos) - 1
+  end
+  return sum
+end
+
+-- The live units of every limit, as the check counts them (sliding_log.lua
+-- steps 3 and 5): the set holds the live records of the longest window
+-- (ZCARD), a shorter window takes a ZCOUNT; a weighted log adds its field's
+-- extra units, the field's frontier moved to now - window (reading only the
+-- records that crossed it; a field missing is counted from the log once).
+local function count(weighted)
+  local total = redis.call('ZCARD', log)
+  local records, lives = {}, {}
+  for i = 1, n do
+    local target = now - windows[i]
+    if total == 0 then
+      records[i] = 0
+    elseif windows[i] == longest then
+      records[i] = total
+    else
+      records[i] = redis.call('ZCOUNT', log, string.format('(%d', target), '+inf')
+    end
+    local extra = 0
+    if weighted and total > 0 then
+      local name = string.format('%d/%d', i, windows[i])
+      local fl = W[name]
+      if fl == nil then
+        fl = {extra_between(target, '+inf', i), target, i}
+        W[name], dirty[name] = fl, true
+      elseif fl[2] < target then
+        fl[1] = fl[1] - extra_between(fl[2], string.format('%d', target), i)
+      elseif fl[2] > target then
+        fl[1] = fl[1] + extra_between(target, string.format('%d', fl[2]), i)
+      end
+      if fl[2] ~= target then fl[2], dirty[name] = target, true end
+      extra = fl[1]
+    end
+    lives[i] = records[i] + extra
+  end
+  return total, records, lives
+end
+
+-- A change of records: `gone` and `added` are lists of {ts, member}. Every
+-- field whose frontier is older than a record's ts holds its extra units
+-- (cost - 1), so the change is applied there; on a plain log the hash is
+-- stale and dropped. A sum past SUM_BOUND refuses the change (nothing is
+-- written but the expiry and the frontiers moved, as a check writes them).
+local function flush()
+  if stale then redis.call('DEL', weights) end
+  local changed = {}
+  for name in pairs(dirty) do
+    changed[#changed + 1] = name
+    changed[#changed + 1] = string.format('%d %d', W[name][1], W[name][2])
+  end
+  if #changed > 0 then redis.call('HSET', weights, unpack(changed)) end
+  dirty = {}
+end
+local function change(gone, added)
+  if not marked then
+    stale = true
+  else
+    local deltas = {}
+    for name, fl in pairs(W) do
+      local d = 0
+      for _, r in ipairs(gone) do
+        if r[1] > fl[2] then d = d - (cost_of(r[2], fl[3]) - 1) end
+      end
+      for _, r in ipairs(added) do
+        if r[1] > fl[2] then d = d + cost_of(r[2], fl[3]) - 1 end
+      end
+      if math.abs(fl[1] + d) > SUM_BOUND then return false end
+      deltas[name] = d
+    end
+    for name, d in pairs(deltas) do
+      if d ~= 0 then W[name][1], dirty[name] = W[name][1] + d, true end
+    end
+  end
+  for _, r in ipairs(gone) do redis.call('ZREM', log, r[2]) end
+  for _, r in ipairs(added) do redis.call('ZADD', log, string.format('%d', r[1]), r[2]) end
+  return true
+end
+local TOOLARGE = 'TOOLARGE the costs would take a sum of this key past 2^52 (Lua numbers are exact to 2^53); nothing changed'
+
+-- Step 7: the marker. Every record of a weighted log from the newest back
 -- carries a '#' (sliding_log.lua, "The marker"): after a change, a plain
 -- newest record (the marked one was removed, or a plain log turned
 -- weighted) and its same-ms ties are renamed `<id>#1`.
@@ -117,143 +259,153 @@ local function keep_marker()
   end
 end
 
--- Step 6b: drop the expired records (ts <= now - longest), as a check
--- does (so a later check at an earlier time, after a clock step back, sees
--- what it would after a check). On a weighted log every field whose
--- frontier is older than the cutoff first moves to it, leaving the extra
--- units of the records removed (sliding_log.lua step 3).
-local cutoff = string.format('%d', now - longest)
-local expired = redis.call('ZRANGEBYSCORE', log, '-inf', cutoff, 'WITHSCORES')
-if #expired > 0 then
-  if marked then
-    local stored = redis.call('HGETALL', weights)
-    local changed = {}
-    for j = 1, #stored, 2 do
-      local e, f = string.match(stored[j + 1], '^(%-?%d+) (%-?%d+)$')
-      local pos = tonumber(string.match(stored[j], '^(%d+)/'))
-      if e and pos and tonumber(f) < now - longest then
-        local sum = 0
-        for x = 1, #expired, 2 do
-          if tonumber(expired[x + 1]) > tonumber(f) then sum = sum + cost_of(expired[x], pos) - 1 end
-        end
-        changed[#changed + 1] = stored[j]
-        changed[#changed + 1] = string.format('%d %s', tonumber(e) - sum, cutoff)
-      end
-    end
-    if #changed > 0 then redis.call('HSET', weights, unpack(changed)) end
+-- a < b byte by byte, as Redis orders the members of one score (Lua's `<`
+-- follows the locale's collation).
+local function before(a, b)
+  for j = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, j), string.byte(b, j)
+    if x ~= y then return x < y end
   end
-  redis.call('ZREMRANGEBYSCORE', log, '-inf', cutoff)
+  return #a < #b
 end
 
-local done = 0
+-- The member `<id>#...` at score `ts`, whatever costs it lists (a record a
+-- charge merged into lists more than the receipt's share): members of one
+-- score are ordered by their bytes, so a binary search by rank among them
+-- finds the first not before `<id>#`. O(log n) per probe.
+local function find_by_id(id, ts)
+  local s = string.format('%d', ts)
+  local first = redis.call('ZCOUNT', log, '-inf', '(' .. s)
+  local m = redis.call('ZCOUNT', log, s, s)
+  if m == 0 then return nil end
+  local prefix = id .. '#'
+  local lo, hi = first, first + m - 1
+  if m > 16 then
+    while lo < hi do
+      local mid = math.floor((lo + hi) / 2)
+      if before(redis.call('ZRANGE', log, mid, mid)[1], prefix) then lo = mid + 1 else hi = mid end
+    end
+    hi = lo
+  end
+  for _, x in ipairs(redis.call('ZRANGE', log, lo, hi)) do
+    if string.sub(x, 1, #prefix) == prefix then return x end
+  end
+  return nil
+end
+
+-- The log is weighted after the change: it was, or a weighted member came.
 local weighted_after = marked
-if op == 'settle' then
-  -- Step 7 (settle): find the record: its member is its id and the cost list
-  -- the receipt names (a cost-1 record is the bare id, or `<id>#1` on a
-  -- weighted log), its score the receipt's timestamp, and it is live
-  -- (ts > now - longest). Not found: nothing changes.
+
+-- Step 8 (settle): find the record the receipt names: its id at the
+-- receipt's timestamp, live (ts > now - longest). Its member is usually the
+-- id and the receipt's costs (a cost-1 record the bare id, or `<id>#1` on
+-- a weighted log), one ZSCORE; a record a charge merged into lists more,
+-- and is found by its id. The receipt's costs are its share of the record
+-- (the whole record unless a charge merged into it): the share is
+-- replaced by the settled costs (cost - share + new, a saturated cost
+-- stays saturated), at the same score, under the fresh id, so the receipt
+-- used names nothing any more. All 0 removes the record (a refund). A
+-- record that lists less than the share in some limit is not it.
+local function settle()
   local id, ts = ARGV[5 + 3 * n], tonumber(ARGV[6 + 3 * n])
   local old_list, new_list = ARGV[7 + 3 * n], ARGV[8 + 3 * n]
+  local fresh = ARGV[9 + 3 * n] or id
+  if not (ts > now - longest) then return 0 end
   local candidates = {id .. '#' .. old_list}
   if old_list == '' then candidates = {id, id .. '#1'} end
   local found = nil
   for _, m in ipairs(candidates) do
     local score = redis.call('ZSCORE', log, m)
-    if score and tonumber(score) == ts and ts > now - longest then found = m end
+    if score and tonumber(score) == ts then found = m end
   end
-  if found then
-    -- Step 8 (settle): replace its costs, keeping its timestamp. All 0
-    -- removes it (a refund). The new member lists the settled costs.
-    local removed = true
-    for i = 1, n do if costs[i] ~= 0 then removed = false end end
-    local member = nil
-    if not removed then
-      member = id .. '#' .. new_list
-      if new_list == '' then member = (marked and id .. '#1') or id end
-      if new_list ~= '' then weighted_after = true end
-    end
-    adjust_weights(ts, function(pos)
-      local old = cost_of(found, pos) - 1
-      if removed then return -old end
-      return cost_of(member, pos) - 1 - old
-    end)
-    redis.call('ZREM', log, found)
-    if not removed then redis.call('ZADD', log, ts, member) end
-    done = 1
+  if found == nil then found = find_by_id(id, ts) end
+  if found == nil then return 0 end
+  local share = 'x#' .. old_list
+  if old_list == '' then share = 'x' end
+  local row, exact, removed = {}, true, true
+  for p = 1, n do
+    local had, part = cost_of(found, p), cost_of(share, p)
+    if had < part then return 0 end
+    row[p] = SATURATED
+    if had < SATURATED then row[p] = add(had - part, costs[p]) end
+    if row[p] ~= costs[p] then exact = false end
+    if row[p] ~= 0 then removed = false end
   end
-else
-  -- Step 7 (charge): append ONE record at now, unchecked; costs of 0
-  -- everywhere append nothing. On a weighted log a cost-1 member takes the
-  -- marker; a weighted member on a plain log turns it weighted.
+  local added = {}
+  if not removed then
+    -- The settled share alone: the client's list, so the next receipt's
+    -- ZSCORE finds it.
+    local list = list_of(row)
+    if exact then list = new_list end
+    added[1] = {ts, member_of(fresh, list, marked)}
+    if list ~= '' then weighted_after = true end
+  end
+  if not change({{ts, found}}, added) then return nil end
+  return 1, ts
+end
+
+-- Step 8 (charge): record the costs at now, unchecked; 0 everywhere records
+-- nothing. Into a log already at or over its max in a limit the charge
+-- costs something in (slidelog_core::engine::charge_merges), the costs
+-- merge into the newest record, which moves to now (or stays, when it is
+-- later: a clock that stepped back) under the charge's id: a moved record
+-- takes every member of its millisecond with it (the engine's one record
+-- per ms), so a key's members stay bounded by its limits whatever is
+-- charged. Else ONE member is appended (on a weighted log a cost-1 member
+-- takes the marker; a weighted member turns a plain log weighted).
+local function charge()
   local any = false
   for i = 1, n do if costs[i] ~= 0 then any = true end end
-  if any then
-    local member = ARGV[5 + 3 * n]
+  if not any then return 0 end
+  local member = ARGV[5 + 3 * n]
+  local _, _, lives = count(marked)
+  local merges = false
+  for i = 1, n do
+    if costs[i] > 0 and lives[i] >= maxes[i] then merges = true end
+  end
+  local newest = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')
+  if not merges or newest[1] == nil then
     local weighted_member = string.find(member, '#', 1, true) ~= nil
     if marked and not weighted_member then member = member .. '#1' end
     if weighted_member then weighted_after = true end
-    adjust_weights(now, function(pos) return cost_of(member, pos) - 1 end)
-    redis.call('ZADD', log, now, member)
-    done = 1
+    if not change({}, {{now, member}}) then return nil end
+    return 1, now
   end
+  local from = tonumber(newest[2])
+  local ts = math.max(from, now)
+  local gone = {{from, newest[1]}}
+  if ts > from then
+    gone = {}
+    for _, m in ipairs(redis.call('ZRANGEBYSCORE', log, newest[2], newest[2])) do
+      gone[#gone + 1] = {from, m}
+    end
+  end
+  local row = {}
+  for p = 1, n do
+    row[p] = costs[p]
+    for _, r in ipairs(gone) do row[p] = add(row[p], cost_of(r[2], p)) end
+  end
+  local list = list_of(row)
+  if list ~= '' then weighted_after = true end
+  local merged = member_of(id_of(member), list, marked or weighted_after)
+  if not change(gone, {{ts, merged}}) then return nil end
+  return 1, ts
 end
+
+local done, record_ts
+if op == 'settle' then done, record_ts = settle() else done, record_ts = charge() end
+if done == nil then
+  flush()
+  return redis.error_reply(TOOLARGE)
+end
+record_ts = record_ts or 0
 if done == 1 and weighted_after then keep_marker() end
 
--- Step 9: the live units of every limit, as the check counts them
--- (sliding_log.lua steps 3 and 5): after the expiry the set holds the live
--- records of the longest window (ZCARD), a shorter window takes a ZCOUNT;
--- a weighted log adds the extra units of its weights field, moving the
--- field's frontier to now - window (reading only the records that crossed
--- it; a field missing, as after turning weighted, is counted from the log
--- once). The moved fields are saved, as a check saves them.
+-- Step 9: the live units of every limit after the change (the fields'
+-- frontiers moved and saved, as a check saves them).
 local top_after = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')
-local total = redis.call('ZCARD', log)
-local function extra_between(lo, hi, pos)
-  local sum = 0
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', log, string.format('(%d', lo), hi)) do
-    sum = sum + cost_of(m, pos) - 1
-  end
-  return sum
-end
-local fields = {}
-if weighted_after then
-  local stored = redis.call('HGETALL', weights)
-  for j = 1, #stored, 2 do
-    local e, f = string.match(stored[j + 1], '^(%-?%d+) (%-?%d+)$')
-    if e then fields[stored[j]] = {tonumber(e), tonumber(f)} end
-  end
-end
-local records, lives, save = {}, {}, {}
-for i = 1, n do
-  local target = now - windows[i]
-  if total == 0 then
-    records[i] = 0
-  elseif windows[i] == longest then
-    records[i] = total
-  else
-    records[i] = redis.call('ZCOUNT', log, string.format('(%d', target), '+inf')
-  end
-  local extra = 0
-  if weighted_after and total > 0 then
-    local name = string.format('%d/%d', i, windows[i])
-    local field = fields[name]
-    if field == nil then
-      extra = extra_between(target, '+inf', i)
-    elseif field[2] < target then
-      extra = field[1] - extra_between(field[2], string.format('%d', target), i)
-    elseif field[2] > target then
-      extra = field[1] + extra_between(target, string.format('%d', field[2]), i)
-    else
-      extra = field[1]
-    end
-    if field == nil or field[2] ~= target then
-      save[#save + 1] = name
-      save[#save + 1] = string.format('%d %d', extra, target)
-    end
-  end
-  lives[i] = records[i] + extra
-end
-if #save > 0 then redis.call('HSET', weights, unpack(save)) end
+local total, records, lives = count(weighted_after)
+flush()
 
 -- Step 10: the TTL, as every decision sets it: the longest window after the
 -- newest record (PEXPIRE), so PTTL is never -1 and the weights hash lives
@@ -336,4 +488,5 @@ for i = 1, n do
   reply[at], reply[at + 1], reply[at + 2], reply[at + 3] =
     lives[i], math.max(0, maxes[i] - lives[i]), waits[i] or 0, resets[i]
 end
+reply[#reply + 1] = record_ts
 return reply

@@ -2,9 +2,11 @@
 //! of `usage.lua` per operation, atomically, on the log and its weights key
 //! (one Cluster slot). The receipt names the record by its member's ULID,
 //! made client-side when the check ran ([`crate::members`]), so the check
-//! scripts' replies are unchanged.
+//! scripts' replies are unchanged; a settle renames the record to a fresh
+//! ULID (so a receipt settles once) and a charge into a full log merges
+//! into the newest record under the charge's ULID.
 
-use crate::members::{cost_list, id_text, member_with_id};
+use crate::members::{cost_list, fresh_id, id_text, member_with_id};
 use crate::script::{Outcome, limit_args, parse_reply};
 use redis::aio::ConnectionLike;
 use redis::{ErrorKind, RedisError, RedisResult, Script};
@@ -45,13 +47,14 @@ impl Usage {
 }
 
 /// What one settle or charge answers: whether it changed the log (the
-/// record was found, or one was appended) and the limits after it.
+/// record was found, or the costs were recorded) and the limits after it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UsageOutcome {
-    /// Settle: the record was found and settled. Charge: a record was appended.
+    /// Settle: the record was found and settled. Charge: the costs were
+    /// recorded (appended, or merged into a full log's newest record).
     pub done: bool,
-    /// The limits after the change; its `record` names the settled or
-    /// appended record.
+    /// The limits after the change; its `record` names the settled record
+    /// (under its new id) or the charged one (appended, or merged into).
     pub outcome: Outcome,
     /// A settle the store refused for its receipt: the module answers `2`
     /// for a receipt already settled, `3` for a key holding its most
@@ -85,38 +88,58 @@ pub async fn run<C: ConnectionLike>(
         }
         Usage::Settle(receipt) => {
             // A receipt without an id (another store's) names no member here.
-            let id = receipt.id().unwrap_or(0);
+            // The settled record takes a fresh id, so this receipt settles
+            // once: the answer names the new one (docs/design.md §4.5).
+            let fresh = fresh_id();
             invocation
-                .arg(id_text(id))
+                .arg(id_text(receipt.id().unwrap_or(0)))
                 .arg(receipt.ts())
                 .arg(cost_list(receipt.costs()))
-                .arg(cost_list(request.costs()));
-            id
+                .arg(cost_list(request.costs()))
+                .arg(id_text(fresh));
+            fresh
         }
     };
     let reply: Vec<i64> = invocation.invoke_async(conn).await?;
+    let unexpected = "usage.lua answered an unexpected reply";
+    // The last number is the record's timestamp: a charge merged into the
+    // newest record names it where it is (later than now after a clock
+    // stepped back).
+    let Some((&record_ts, reply)) = reply.split_last() else {
+        return Err(RedisError::from((
+            ErrorKind::UnexpectedReturnType,
+            unexpected,
+        )));
+    };
     let removed = request.costs().iter().all(|&c| c == 0);
-    parse_usage_reply(
-        &reply,
-        usage,
-        Some(id),
-        removed,
-        "usage.lua answered an unexpected reply",
-    )
+    let named = Named {
+        id: Some(id),
+        ts: u64::try_from(record_ts).ok().filter(|&ts| ts > 0),
+    };
+    parse_usage_reply(reply, usage, named, removed, unexpected)
+}
+
+/// How a settle's or charge's answer names its record: the id (the
+/// scripts' members; `None` for the module, which finds records by time and
+/// costs) and, when the reply carries it, the charged record's timestamp
+/// (else a charge names `now`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Named {
+    pub(crate) id: Option<u128>,
+    pub(crate) ts: Option<u64>,
 }
 
 /// `[done, allowed, limit, window_ms, count, remaining, retry_after_ms,
 /// reset_after_ms, now_ms, (count_i, remaining_i, retry_after_ms_i,
 /// reset_after_ms_i){n}]`, as `usage.lua` and the module's SLIDELOG.SETTLE /
 /// SLIDELOG.CHARGE both answer it (`unexpected`: the error's text when it
-/// is not). The record is
-/// named by its time and `id` (the scripts name records; the module finds
-/// them by time and costs: `None`); `removed`: the costs are 0 everywhere,
+/// is not; `usage.lua`'s trailing record time is taken off before). The
+/// record is named as `named` says; `removed`: the costs are 0 everywhere,
 /// so a settle removed the record and there is nothing to name.
 pub(crate) fn parse_usage_reply(
     reply: &[i64],
     usage: &Usage,
-    id: Option<u128>,
+    named: Named,
     removed: bool,
     unexpected: &'static str,
 ) -> RedisResult<UsageOutcome> {
@@ -135,11 +158,11 @@ pub(crate) fn parse_usage_reply(
     };
     let done = done == 1;
     let kept = match usage {
-        Usage::Charge => done.then_some(outcome.now_ms),
+        Usage::Charge => done.then_some(named.ts.unwrap_or(outcome.now_ms)),
         // A record settled to 0 everywhere is gone: nothing to name.
         Usage::Settle(receipt) => (done && !removed).then_some(receipt.ts()),
     };
-    outcome.decision.record = kept.map(|ts| RecordRef { ts, id });
+    outcome.decision.record = kept.map(|ts| RecordRef { ts, id: named.id });
     Ok(UsageOutcome {
         done,
         outcome,

@@ -79,3 +79,62 @@ async fn settle_and_charge_usec_per_call_beside_a_check() {
         );
     }
 }
+
+/// A charge into a full log (docs/design.md §4.5: merged into the newest
+/// record) and a settle, each `usec_per_call` of `EVALSHA` over 2,000 calls
+/// on a fresh key: cost 1 into max 10 per hour (a plain log, then one
+/// weighted record), costs `[1, 77]` into a full requests-and-tokens log,
+/// and settles of fresh receipts on a key of 10 live records.
+#[tokio::test]
+#[ignore = "a measurement: run with --ignored --nocapture"]
+async fn charge_into_a_full_log_and_settle_usec_per_call() {
+    let server = RedisServer::start();
+    let redis = common::store(&server, "usage-full").await;
+    let url = format!("redis://127.0.0.1:{}", server.port());
+    let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+    let n = 2_000;
+    let one = vec![Limit::new(10, 3_600_000).unwrap()];
+    let two = vec![
+        Limit::new(10, 3_600_000).unwrap(),
+        Limit::new(1_000, 3_600_000).unwrap(),
+    ];
+    for (name, limits, costs) in [("one", &one, vec![1]), ("two", &two, vec![1, 77])] {
+        let charge = Request::usage(name, limits.clone(), costs).unwrap();
+        for _ in 0..20 {
+            redis.charge(&charge, Now::Server).await.unwrap();
+        }
+        reset_stats(&mut c);
+        for _ in 0..n {
+            redis.charge(&charge, Now::Server).await.unwrap();
+        }
+        let charged = usec_per_call(&mut c);
+        let zcard: u64 = redis::cmd("ZCARD")
+            .arg(format!("{}{name}", redis.prefix()))
+            .query(&mut c)
+            .unwrap();
+        println!("charge into a full log ({name} limit(s)): {charged:.2} us, ZCARD {zcard}");
+    }
+    let limits = vec![
+        Limit::new(1_000_000, 600_000).unwrap(),
+        Limit::new(10_000_000, 600_000).unwrap(),
+    ];
+    let check = Request::with_costs("settle", limits.clone(), vec![1, 500]).unwrap();
+    let settle = Request::usage("settle", limits.clone(), vec![1, 321]).unwrap();
+    let mut receipts = Vec::new();
+    for _ in 0..10 + n {
+        let d = redis
+            .decide(&check, Mode::Record, Now::Server)
+            .await
+            .unwrap();
+        receipts.push(Receipt::new(&check, d.record.unwrap()));
+    }
+    for r in &receipts[..10] {
+        assert!(redis.settle(&settle, r, Now::Server).await.unwrap().settled);
+    }
+    reset_stats(&mut c);
+    for r in &receipts[10..] {
+        assert!(redis.settle(&settle, r, Now::Server).await.unwrap().settled);
+    }
+    let settled = usec_per_call(&mut c);
+    println!("settle ({} live records): {settled:.2} us", 10 + n);
+}
