@@ -33,7 +33,7 @@
 //!
 //! As in the log itself a plain record costs 4 bytes, and a record's cost at a
 //! position past `width` is its cost at the last one. A cost of 0 is read (a
-//! record settled to nothing in one limit counts nowhere in it, SPEC §8); a
+//! record settled to nothing in one limit counts nowhere in it, docs/design.md §4.6); a
 //! record that costs 0 everywhere is not. Decoding never panics
 //! and never allocates more than the input's length justifies: every record
 //! takes at least 4 bytes, so a hostile `count` is refused before anything

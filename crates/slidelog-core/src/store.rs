@@ -112,7 +112,7 @@ pub trait InProcess: Send + Sync {
 
     /// [`Store::decide`], answered synchronously: a store in this process's
     /// memory never waits, so its owner (the `slidelog` Limiter) decides
-    /// without the trait's boxed future per call (issue 26).
+    /// without the trait's boxed future per call (measured: BENCHMARKS.md).
     fn decide_now(&self, request: &Request, mode: Mode, now: Now) -> Result<Decision, StoreError>;
 
     /// [`Store::decide_each`], answered synchronously (see

@@ -1,4 +1,4 @@
-//! Metric handles resolved once (issue 26): the `metrics` macros with labels
+//! Metric handles resolved once: the `metrics` macros with labels
 //! build a key and look it up in the recorder's registry on every call; the
 //! Envoy API instead keeps the [`metrics::Counter`] handles of a rule (one
 //! per result) and of a domain's unmatched count beside the config it

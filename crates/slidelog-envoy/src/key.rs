@@ -57,7 +57,7 @@ pub(crate) fn write_descriptor_key<'a>(
 
 /// [`write_descriptor_key`] into `key`, which is cleared first: a caller
 /// that only borrows the key (the service copies it into the request's
-/// inline storage) reuses one buffer and allocates nothing (issue 26).
+/// inline storage) reuses one buffer and allocates nothing (measured: BENCHMARKS.md).
 pub(crate) fn write_descriptor_key_into<'a>(
     key: &mut String,
     domain: &str,
@@ -123,7 +123,7 @@ fn unescape(part: &str) -> Option<String> {
 
 /// The bytes [`escape_into`] percent-encodes: `%`, `:`, `=`, `#` and the ASCII
 /// controls (`0x00..=0x1F`, `0x7F`); one load per byte in the scan of a
-/// part, not five comparisons (issue 26).
+/// part, not five comparisons (measured: BENCHMARKS.md).
 const ESCAPED: [bool; 256] = {
     let mut table = [false; 256];
     let mut b = 0;
@@ -141,7 +141,7 @@ const ESCAPED: [bool; 256] = {
 fn escape_into(out: &mut String, part: &str) {
     // Every escaped character is ASCII, and no byte of a multi-byte UTF-8
     // character is: a byte scan finds the same ones as a char scan,
-    // without decoding (issue 26).
+    // without decoding (measured: BENCHMARKS.md).
     if !part.bytes().any(|b| ESCAPED[usize::from(b)]) {
         out.push_str(part);
         return;

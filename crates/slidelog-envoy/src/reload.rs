@@ -20,7 +20,7 @@ use std::time::Duration;
 pub struct ConfigHandle {
     /// Read by every request: an `ArcSwap`, whose load writes only to the
     /// reading thread's own slot, where a lock and a reference count are
-    /// atomic writes to lines every worker thread writes (issue 26).
+    /// atomic writes to lines every worker thread writes (measured: BENCHMARKS.md).
     current: ArcSwap<RateLimitConfig>,
     path: Option<PathBuf>,
     options: LoadOptions,

@@ -165,7 +165,7 @@ impl RateLimiter {
         self.check_shape(req)?;
         let config = self.config.snapshot();
         // Filled and read in place (no copy of the plans or the answers
-        // on their way: issue 26).
+        // on their way).
         let mut plans = Plans::new();
         self.plan(&config, req, &mut plans)?;
         let mut answers = self.decide(&plans).await;
@@ -214,7 +214,7 @@ impl RateLimiter {
                 Ask::Look => self.configured.decide(request, Mode::Peek).await,
                 // Boxed: the charge's future is the largest of the three
                 // and charges are rare (`charge: true` rules); inline, it
-                // would size every call's future (issue 26).
+                // would size every call's future (measured: BENCHMARKS.md).
                 Ask::Charge => Box::pin(self.charge(request)).await,
             }),
             _ => None,
@@ -256,7 +256,7 @@ impl RateLimiter {
     ) -> Result<RateLimitResponse, ServiceError> {
         let mut statuses = Vec::with_capacity(plans.len());
         // The most restrictive limited descriptor, for the optional headers
-        // (tracked only when they are asked for: issue 26).
+        // (tracked only when they are asked for).
         let headers = self.options.response_headers;
         let mut tightest: Option<(Decision, Unit)> = None;
         for (plan, answer) in plans.iter().zip(answers.iter_mut().map(Option::take)) {

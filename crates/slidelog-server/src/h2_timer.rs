@@ -1,5 +1,5 @@
 //! hyper's timer for the gRPC port's HTTP/2 connections, made for what
-//! keep-alive pings ask of it on every request (issue 26).
+//! keep-alive pings ask of it on every request (measured: BENCHMARKS.md).
 //!
 //! With keep-alive on, hyper polls the keep-alive `Sleep` on every
 //! connection poll: with hyper-util's `TokioTimer` that is a tokio timer

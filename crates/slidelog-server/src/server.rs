@@ -355,7 +355,7 @@ impl hyper::rt::Sleep for HeaderDeadline {}
 /// its router (an axum `Router` in front of the one service, ~2,300
 /// instructions per call), its per-connection shutdown `watch`, and its
 /// service layers cost every call and do nothing here (docs/design.md §0,
-/// BENCHMARKS.md, issue 26). What they did is kept: a path that is not
+/// BENCHMARKS.md). What they did is kept: a path that is not
 /// `ShouldRateLimit` is answered `UNIMPLEMENTED` by the generated server, as
 /// the router answered it; the service cannot fail (its error type is
 /// `Infallible`), so tonic's error recovery had nothing to recover; the

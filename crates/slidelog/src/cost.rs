@@ -80,7 +80,7 @@ impl Cost {
     }
 
     /// [`request`](Self::request) from borrowed limits: copied straight into
-    /// the request, without the `Vec` that `request` takes (issue 26).
+    /// the request, without the `Vec` that `request` takes (measured: BENCHMARKS.md).
     pub(crate) fn request_of(&self, key: &str, limits: &[Limit]) -> Result<Request, InputError> {
         match self {
             Self::All(cost) => Request::from_slices(key, limits, *cost),

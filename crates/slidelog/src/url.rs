@@ -231,7 +231,7 @@ mod tests {
         assert_eq!(line, format!("{e}: {source}"));
         assert_eq!(line.matches("refused").count(), 1, "{line}");
         assert!(!line.contains("secret"), "{line}");
-        // The URL once, masked (issue 23: it was said by both layers).
+        // The URL once, masked (it was said by both layers).
         assert_eq!(line.matches("127.0.0.1:1").count(), 1, "{line}");
         assert!(line.contains("redis://user:***@127.0.0.1:1"), "{line}");
     }

@@ -80,7 +80,7 @@ fn parse_go_bool(s: &str) -> bool {
 /// The maps a config builds and requests only look up (domains, the
 /// descriptor trees): keyed by the operator's strings, so a client's value
 /// can only probe, never fill, them; foldhash instead of SipHash, which
-/// was ~7% of the Envoy path's own instructions (issue 26). The maps a
+/// was ~7% of the Envoy path's own instructions (measured: BENCHMARKS.md). The maps a
 /// client's values fill (metric names of renamed rules and overrides) keep
 /// std's SipHash.
 pub(super) type LookupMap<V> = HashMap<String, V, foldhash::fast::RandomState>;

@@ -35,7 +35,7 @@ type CallFuture<'a> = Pin<
 /// metadata and extensions are dropped before the call, unread), and not
 /// twice over (the macro's future keeps its argument and a moved copy). So
 /// the boxed future stays small enough for the allocator's per-thread
-/// cache of small blocks (issue 26: it was ~1.4 KB).
+/// cache of small blocks (it was ~1.4 KB).
 impl RateLimitService for GrpcService {
     fn should_rate_limit<'life0, 'async_trait>(
         &'life0 self,

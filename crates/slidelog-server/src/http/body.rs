@@ -142,7 +142,7 @@ impl<S: AsRef<str>> DecisionBody<S> {
                     .map_err(|e| self.cost_error(e))
             }
             // Copied straight from the body into the request: no owned key
-            // or limit list in between (issue 26).
+            // or limit list in between (measured: BENCHMARKS.md).
             None => Request::from_slices(self.key.as_ref(), &limits, cost).map_err(input_error),
         }
     }

@@ -58,7 +58,7 @@ impl Limiter {
         self.bounds.check(request).map_err(InputError::from)?;
         let op = Op::deciding(mode);
         let started = self.inner.report.start();
-        // Synchronously: no boxed future (issue 26).
+        // Synchronously: no boxed future (measured: BENCHMARKS.md).
         match in_process.decide_each_now(request, mode, now) {
             Ok(each) => {
                 self.inner.report.answered(true);

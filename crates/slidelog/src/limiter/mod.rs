@@ -253,7 +253,7 @@ impl Limiter {
             return self.by_policy(request, op, outage, started);
         }
         // A store in this process's memory decides synchronously: no boxed
-        // future, no timer (it cannot hang; issue 26).
+        // future, no timer (it cannot hang).
         let answer = match self.inner.store.in_process() {
             Some(local) => local.decide_now(request, mode, now),
             None => {

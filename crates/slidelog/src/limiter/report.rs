@@ -7,7 +7,7 @@
 //! Cluster master: its keys fail at once while the other masters decide)
 //! is counted as every failure is, but does not say the store is down: the
 //! hook hears [`MetricsHook::store_up`] again after it, so the store's up
-//! gauge stays steady through a partial outage (issue 23) and the per-node
+//! gauge stays steady through a partial outage and the per-node
 //! figures ([`StoreStats::nodes_down`](slidelog_core::StoreStats::nodes_down))
 //! report it. The store is down for the hook only when every node is, or
 //! when the limiter's own probe found it down ([`Health`]).

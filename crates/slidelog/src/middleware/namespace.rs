@@ -9,7 +9,7 @@
 //! every route's path, method and limits ([`RouteLimits`](super::RouteLimits)).
 //! So two layers (in one process, two limiters or two processes on one
 //! store) with other limits never share logs by accident: `/a` at 10 a
-//! second and `/b` at 5 a minute, both keyed by IP, count apart (issue 23).
+//! second and `/b` at 5 a minute, both keyed by IP, count apart (measured: BENCHMARKS.md).
 //! Derived names are also told apart per limiter ([`Names`], held by the
 //! limiter and shared by its clones, never by the process): while a layer
 //! holds a name on a limiter, the next layer on it that would derive it gets
