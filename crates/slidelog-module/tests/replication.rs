@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::persist::{copy_dir, dumps, info_field, replica_of, rewrite_aof, server_ms};
+use common::persist::{copy_dir, dumps, replica_of, rewrite_aof, server_ms};
 use common::{Limits, ServerKind, check};
 use redis::Connection;
 use slidelog_testkit::RedisServer;
