@@ -78,10 +78,16 @@ pub fn problems_of(
             ),
         ));
     }
-    if let Some(max) = max.filter(|m| z.zcard > t.oversize_factor.saturating_mul(*m)) {
+    // A module log merges the requests of one ms into one record: its
+    // units are what a sorted set's members count.
+    let (size, what) = match z.units {
+        Some(units) => (units, "units"),
+        None => (z.zcard, "ZCARD"),
+    };
+    if let Some(max) = max.filter(|m| size > t.oversize_factor.saturating_mul(*m)) {
         found.push((
             ProblemKind::Oversized,
-            format!("ZCARD {} > {} x max {max}", z.zcard, t.oversize_factor),
+            format!("{what} {size} > {} x max {max}", t.oversize_factor),
         ));
     }
     // A module log has no members to sample.
@@ -384,6 +390,7 @@ mod tests {
             first: vec![(b"01JD0000000000000000000000".to_vec(), (NOW - 1000) as f64)],
             newest: Some((b"01JD0000000000000000000001".to_vec(), NOW as f64)),
             module_log: false,
+            units: None,
         }
     }
 
@@ -428,6 +435,16 @@ mod tests {
         assert_eq!(kinds(&z, None), [ProblemKind::FutureScores]);
 
         assert_eq!(kinds(&clean(21), Some(10)), [ProblemKind::Oversized]);
+        // A module log is judged by its units: 21 requests merged into 3
+        // records are oversized, 21 records of 20 units are not.
+        let mut merged = clean(3);
+        (merged.module_log, merged.units) = (true, Some(21));
+        assert_eq!(kinds(&merged, Some(10)), [ProblemKind::Oversized]);
+        let detail = &problems_of(&merged, NOW, Some(10), &Thresholds::default())[0].1;
+        assert_eq!(detail, "units 21 > 2 x max 10");
+        let mut refunded = clean(21);
+        (refunded.module_log, refunded.units) = (true, Some(20));
+        assert!(kinds(&refunded, Some(10)).is_empty());
 
         let mut z = clean(5);
         z.first[0].0 = b"1764399999000".to_vec();

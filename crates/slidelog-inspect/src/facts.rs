@@ -29,8 +29,8 @@ pub enum KeyKind {
 /// members).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ZSetFacts {
-    /// ZCARD (a module log: its records, one per admitted request, as the
-    /// sorted set's members are).
+    /// ZCARD (a module log: its records, one per millisecond that admitted
+    /// a request; [`units`](Self::units) counts the requests).
     pub zcard: u64,
     /// MEMORY USAGE in bytes (None when Redis answered nil).
     pub memory_bytes: Option<u64>,
@@ -44,6 +44,12 @@ pub struct ZSetFacts {
     /// A log of the module ([`MODULE_TYPE`]): `first` and `newest` hold its
     /// oldest and newest timestamps with empty members.
     pub module_log: bool,
+    /// A module log's units (`SLIDELOG.INFO` `units`: its records' costs
+    /// in the first limit). The module merges the requests of one
+    /// millisecond into one record (docs/design.md §4.1), so its units,
+    /// not its records, are what a sorted set's members count. `None` for
+    /// a sorted set.
+    pub units: Option<u64>,
 }
 
 impl ZSetFacts {

@@ -69,7 +69,8 @@ pub struct LimitInfo {
 /// The thresholds of the checks (echoed so a report explains itself).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Thresholds {
-    /// A key is oversized when ZCARD > `oversize_factor` × max.
+    /// A key is oversized when ZCARD (a module log: its units) >
+    /// `oversize_factor` × max.
     pub oversize_factor: u64,
     /// A set is too large for fast decisions when ZCARD > this.
     pub huge_zcard: u64,
@@ -216,7 +217,9 @@ impl ProblemKind {
                 "Scores that look like seconds, not milliseconds: counts too high"
             }
             ProblemKind::FutureScores => "Scores in the future: clock skew between writers",
-            ProblemKind::Oversized => "Sorted sets above 2 x max: records are not being trimmed",
+            ProblemKind::Oversized => {
+                "Logs above 2 x max (a module log: its units): records are not being trimmed"
+            }
             ProblemKind::DuplicateProneMembers => {
                 "Members that are not unique-looking: duplicates overwrite, admits beyond the limit"
             }

@@ -1,8 +1,9 @@
 //! `inspect` on a server with slidelog's module (docs/design.md §4.3): logs
-//! of the module's type are read through `SLIDELOG.INFO` (records, oldest
-//! and newest), `MEMORY USAGE` and `PTTL`, beside sorted sets, and judged by
-//! the same problems (no TTL, records in the future, above 2 x max); they
-//! are never "wrong type", and a key of another type still is.
+//! of the module's type are read through `SLIDELOG.INFO` (records, units,
+//! oldest and newest), `MEMORY USAGE` and `PTTL`, beside sorted sets, and
+//! judged by the same problems (no TTL, records in the future, above 2 x
+//! max: by units, since the requests of one millisecond are one record);
+//! they are never "wrong type", and a key of another type still is.
 
 use slidelog_inspect::{InspectOptions, inspect};
 use slidelog_testkit::{RedisServer, ServerKind, unique_prefix};
@@ -19,11 +20,16 @@ fn now_ms() -> u64 {
 /// `n` admissions into the module log `key` at `at`, `at + 1`, … (max 100
 /// per hour, so all admitted).
 fn module_log(conn: &mut redis::Connection, key: &str, at: u64, n: u64) {
+    admissions(conn, key, at, 1, n);
+}
+
+/// `n` admissions into `key` at `at`, `at + step`, ….
+fn admissions(conn: &mut redis::Connection, key: &str, at: u64, step: u64, n: u64) {
     for i in 0..n {
         let reply: Vec<i64> = redis::cmd("SLIDELOG.CHECK")
             .arg(key)
             .arg("RECORD")
-            .arg(at + i)
+            .arg(at + i * step)
             .arg(0)
             .arg(1)
             .arg(100)
@@ -49,6 +55,8 @@ async fn module_logs_are_read_and_judged_beside_sorted_sets() {
         .unwrap();
     module_log(&mut conn, &format!("{p}future"), now + 1_800_000, 2);
     module_log(&mut conn, &format!("{p}oversized"), now - 1_000, 25);
+    // 25 requests in one millisecond: one record of 25 units, oversized.
+    admissions(&mut conn, &format!("{p}merged"), now - 500, 0, 25);
     // A sorted set written by the scripts, and a key of another type.
     redis::cmd("ZADD")
         .arg(format!("{p}zset"))
@@ -92,15 +100,18 @@ async fn module_logs_are_read_and_judged_beside_sorted_sets() {
     let expected: BTreeMap<&str, Vec<String>> = [
         ("no_ttl", vec!["no_ttl".to_owned()]),
         ("future_scores", vec!["future".to_owned()]),
-        ("oversized", vec!["oversized".to_owned()]),
+        (
+            "oversized",
+            vec!["merged".to_owned(), "oversized".to_owned()],
+        ),
         ("wrong_type", vec!["string".to_owned()]),
     ]
     .into_iter()
     .collect();
     assert_eq!(flagged, expected);
     let s = &report.summary;
-    assert_eq!(s.keys, 5, "four module logs and one sorted set");
-    assert_eq!(s.records, 5 + 3 + 2 + 25 + 1);
+    assert_eq!(s.keys, 6, "five module logs and one sorted set");
+    assert_eq!(s.records, 5 + 3 + 2 + 25 + 1 + 1);
     assert_eq!(s.other_type_keys, 1);
     assert_eq!(s.max_zcard, 25);
     assert!(s.memory_bytes > 0, "MEMORY USAGE of the module logs");

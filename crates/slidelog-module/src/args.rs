@@ -5,7 +5,11 @@
 use crate::error::CommandError;
 use slidelog_core::{
     Limit, MAX_COST, MAX_KEY_BYTES, MAX_LIMITS, MAX_NOW_MS, Mode, Receipt, RecordRef, Request,
+    Spend,
 };
+
+mod spend;
+pub use spend::{SPENT_PER_APPLY, put_spent};
 
 /// A parsed `SLIDELOG.CHECK`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -245,15 +249,17 @@ fn record_costs(list: &[u8], n: usize) -> Result<Vec<u64>, CommandError> {
     Ok(costs)
 }
 
-const SETTLE_USAGE: &str = "SLIDELOG.SETTLE <key> <now_ms|*> <deadline_ms|0> <record_ts> <record_cost_1,...> <n> <max_1> <window_ms_1> <cost_1> ...";
+const SETTLE_USAGE: &str = "SLIDELOG.SETTLE <key> <now_ms|*> <deadline_ms|0> <record_ts> <record_cost_1,...> <n> <max_1> <window_ms_1> <cost_1> ... [SPEND <nonce> <until_ms>]";
 const CHARGE_USAGE: &str =
     "SLIDELOG.CHARGE <key> <now_ms|*> <deadline_ms|0> <n> <max_1> <window_ms_1> <cost_1> ...";
 
-/// `<key> <now_ms|*> <deadline_ms|0> <record_ts> <record_costs> <n> (<max> <window_ms> <cost>){n}`
+/// `<key> <now_ms|*> <deadline_ms|0> <record_ts> <record_costs> <n> (<max> <window_ms> <cost>){n} [SPEND <nonce> <until_ms>]`
 /// (`args` without the command name): the record a receipt names (its
-/// timestamp and its costs as the receipt lists them) and the costs to
-/// settle it to.
+/// timestamp and its costs as the receipt lists them), the costs to
+/// settle it to, and the receipt's single use (its nonce and validity:
+/// docs/design.md §4.6; without it, as before single use, nothing is kept).
 pub fn settle(args: &[&[u8]]) -> Result<Usage, CommandError> {
+    let (args, spend) = spend::split_spend(args)?;
     if args.len() < 6 {
         return Err(CommandError::Arity {
             command: "slidelog.settle",
@@ -269,7 +275,7 @@ pub fn settle(args: &[&[u8]]) -> Result<Usage, CommandError> {
     Ok(Usage {
         now_ms,
         deadline_ms,
-        receipt: Some(Receipt::new(&named, RecordRef { ts, id: None })),
+        receipt: Some(Receipt::new(&named, RecordRef { ts, id: None }).with_spend(spend)),
         request,
     })
 }
@@ -303,15 +309,31 @@ pub struct Apply {
     /// Set the key's absolute expiry, Unix ms (`None`: leave it).
     pub expire_at_ms: Option<u64>,
     /// Append one record at `now_ms` with these costs (empty: append
-    /// nothing); with [`settle`](Self::settle), the record's new costs
-    /// (empty: remove it).
+    /// nothing); with [`Action::Settle`], the record's new costs (empty:
+    /// remove it).
     pub costs: Vec<u64>,
-    /// A settle's record: change its costs instead of appending one.
-    pub settle: Option<Target>,
-    /// A charge into a full log: the costs merge into the newest record,
-    /// which moves to `now_ms` (docs/design.md §4.6), instead of being
-    /// appended.
-    pub merge: bool,
+    /// What the change does after the expiry (its fifth part).
+    pub action: Action,
+}
+
+/// What an APPLY does after dropping expired records: its fifth part.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// No fifth part: append the costs at `now_ms` (none: nothing).
+    Append,
+    /// `<record_ts>/<n>/<costs>[/<nonce>/<until_ms>]`: a settle's record;
+    /// its share changes instead of a record being appended, and the
+    /// receipt's nonce is kept as settled.
+    Settle(Target),
+    /// `merge`: a charge into a full log; the costs merge into the newest
+    /// record, which moves to `now_ms` (docs/design.md §4.6).
+    Merge,
+    /// `spent/<nonce>/<until_ms>/...`: settled receipts restored as they
+    /// were kept (an AOF rewrite); the costs are `0`.
+    Spent(Vec<Spend>),
+    /// `sweep`: a settle that settled nothing but forgot the expired
+    /// nonces of a full set (`Log::can_spend`); the costs are `0`.
+    Sweep,
 }
 
 /// The record a settle changed, as APPLY finds it again: the first record
@@ -325,6 +347,9 @@ pub struct Target {
     pub positions: usize,
     /// Its costs before the settle (1 or `positions` of them).
     pub costs: Vec<u64>,
+    /// The settled receipt's nonce and validity, kept as spent (`None`: a
+    /// receipt without single use, or a change from before it).
+    pub spend: Option<Spend>,
 }
 
 impl Target {
@@ -334,14 +359,16 @@ impl Target {
     }
 }
 
-/// `<key> <now_ms>:<expire_window_ms|0>:<expire_in_ms|_>:<costs|0>[:<ts>/<n>/<share>|:merge]`:
+/// `<key> <now_ms>:<expire_window_ms|0>:<expire_in_ms|_>:<costs|0>[:<fifth part>]`:
 /// the key expires at `now_ms + expire_in_ms` (signed: the primary's clock
 /// may be behind a caller's time; `_` leaves the TTL), the costs as
-/// `c1,c2,...` (0 allowed in a position) or `0` for no record. With a
-/// settle's fifth part the share the receipt names of the record at `ts`
-/// (its first `n` costs) is replaced by the costs (`0`: refunded) instead
-/// of a record being appended; with `merge` the costs merge into the
-/// newest record, moved to `now_ms`. The change is one argument:
+/// `c1,c2,...` (0 allowed in a position) or `0` for no record. The fifth
+/// part is an [`Action`]: a settle's `<ts>/<n>/<share>[/<nonce>/<until_ms>]`
+/// replaces the share the receipt names of the record at `ts` (its first
+/// `n` costs) by the costs (`0`: refunded) instead of a record being
+/// appended, and keeps the nonce; `merge` merges the costs into the newest
+/// record, moved to `now_ms`; `spent/...` restores settled receipts and
+/// `sweep` forgets expired ones of a full set. The change is one argument:
 /// each argument the primary propagates is an object the server allocates,
 /// copies into its replication buffers and frees (callgrind, BENCHMARKS.md).
 /// Parsing bounds each field by itself; the times against the server's
@@ -350,7 +377,7 @@ pub fn apply(args: &[&[u8]]) -> Result<Apply, CommandError> {
     let arity = || {
         CommandError::Arity {
         command: "slidelog.apply",
-        expected: "SLIDELOG.APPLY <key> <now_ms>:<expire_window_ms|0>:<expire_in_ms|_>:<cost_1,cost_2,...|0>[:<record_ts>/<n>/<record_cost_1,...>|:merge]".into(),
+        expected: "SLIDELOG.APPLY <key> <now_ms>:<expire_window_ms|0>:<expire_in_ms|_>:<cost_1,cost_2,...|0>[:<record_ts>/<n>/<record_cost_1,...>[/<nonce>/<until_ms>]|:merge|:spent/<nonce>/<until_ms>/...|:sweep]".into(),
     }
     };
     if args.len() != 2 {
@@ -369,8 +396,7 @@ pub fn apply(args: &[&[u8]]) -> Result<Apply, CommandError> {
         return Err(arity());
     };
     let costs = apply_costs(list)?;
-    let merge = target == Some(MERGE);
-    let settle = target.filter(|_| !merge).map(apply_target).transpose()?;
+    let action = apply_action(target, &costs)?;
     let now_ms = number(now, Name("now_ms", 0), 0, MAX_NOW_MS)?;
     let expire_at_ms = apply_expire_at(at, now_ms)?;
     Ok(Apply {
@@ -383,13 +409,34 @@ pub fn apply(args: &[&[u8]]) -> Result<Apply, CommandError> {
         )?,
         expire_at_ms,
         costs,
-        settle,
-        merge,
+        action,
     })
 }
 
 /// APPLY's fifth part for a charge merged into the newest record.
 const MERGE: &[u8] = b"merge";
+/// APPLY's fifth part for a settle that only swept expired nonces.
+const SWEEP: &[u8] = b"sweep";
+
+/// APPLY's fifth part (`None`: there is none). `spent/...` and `sweep`
+/// append nothing, so their costs must be `0`.
+fn apply_action(part: Option<&[u8]>, costs: &[u64]) -> Result<Action, CommandError> {
+    let Some(part) = part else {
+        return Ok(Action::Append);
+    };
+    if part == MERGE {
+        return Ok(Action::Merge);
+    }
+    let action = match spend::spent_part(part) {
+        Some(entries) => Action::Spent(entries?),
+        None if part == SWEEP => Action::Sweep,
+        None => return Ok(Action::Settle(apply_target(part)?)),
+    };
+    if !costs.is_empty() {
+        return Err(bad("costs", "must be 0 with spent/... or sweep"));
+    }
+    Ok(action)
+}
 
 /// APPLY's costs: `c1,c2,...` (0 allowed in a position), or `0` for no
 /// record; costs of 0 everywhere are no record too (empty).
@@ -413,13 +460,14 @@ fn apply_costs(list: &[u8]) -> Result<Vec<u64>, CommandError> {
     })
 }
 
-/// APPLY's settle target: `<record_ts>/<n>/<c1,c2,...>`.
+/// APPLY's settle target: `<record_ts>/<n>/<c1,c2,...>[/<nonce>/<until_ms>]`.
 fn apply_target(text: &[u8]) -> Result<Target, CommandError> {
-    let mut parts = text.split(|&b| b == b'/');
-    let (Some(ts), Some(n), Some(list), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(bad("record", "must be <record_ts>/<n>/<record_cost_1,...>"));
+    let parts: smallvec::SmallVec<[&[u8]; 5]> = text.split(|&b| b == b'/').collect();
+    let [ts, n, list, rest @ ..] = &parts[..] else {
+        return Err(bad(
+            "record",
+            "must be <record_ts>/<n>/<record_cost_1,...>[/<nonce>/<until_ms>]",
+        ));
     };
     let ts = number(ts, Name("record_ts", 0), 0, MAX_NOW_MS)?;
     let positions = number(n, Name("n", 0), 1, MAX_LIMITS as u64)? as usize;
@@ -427,6 +475,7 @@ fn apply_target(text: &[u8]) -> Result<Target, CommandError> {
         ts,
         positions,
         costs: record_costs(list, positions)?,
+        spend: spend::target_spend(rest)?,
     })
 }
 
@@ -509,14 +558,22 @@ fn cost_list(costs: &[u64], out: &mut Change) {
 }
 
 /// Appends a settle's target to an APPLY change made by [`change`]:
-/// `:<ts>/<n>/<c1,c2,...>`.
-pub fn settle_target(ts: u64, positions: usize, costs: &[u64], out: &mut Change) {
+/// `:<ts>/<n>/<c1,c2,...>`, then `/<nonce>/<until_ms>` when the receipt
+/// is single-use.
+pub fn settle_target(
+    ts: u64,
+    positions: usize,
+    costs: &[u64],
+    spend: Option<Spend>,
+    out: &mut Change,
+) {
     out.push(b':');
     digits(ts, out);
     out.push(b'/');
     digits(positions as u64, out);
     out.push(b'/');
     cost_list(costs, out);
+    spend::put_target_spend(spend, out);
 }
 
 /// Marks an APPLY change made by [`change`] as a charge merged into the
@@ -524,6 +581,13 @@ pub fn settle_target(ts: u64, positions: usize, costs: &[u64], out: &mut Change)
 pub fn merge_marker(out: &mut Change) {
     out.push(b':');
     out.extend_from_slice(MERGE);
+}
+
+/// Marks an APPLY change made by [`change`] as a settle that swept the
+/// expired nonces of a full set and settled nothing: `:sweep`.
+pub fn sweep_marker(out: &mut Change) {
+    out.push(b':');
+    out.extend_from_slice(SWEEP);
 }
 
 /// The one argument of `SLIDELOG.RESET` / `SLIDELOG.INFO`: a key.
@@ -655,15 +719,17 @@ mod tests {
     fn apply_carries_a_settle_target_and_costs_of_0() {
         let mut out = Change::new();
         change(7, 1_000, Some(1_007), &[1, 0], &mut out);
-        settle_target(5, 2, &[1, 40], &mut out);
+        settle_target(5, 2, &[1, 40], None, &mut out);
         assert_eq!(&out[..], b"7:1000:1000:1,0:5/2/1,40");
         let text = std::str::from_utf8(&out).unwrap();
         let a = apply(&[b"k", text.as_bytes()]).unwrap();
         assert_eq!(a.costs, vec![1, 0]);
-        let t = a.settle.unwrap();
+        let Action::Settle(t) = a.action else {
+            panic!("a settle: {:?}", a.action)
+        };
         assert_eq!(
-            (t.ts, t.positions, t.cost_at(0), t.cost_at(5)),
-            (5, 2, 1, 40)
+            (t.ts, t.positions, t.cost_at(0), t.cost_at(5), t.spend),
+            (5, 2, 1, 40, None)
         );
         // 0 everywhere: no record (a settle's removal).
         assert!(apply(&words("k 7:0:_:0,0:5/1/3")).unwrap().costs.is_empty());
@@ -673,8 +739,76 @@ mod tests {
             "k 7:0:_:1:5/1/0",
             "k 7:0:_:1:5/2/1,2,3",
             "k 7:0:_:1:5/1/1:x",
+            "k 7:0:_:1:5/1/1/9",
+            "k 7:0:_:1:5/1/1/9/10/11",
         ] {
             assert!(apply(&words(bad)).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_settle_carries_its_receipt_s_nonce_and_validity() {
+        let spend = Spend {
+            nonce: u64::MAX,
+            until_ms: 3_600_007,
+        };
+        let mut out = Change::new();
+        change(7, 1_000, None, &[0], &mut out);
+        settle_target(5, 1, &[3], Some(spend), &mut out);
+        assert_eq!(&out[..], b"7:1000:_:0:5/1/3/18446744073709551615/3600007");
+        let a = apply(&[b"k", &out[..]]).unwrap();
+        let Action::Settle(t) = a.action else {
+            panic!("a settle: {:?}", a.action)
+        };
+        assert_eq!((t.ts, t.spend), (5, Some(spend)));
+        // The other forms: a sweep, and settled receipts restored.
+        assert_eq!(
+            apply(&words("k 7:0:_:0:sweep")).unwrap().action,
+            Action::Sweep
+        );
+        let mut out = Change::new();
+        change(7, 0, None, &[], &mut out);
+        put_spent(&[spend, spend], &mut out);
+        let a = apply(&[b"k", &out[..]]).unwrap();
+        assert_eq!(a.action, Action::Spent(vec![spend, spend]));
+        assert_eq!(
+            apply(&words("k 7:0:_:0:merge")).unwrap().action,
+            Action::Merge
+        );
+        let e = apply(&words("k 7:0:_:1:sweep")).unwrap_err().to_string();
+        assert!(e.contains("costs must be 0 with spent/... or sweep"), "{e}");
+        assert!(apply(&words("k 7:0:_:2:spent/1/2")).is_err());
+        let e = apply(&words("k 7:0:_:0:5/1/3/1/9007199254740992")).unwrap_err();
+        assert!(
+            e.to_string().contains("until_ms must be an integer from 0"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_settle_takes_an_optional_trailing_spend() {
+        let s = settle(&words("k * 0 1700 1,40 2 3 1000 1 100 1000 0 SPEND 42 99")).unwrap();
+        let receipt = s.receipt.unwrap();
+        assert_eq!(
+            (receipt.ts(), receipt.spend()),
+            (
+                1700,
+                Some(Spend {
+                    nonce: 42,
+                    until_ms: 99
+                })
+            )
+        );
+        assert_eq!(s.request.costs(), &[1, 0]);
+        let s = settle(&words("k * 0 1700 1 1 3 1000 1")).unwrap();
+        assert_eq!(s.receipt.unwrap().spend(), None);
+        let err = |w: &str| settle(&words(w)).unwrap_err().to_string();
+        assert!(err("k * 0 1700 1 1 3 1000 1 SPEND 42").contains("wrong number of arguments"));
+        assert!(err("k * 0 1700 1 1 3 1000 1 SPEND x 99").contains("nonce must be"));
+        assert!(err("k * 0 1700 1 1 3 1000 1 SPENT 1 99").contains("wrong number of arguments"));
+        assert!(
+            err("k * 0 1700 1 SPEND 1 99").contains("[SPEND <nonce> <until_ms>]"),
+            "the usage names the option"
+        );
     }
 }

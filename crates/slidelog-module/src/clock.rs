@@ -10,11 +10,14 @@
 //! is held to the same bounds plus [`REPLICA_SKEW_MS`], the difference a
 //! replica's clock may have from its primary's: a change the primary made
 //! must never be refused by its replica (they would diverge). Every key's
-//! expiry is at most [`MAX_TTL_MS`] ahead.
+//! expiry is at most [`MAX_TTL_MS`] ahead. A settled receipt's `until_ms`
+//! (how long its nonce is kept, docs/design.md §4.6) is at most
+//! [`UNTIL_AHEAD_MS`] ahead: a nonce kept for good would hold one of the
+//! key's `MAX_SPENT` places for good.
 
-use crate::args::Apply;
+use crate::args::{Action, Apply};
 use crate::error::CommandError;
-use slidelog_core::MAX_WINDOW_MS;
+use slidelog_core::{MAX_RECEIPT_TTL_MS, MAX_WINDOW_MS};
 
 /// How far ahead of the server's clock a caller's `now_ms` may be (1 hour):
 /// far more than any clock skew between a caller and its server.
@@ -40,6 +43,14 @@ pub const MAX_TTL_MS: u64 = MAX_WINDOW_MS + APPLY_AHEAD_MS;
 /// primary's longest, plus the replica's skew.
 pub const APPLY_TTL_MS: u64 = MAX_TTL_MS + REPLICA_SKEW_MS;
 
+/// How far ahead of the server's clock a receipt a settle names may be
+/// valid: the longest validity a key gives its receipts, from an
+/// instance's clock that may be [`MAX_AHEAD_MS`] ahead of the server's.
+pub const UNTIL_AHEAD_MS: u64 = MAX_RECEIPT_TTL_MS + MAX_AHEAD_MS;
+
+/// The same for what `SLIDELOG.APPLY` accepts: plus the replica's skew.
+pub const APPLY_UNTIL_AHEAD_MS: u64 = UNTIL_AHEAD_MS + REPLICA_SKEW_MS;
+
 /// `<field> must <be> at most the server's clock plus <ahead> ms (...)`.
 fn too_far(field: &str, be: &str, got: u64, server_ms: u64, ahead: u64) -> CommandError {
     CommandError::Argument {
@@ -60,10 +71,49 @@ pub fn caller_now(now_ms: u64, server_ms: u64) -> Result<(), CommandError> {
     Ok(())
 }
 
+/// A settled receipt's `until_ms` (SETTLE's `SPEND`): at most
+/// [`UNTIL_AHEAD_MS`] after the server's clock; any time before it (a
+/// receipt past its validity is the instance's to refuse, docs/design.md
+/// §4.6).
+pub fn caller_until(until_ms: u64, server_ms: u64) -> Result<(), CommandError> {
+    if until_ms > server_ms.saturating_add(UNTIL_AHEAD_MS) {
+        return Err(too_far(
+            "until_ms",
+            "be",
+            until_ms,
+            server_ms,
+            UNTIL_AHEAD_MS,
+        ));
+    }
+    Ok(())
+}
+
+/// The `until_ms` of every receipt an APPLY keeps as settled: at most
+/// [`APPLY_UNTIL_AHEAD_MS`] after the server's clock.
+fn apply_untils(action: &Action, server_ms: u64) -> Result<(), CommandError> {
+    let latest = match action {
+        Action::Settle(target) => target.spend.map(|s| s.until_ms),
+        Action::Spent(entries) => entries.iter().map(|s| s.until_ms).max(),
+        Action::Append | Action::Merge | Action::Sweep => None,
+    };
+    match latest.filter(|&u| u > server_ms.saturating_add(APPLY_UNTIL_AHEAD_MS)) {
+        Some(u) => Err(too_far(
+            "until_ms",
+            "be",
+            u,
+            server_ms,
+            APPLY_UNTIL_AHEAD_MS,
+        )),
+        None => Ok(()),
+    }
+}
+
 /// An APPLY's times: its `now_ms` at most [`APPLY_AHEAD_MS`] after the
-/// server's clock, and the expiry it sets at most [`APPLY_TTL_MS`] after
-/// it (in the past is fine: an AOF replayed later).
+/// server's clock, the expiry it sets at most [`APPLY_TTL_MS`] after it
+/// (in the past is fine: an AOF replayed later), and the validity of the
+/// receipts it keeps as settled at most [`APPLY_UNTIL_AHEAD_MS`] after it.
 pub fn apply_times(apply: &Apply, server_ms: u64) -> Result<(), CommandError> {
+    apply_untils(&apply.action, server_ms)?;
     if apply.now_ms > server_ms.saturating_add(APPLY_AHEAD_MS) {
         return Err(too_far(
             "now_ms",
@@ -102,8 +152,7 @@ mod tests {
             expire_window_ms: 0,
             expire_at_ms,
             costs: Vec::new(),
-            settle: None,
-            merge: false,
+            action: Action::Append,
         }
     }
 
@@ -138,6 +187,28 @@ mod tests {
         assert!(
             e.to_string()
                 .starts_with("ERR expire_in_ms must leave the key's expiry (now_ms + expire_in_ms) at most the server's clock plus 31633200000 ms"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_receipt_s_validity_is_bounded_by_the_longest_one() {
+        let server = 1_800_000_000_000;
+        assert!(caller_until(0, server).is_ok());
+        assert!(caller_until(server + UNTIL_AHEAD_MS, server).is_ok());
+        let e = caller_until(server + UNTIL_AHEAD_MS + 1, server).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "ERR until_ms must be at most the server's clock plus 90000000 ms (1800090000000): got 1800090000001, the server's clock is 1800000000000"
+        );
+        let spend = |until_ms| slidelog_core::Spend { nonce: 1, until_ms };
+        let mut a = apply(server, None);
+        a.action = Action::Spent(vec![spend(1), spend(server + APPLY_UNTIL_AHEAD_MS)]);
+        assert!(apply_times(&a, server).is_ok());
+        a.action = Action::Spent(vec![spend(1), spend(server + APPLY_UNTIL_AHEAD_MS + 1)]);
+        let e = apply_times(&a, server).unwrap_err().to_string();
+        assert!(
+            e.starts_with("ERR until_ms must be at most the server's clock plus 93600000 ms"),
             "{e}"
         );
     }

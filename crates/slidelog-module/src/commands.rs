@@ -10,20 +10,25 @@
 //!   request's order (`engine::evaluate_each`: the scripts' reply shape).
 //! - `SLIDELOG.RESET <key>`: 1 when a log (module or sorted set) was deleted, else 0.
 //! - `SLIDELOG.INFO <key>`: `records, units, oldest_ms, newest_ms, bytes, weighted`.
-//! - `SLIDELOG.SETTLE <key> <now_ms|*> <deadline_ms|0> <record_ts> <record_cost_1,...> <n> (<max> <window_ms> <cost>){n}`:
+//! - `SLIDELOG.SETTLE <key> <now_ms|*> <deadline_ms|0> <record_ts> <record_cost_1,...> <n> (<max> <window_ms> <cost>){n} [SPEND <nonce> <until_ms>]`:
 //!   `engine::settle` of the share a receipt names (its costs) of the
 //!   record at its timestamp, replaced by the costs given (0 in a limit:
-//!   counts nowhere there; nothing left anywhere: refunded). Answers `[settled, allowed, limit, window_ms,
-//!   count, remaining, retry_after_ms, reset_after_ms, now_ms_used]`, the
-//!   limits as `engine::standing` gives them after the change.
+//!   counts nowhere there; nothing left anywhere: refunded); with `SPEND`,
+//!   the receipt settles once (its nonce is kept until `until_ms`).
+//!   Answers `[settled, allowed, limit, window_ms, count, remaining,
+//!   retry_after_ms, reset_after_ms, now_ms_used]`, the limits as
+//!   `engine::standing` gives them after the change; `settled` is `2` for
+//!   a receipt settled already and `3` for a key holding its most settled
+//!   receipts (nothing changed).
 //! - `SLIDELOG.CHARGE <key> <now_ms|*> <deadline_ms|0> <n> (<max> <window_ms> <cost>){n}`:
 //!   `engine::charge`, the costs recorded unchecked (into the newest record,
 //!   moved to now, when a limit they cost in is full; costs 0 everywhere:
 //!   nothing). Answers as SETTLE, its first field 1 when costs were recorded.
-//! - `SLIDELOG.APPLY <key> <now_ms>:<expire_window_ms|0>:<expire_in_ms|_>:<cost_1,cost_2,...|0>[:<record_ts>/<n>/<record_cost_1,...>|:merge]`:
+//! - `SLIDELOG.APPLY <key> <now_ms>:<expire_window_ms|0>:<expire_in_ms|_>:<cost_1,cost_2,...|0>[:<record_ts>/<n>/<record_cost_1,...>[/<nonce>/<until_ms>]|:merge|:spent/<nonce>/<until_ms>/...|:sweep]`:
 //!   the change a decision, a settle or a charge made, with the time it
-//!   used; what they propagate to replicas and the AOF (which never read a
-//!   clock). It runs only from the replication link or an AOF being
+//!   used (and a settle's receipt's nonce); what they propagate to
+//!   replicas and the AOF (which never read a clock). `spent/...` restores
+//!   a log's settled receipts (an AOF rewrite writes it). It runs only from the replication link or an AOF being
 //!   loaded, never from a client, and refuses times no primary propagates
 //!   ([`crate::clock`]).
 //!
@@ -33,10 +38,12 @@
 
 use crate::adopt;
 use crate::args;
+use crate::args::Action;
 use crate::clock;
 use crate::error::CommandError;
 use crate::ffi::{Ctx, Key, Kind};
-use slidelog_core::{Decision, Detailed, Log, Mode, engine};
+use slidelog_core::log::SPENT_MARGIN_MS;
+use slidelog_core::{Decision, Detailed, Log, MAX_SPENT, Mode, ReceiptError, Spend, engine};
 
 /// A successful reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -280,72 +287,205 @@ pub fn charge(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
     usage(ctx, argv, args::charge(argv)?)
 }
 
-/// A settle (`call.receipt` given) or a charge: refused past the caller's
-/// deadline before the key is touched; else `engine::settle` /
-/// `engine::charge` on the key's log, stored back, and, when the log
-/// changed (adopted, records expired, the record settled or appended),
-/// propagated as `SLIDELOG.APPLY` with the time used.
-fn usage(ctx: &Ctx, argv: &[&[u8]], call: args::Usage) -> Result<Reply, CommandError> {
-    let server = ctx.server_ms();
+/// What a settle or charge did on the log, to be answered and replicated.
+struct UsageRun {
+    /// Settle: the share was settled. Charge: costs were recorded.
+    done: bool,
+    /// A settle refused for its receipt: settled already, or the key holds
+    /// its most settled receipts (docs/design.md §4.6, "Single use").
+    refused: Option<ReceiptError>,
+    /// The limits after it.
+    detailed: Detailed,
+}
+
+/// `engine::settle` (`call.receipt` given) or `engine::charge` on `log`.
+fn run_usage(log: &mut Log, now: u64, call: &args::Usage) -> UsageRun {
+    match &call.receipt {
+        Some(receipt) => {
+            let s = engine::settle(log, now, &call.request, receipt);
+            UsageRun {
+                done: s.settled,
+                refused: s.refused,
+                detailed: Detailed {
+                    decision: s.decision,
+                    limits: s.limits,
+                },
+            }
+        }
+        None => {
+            let d = engine::charge(log, now, &call.request);
+            UsageRun {
+                done: d.decision.record.is_some(),
+                refused: None,
+                detailed: d,
+            }
+        }
+    }
+}
+
+/// The `SLIDELOG.APPLY` change that replays `run`: the expiry, then a
+/// settle's target with its receipt's nonce, a merged charge, a sweep of
+/// expired nonces that settled nothing (`swept`), or an append.
+fn usage_change(
+    call: &args::Usage,
+    run: &UsageRun,
+    now: u64,
+    at: Option<u64>,
+    merge: bool,
+    swept: bool,
+) -> args::Change {
+    let request = &call.request;
+    let mut change = args::Change::new();
+    let costs: &[u64] = if run.done { request.costs() } else { &[] };
+    args::change(now, request.longest_window_ms(), at, costs, &mut change);
+    match (&call.receipt, run.done) {
+        (Some(receipt), true) => {
+            let positions = request.limits().len();
+            let (ts, share) = (receipt.ts(), receipt.costs());
+            args::settle_target(ts, positions, share, receipt.spend(), &mut change);
+        }
+        (None, true) if merge => args::merge_marker(&mut change),
+        _ if swept => args::sweep_marker(&mut change),
+        _ => {}
+    }
+    change
+}
+
+/// A settle's or charge's reply: `done` (`2` for a receipt settled
+/// already, `3` for a key holding its most settled receipts), the deciding
+/// limit's 8 fields, then 4 per limit.
+fn usage_reply(run: &UsageRun, now: u64) -> Reply {
+    let code = match run.refused {
+        Some(ReceiptError::Spent) => 2,
+        Some(ReceiptError::TooManySettles) => 3,
+        Some(_) => 0,
+        None => i64::from(run.done),
+    };
+    let mut reply = Vec::with_capacity(9 + 4 * run.detailed.limits.len());
+    reply.push(code);
+    reply.extend(decision_fields(&run.detailed.decision, now));
+    each_limit(&run.detailed, &mut reply);
+    Reply::Integers(reply)
+}
+
+/// A caller's times of a settle or charge, before the key is touched: its
+/// `now_ms` and its receipt's `until_ms` against the server's clock, and
+/// its deadline.
+fn usage_times(call: &args::Usage, server: u64) -> Result<(), CommandError> {
     if let Some(now) = call.now_ms {
         clock::caller_now(now, server)?;
+    }
+    if let Some(spend) = call.receipt.as_ref().and_then(|r| r.spend()) {
+        clock::caller_until(spend.until_ms, server)?;
     }
     if call.deadline_ms.is_some_and(|d| server > d) {
         return Err(CommandError::UsageDeadline);
     }
+    Ok(())
+}
+
+/// A settle (`call.receipt` given) or a charge: refused past the caller's
+/// deadline before the key is touched; else `engine::settle` /
+/// `engine::charge` on the key's log, stored back, and, when the log
+/// changed (adopted, records expired, the record settled or appended, a
+/// full set of settled receipts swept), propagated as `SLIDELOG.APPLY`
+/// with the time used.
+fn usage(ctx: &Ctx, argv: &[&[u8]], call: args::Usage) -> Result<Reply, CommandError> {
+    let server = ctx.server_ms();
+    usage_times(&call, server)?;
     let now = call.now_ms.unwrap_or(server);
     let request = &call.request;
     let mut key = ctx.open_key(true);
     let kind = key.kind();
     let (mut log, adopted) = take_log(ctx, &mut key, argv[0])?.unwrap_or_default();
-    let before = log.len();
+    let (records, spent) = (log.len(), log.spent().len());
     // A charge into a full log merges into its newest record: the replica
     // must do the same (judged before the expiry: what expires is live for
     // none of the request's windows, so the answer is the same).
     let merge = call.receipt.is_none()
         && request.costs().iter().any(|&c| c > 0)
         && engine::charge_merges(&log, now, request);
-    let (done, detailed) = match &call.receipt {
-        Some(receipt) => {
-            let s = engine::settle(&mut log, now, request, receipt);
-            let detailed = Detailed {
-                decision: s.decision,
-                limits: s.limits,
-            };
-            (s.settled, detailed)
-        }
-        None => {
-            let d = engine::charge(&mut log, now, request);
-            (d.decision.record.is_some(), d)
-        }
-    };
+    let run = run_usage(&mut log, now, &call);
+    // A settle that found the key's settled receipts full forgot the
+    // expired ones first, even when it then settled nothing.
+    let swept = !run.done && log.spent().len() != spent;
     let was_module = kind == Kind::Log;
-    if adopted || done || log.len() != before {
+    if adopted || run.done || log.len() != records || swept {
         let at = expire_at(&log, now, server, request.longest_window_ms());
-        let mut change = args::Change::new();
-        let costs: &[u64] = if done { request.costs() } else { &[] };
-        args::change(now, request.longest_window_ms(), at, costs, &mut change);
-        if let (true, Some(receipt)) = (done, &call.receipt) {
-            let positions = request.limits().len();
-            args::settle_target(receipt.ts(), positions, receipt.costs(), &mut change);
-        } else if done && merge {
-            args::merge_marker(&mut change);
-        }
+        let change = usage_change(&call, &run, now, at, merge, swept);
         store(&mut key, log, was_module, at)?;
         ctx.replicate_apply(&change);
     } else if was_module {
         store(&mut key, log, true, None)?;
     }
-    let mut reply = Vec::with_capacity(9 + 4 * detailed.limits.len());
-    reply.push(i64::from(done));
-    reply.extend(decision_fields(&detailed.decision, now));
-    each_limit(&detailed, &mut reply);
-    Ok(Reply::Integers(reply))
+    Ok(usage_reply(&run, now))
+}
+
+/// A settle's change on a replica, as `engine::settle` made it: a full set
+/// of settled receipts swept first, the share the target names replaced
+/// by `costs` (none: refunded), and its receipt's nonce kept.
+fn apply_settle(log: &mut Log, now: u64, target: &args::Target, costs: &[u64]) {
+    if target.spend.is_some() {
+        log.can_spend(now);
+    }
+    // The share as the settle read it: its first `positions` costs.
+    let share: Vec<u64> = (0..target.positions).map(|p| target.cost_at(p)).collect();
+    let new: &[u64] = if costs.is_empty() { &[0] } else { costs };
+    let settled = log.settle_share(target.ts, &share, new);
+    if let Some(s) = target.spend.filter(|_| settled) {
+        // Room was made above, as on the primary.
+        let _ = log.spend(s.nonce, s.until_ms, now);
+    }
+}
+
+/// Settled receipts an AOF rewrite wrote, kept as they were (until their
+/// validity plus the margin); refused, changing nothing, past `MAX_SPENT`.
+fn restore_spent(log: &mut Log, entries: &[Spend]) -> Result<(), CommandError> {
+    let full = || CommandError::Argument {
+        field: "spent".into(),
+        problem: format!("must leave the key at most {MAX_SPENT} settled receipts"),
+    };
+    if log.spent().len() + entries.len() > MAX_SPENT {
+        return Err(full());
+    }
+    let kept: Vec<(u64, u64)> = entries
+        .iter()
+        .map(|s| (s.nonce, s.until_ms.saturating_add(SPENT_MARGIN_MS)))
+        .collect();
+    log.restore_spent(&kept).map_err(|_| full())
+}
+
+/// What an APPLY does to the key's log: drops the records expired for its
+/// window, then its [`args::Action`]. An error (settled receipts past
+/// `MAX_SPENT`) changed nothing after the expiry.
+pub fn replay(log: &mut Log, call: &args::Apply) -> Result<(), CommandError> {
+    if call.expire_window_ms > 0 {
+        log.expire(call.now_ms, call.expire_window_ms);
+    }
+    match &call.action {
+        Action::Settle(target) => apply_settle(log, call.now_ms, target, &call.costs),
+        Action::Append | Action::Merge if call.costs.is_empty() => {}
+        Action::Append | Action::Merge => {
+            if call.action == Action::Merge {
+                log.merge_into_newest(call.now_ms, &call.costs);
+            } else {
+                log.append(call.now_ms, &call.costs);
+            }
+            // A check that admitted or a charge: it recorded.
+            log.raise_horizon(call.expire_window_ms);
+        }
+        Action::Sweep => {
+            log.can_spend(call.now_ms);
+        }
+        Action::Spent(entries) => restore_spent(log, entries)?,
+    }
+    Ok(())
 }
 
 /// `SLIDELOG.APPLY`: replays a decision's, a settle's or a charge's change
-/// exactly. Only from the replication link or an AOF being loaded, and
-/// only times a primary could have propagated (`clock::apply_times`).
+/// exactly, or restores a log's settled receipts (an AOF rewrite). Only
+/// from the replication link or an AOF being loaded, and only times a
+/// primary could have propagated (`clock::apply_times`).
 pub fn apply(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
     if !ctx.is_replicated_or_loading() {
         return Err(CommandError::NotReplicated);
@@ -355,33 +495,11 @@ pub fn apply(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
     let mut key = ctx.open_key(true);
     let kind = key.kind();
     let (mut log, _) = take_log(ctx, &mut key, argv[0])?.unwrap_or_default();
-    if call.expire_window_ms > 0 {
-        log.expire(call.now_ms, call.expire_window_ms);
-    }
-    match &call.settle {
-        Some(target) => {
-            // The share as the settle read it: its first `positions` costs.
-            let share: Vec<u64> = (0..target.positions).map(|p| target.cost_at(p)).collect();
-            let new: &[u64] = if call.costs.is_empty() {
-                &[0]
-            } else {
-                &call.costs
-            };
-            log.settle_share(target.ts, &share, new);
-        }
-        None if !call.costs.is_empty() => {
-            if call.merge {
-                log.merge_into_newest(call.now_ms, &call.costs);
-            } else {
-                log.append(call.now_ms, &call.costs);
-            }
-            // A check that admitted or a charge: it recorded.
-            log.raise_horizon(call.expire_window_ms);
-        }
-        None => {}
-    }
-    let at = call.expire_at_ms;
+    // The log goes back into the key whatever happened (it was taken out).
+    let applied = replay(&mut log, &call);
+    let at = call.expire_at_ms.filter(|_| applied.is_ok());
     store(&mut key, log, kind == Kind::Log, at)?;
+    applied?;
     ctx.replicate_verbatim();
     Ok(Reply::Integer(1))
 }

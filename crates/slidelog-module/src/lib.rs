@@ -17,6 +17,7 @@ pub mod clock;
 pub mod commands;
 pub mod error;
 pub mod ffi;
+pub mod rewrite;
 
 /// Logs live in the server's allocator, so `used_memory`, `maxmemory` and
 /// `INFO memory` see them (the unit tests, outside a server, use the system's).

@@ -2,18 +2,20 @@
 //! byte-identical (`DUMP`) to its primary's after 10,000 decisions, settles
 //! and charges on the server's clock (each change is propagated with the
 //! time it used, so the replica never reads a clock; settles down, up, to 0
-//! in a limit and refunds, charges above the max); a server restarted from the primary's RDB,
-//! and one from its AOF (rewritten midway, so the module's `aof_rewrite`
-//! output is replayed too), hold the same logs and decide the next 1,000
-//! checks exactly as the primary does.
+//! in a limit and refunds, charges above the max; every settle single-use,
+//! with `SPEND`, and replays of settled receipts refused); a server
+//! restarted from the primary's RDB, and one from its AOF (rewritten
+//! midway, so the module's `aof_rewrite` output is replayed too: records,
+//! horizons, settled receipts), hold the same logs and decide the next
+//! 1,000 checks exactly as the primary does.
 
 mod common;
 
+use common::persist::{copy_dir, dumps, replica_of, rewrite_aof, server_ms};
 use common::{Limits, ServerKind, check};
 use redis::Connection;
 use slidelog_testkit::RedisServer;
-use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const KEYS: usize = 25;
 
@@ -41,12 +43,16 @@ fn comma(costs: &[u64]) -> String {
     parts.join(",")
 }
 
-/// `SLIDELOG.SETTLE` of the record at `ts` with `old` costs (`Some`) or
+/// A settle's receipt: the record's time and costs, and its single use
+/// (`SPEND <nonce> <until_ms>`).
+type Named<'a> = (u64, &'a [u64], Option<(u64, u64)>);
+
+/// `SLIDELOG.SETTLE` of the record a receipt names (`Some`) or
 /// `SLIDELOG.CHARGE`, to `costs` (one per limit), on the server's clock.
 fn usage(
     conn: &mut Connection,
     key: &str,
-    record: Option<(u64, &[u64])>,
+    record: Option<Named<'_>>,
     limits: &Limits,
     costs: &[u64],
 ) -> Vec<i64> {
@@ -56,12 +62,15 @@ fn usage(
         "SLIDELOG.CHARGE"
     });
     cmd.arg(key).arg("*").arg(0);
-    if let Some((ts, old)) = record {
+    if let Some((ts, old, _)) = record {
         cmd.arg(ts).arg(comma(old));
     }
     cmd.arg(limits.len());
     for (&(max, window, _), cost) in limits.iter().zip(costs) {
         cmd.arg(max).arg(window).arg(cost);
+    }
+    if let Some((_, _, Some((nonce, until)))) = record {
+        cmd.arg("SPEND").arg(nonce).arg(until);
     }
     cmd.query(conn).unwrap()
 }
@@ -80,42 +89,6 @@ fn usage_costs(i: usize, limits: &Limits) -> Vec<u64> {
             _ => cost * (1 + i as u64 % 3),
         })
         .collect()
-}
-
-fn info_field(conn: &mut Connection, section: &str, field: &str) -> String {
-    let text: String = redis::cmd("INFO").arg(section).query(conn).unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or_default()
-        .trim()
-        .to_string()
-}
-
-fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !ok() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn dumps(conn: &mut Connection) -> Vec<(String, Vec<u8>)> {
-    let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(conn).unwrap();
-    keys.sort();
-    keys.into_iter()
-        .map(|k| {
-            let d: Vec<u8> = redis::cmd("DUMP").arg(&k).query(conn).unwrap();
-            (k, d)
-        })
-        .collect()
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-    }
 }
 
 /// The same 1,000 checks (caller's time, after every record, 100 ms apart:
@@ -138,8 +111,10 @@ fn next_checks(conn: &mut Connection, start: u64) -> Vec<Vec<i64>> {
         .collect()
 }
 
-fn exact(kind: ServerKind) {
-    let primary = RedisServer::start_with_module(
+/// A primary with the AOF on, rewritten without an RDB preamble (so a
+/// rewrite is the module's `aof_rewrite` output).
+fn aof_primary(kind: ServerKind) -> RedisServer {
+    RedisServer::start_with_module(
         kind,
         &[
             "--appendonly",
@@ -149,19 +124,23 @@ fn exact(kind: ServerKind) {
             "--aof-use-rdb-preamble",
             "no",
         ],
-    );
-    let replicaof = format!("127.0.0.1 {}", primary.port());
-    let replica = RedisServer::start_with_module(kind, &["--replicaof", &replicaof]);
+    )
+}
+
+fn exact(kind: ServerKind) {
+    let primary = aof_primary(kind);
+    let replica = replica_of(kind, &primary);
     let mut p = primary.client();
     let mut r = replica.client();
-    wait_until("the replica's link", || {
-        info_field(&mut r, "replication", "master_link_status") == "up"
-    });
+    // Every receipt settles for an hour from the start.
+    let until = server_ms(&mut p) + 3_600_000;
 
     let mut admitted = 0;
     // The last record admitted or charged on each key: (ts, costs).
     let mut last: Vec<Option<(u64, Vec<u64>)>> = vec![None; KEYS];
-    let mut settled = 0;
+    // The last receipt settled on each key: (ts, costs, nonce).
+    let mut spent: Vec<Option<(u64, Vec<u64>, u64)>> = vec![None; KEYS];
+    let (mut settled, mut replays_refused) = (0, 0);
     for i in 0..10_000usize {
         let k = i % KEYS;
         let key = format!("log:{k}");
@@ -183,8 +162,21 @@ fn exact(kind: ServerKind) {
             && let Some((ts, old)) = last[k].take()
         {
             let costs = usage_costs(i, &limits);
-            let reply = usage(&mut p, &key, Some((ts, &old)), &limits, &costs);
+            let named = (ts, &old[..], Some((i as u64, until)));
+            let reply = usage(&mut p, &key, Some(named), &limits, &costs);
             settled += reply[0];
+            spent[k] = Some((ts, old, i as u64)).filter(|_| reply[0] == 1);
+            continue;
+        }
+        if i % 15 == 1
+            && let Some((ts, old, nonce)) = &spent[k]
+        {
+            // A replay: refused (2), or, when a refund emptied the key and
+            // it was deleted with what it spent, settling nothing (0).
+            let named = (*ts, &old[..], Some((*nonce, until)));
+            let reply = usage(&mut p, &key, Some(named), &limits, &[0, 0]);
+            assert!(reply[0] == 2 || reply[0] == 0, "a replay: {reply:?}");
+            replays_refused += i64::from(reply[0] == 2);
             continue;
         }
         let reply = check(&mut p, &key, i % 13 != 0, None, 0, &limits).unwrap();
@@ -193,15 +185,12 @@ fn exact(kind: ServerKind) {
             last[k] = Some((reply[7] as u64, record_costs(&limits)));
         }
         if i == 5_000 {
-            let _: String = redis::cmd("BGREWRITEAOF").query(&mut p).unwrap();
-            wait_until("the AOF rewrite", || {
-                info_field(&mut p, "persistence", "aof_rewrite_in_progress") == "0"
-                    && info_field(&mut p, "persistence", "aof_rewrite_scheduled") == "0"
-            });
+            rewrite_aof(&mut p);
         }
     }
     assert!(admitted > 1_500 && admitted < 9_000, "admitted {admitted}");
     assert!(settled > 300, "settled {settled}");
+    assert!(replays_refused > 100, "replays refused {replays_refused}");
     let _: i64 = redis::cmd("WAIT").arg(1).arg(10_000).query(&mut p).unwrap();
     let primary_logs = dumps(&mut p);
     assert_eq!(primary_logs.len(), KEYS);
@@ -323,12 +312,8 @@ fn an_unknown_encoding_version_is_refused() {
 #[test]
 fn the_horizon_and_merged_charges_replicate() {
     let primary = RedisServer::start_with_module(ServerKind::Redis, &[]);
-    let replicaof = format!("127.0.0.1 {}", primary.port());
-    let replica = RedisServer::start_with_module(ServerKind::Redis, &["--replicaof", &replicaof]);
+    let replica = replica_of(ServerKind::Redis, &primary);
     let (mut p, mut r) = (primary.client(), replica.client());
-    wait_until("the replica's link", || {
-        info_field(&mut r, "replication", "master_link_status") == "up"
-    });
     let hour: &Limits = &[(3, 3_600_000, 1)];
     for _ in 0..3 {
         assert_eq!(check(&mut p, "victim", true, None, 0, hour).unwrap()[0], 1);

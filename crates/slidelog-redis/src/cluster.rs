@@ -509,6 +509,25 @@ mod tests {
                 "{name}"
             );
         }
+        // A sealed receipt's settle (its nonce and validity last) goes to
+        // its key's master too.
+        let limits = vec![slidelog_core::Limit::new(10, 1_000).unwrap()];
+        let check = slidelog_core::Request::new("k", limits.clone(), 1).unwrap();
+        let record = slidelog_core::RecordRef { ts: 5, id: None };
+        let sealed =
+            slidelog_core::Receipt::new(&check, record).with_spend(Some(slidelog_core::Spend {
+                nonce: 7,
+                until_ms: 9,
+            }));
+        let usage = slidelog_core::Request::usage("k", limits, vec![0]).unwrap();
+        let settle = crate::module::usage_command(
+            b"foo",
+            &usage,
+            &crate::usage::Usage::Settle(sealed),
+            None,
+            None,
+        );
+        assert_eq!(decision_slot(&settle), Some(12182));
         assert_eq!(decision_slot(redis::cmd("CLUSTER").arg("SLOTS")), None);
         assert_eq!(decision_slot(&redis::cmd("PING")), None);
         assert!(is_plain_ping(&redis::cmd("PING")));

@@ -17,6 +17,11 @@
 //! one atomic command each, answering `usage.lua`'s reply (`done` then the
 //! check's fields). The module's records have no ids: its receipts name a
 //! record by timestamp and costs (two such records are interchangeable).
+//! A sealed receipt's settle ends with `SPEND <nonce> <until_ms>`: the
+//! module keeps the nonce and answers `2` when the receipt comes again
+//! (`3` when the key holds its most settled receipts), docs/design.md
+//! §4.6 "Single use". A module from before single use refuses that
+//! argument (wrong number of arguments): load the new module first.
 //!
 //! Whether a server has the module is asked with `COMMAND INFO
 //! SLIDELOG.CHECK` (nil when the command is unknown): it names exactly the
@@ -130,6 +135,11 @@ pub fn usage_command(
         cmd.arg(receipt.ts()).arg(costs.join(","));
     }
     cmd.arg(limit_args(request));
+    if let Usage::Settle(receipt) = usage
+        && let Some(spend) = receipt.spend()
+    {
+        cmd.arg("SPEND").arg(spend.nonce).arg(spend.until_ms);
+    }
     cmd
 }
 
@@ -274,6 +284,18 @@ mod tests {
                 "0"
             ]
         );
+        // A sealed receipt's settle ends with its nonce and validity.
+        let spend = slidelog_core::Spend {
+            nonce: u64::MAX,
+            until_ms: 3_600_005,
+        };
+        let sealed = slidelog_core::Receipt::new(&check, RecordRef { ts: 5, id: None })
+            .with_spend(Some(spend));
+        let cmd = usage_command(b"p:k", &usage, &Usage::Settle(sealed), None, Some(9));
+        assert_eq!(
+            args(&cmd)[13..],
+            ["SPEND", "18446744073709551615", "3600005"]
+        );
         let cmd = usage_command(b"p:k", &usage, &Usage::Charge, Some(3), None);
         assert_eq!(args(&cmd)[..5], ["SLIDELOG.CHARGE", "p:k", "3", "0", "2"]);
         // done, the 8 fields, 4 per limit; a settle to 0 everywhere names no record.
@@ -295,6 +317,21 @@ mod tests {
             o.outcome.decision.record,
             Some(RecordRef { ts: 7, id: None })
         );
+        // 2: settled already; 3: the key holds its most settled receipts.
+        let receipt = slidelog_core::Receipt::new(&check, RecordRef { ts: 5, id: None });
+        for (code, why) in [
+            (2, slidelog_core::ReceiptError::Spent),
+            (3, slidelog_core::ReceiptError::TooManySettles),
+        ] {
+            let mut refused = reply;
+            refused[0] = code;
+            let o = parse_module_usage_reply(&refused, &Usage::Settle(receipt.clone()), &usage)
+                .unwrap();
+            assert_eq!(
+                (o.done, o.refused, o.outcome.decision.record),
+                (false, Some(why), None)
+            );
+        }
         assert!(parse_module_usage_reply(&[2, 1], &Usage::Charge, &usage).is_err());
     }
 

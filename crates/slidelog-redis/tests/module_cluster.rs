@@ -1,13 +1,15 @@
 //! The module engine on Redis Cluster (docs/design.md §4.3): 3 masters, the
 //! module loaded on every node. `SLIDELOG.CHECK` is routed by its key (the
 //! module declares the key position), exactness holds across concurrent
-//! clients (a killed master: module_cluster_failover.rs). `auto` on a
-//! cluster where one primary lacks the module decides through the scripts,
-//! and `module` refuses to open naming that node.
+//! clients (a killed master: module_cluster_failover.rs), and a sealed
+//! receipt's settle (with `SPEND`) goes to its key's master, which refuses
+//! its replay. `auto` on a cluster where one primary lacks the module
+//! decides through the scripts, and `module` refuses to open naming that
+//! node.
 
 mod ha;
 
-use slidelog_core::{Limit, Request, Store};
+use slidelog_core::{Limit, Mode, Now, Receipt, ReceiptError, Request, Spend, Store};
 use slidelog_redis::{ClusterStore, ConnectError, Engine, RedisOptions};
 use slidelog_testkit::{RedisCluster, module_path, unique_prefix};
 use std::sync::Arc;
@@ -113,4 +115,37 @@ async fn one_primary_without_the_module_means_the_scripts_or_a_refusal() {
         reason.contains("--loadmodule") && reason.contains("127.0.0.1:"),
         "{reason}"
     );
+}
+
+/// Single use on a module cluster (docs/design.md §4.6): on keys of every
+/// master, a receipt with its nonce settles once and its replay is
+/// refused as `Spent`, changing nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receipt_settles_once_on_a_module_cluster() {
+    let cluster = cluster(3, 0, 0).await;
+    let prefix = unique_prefix("mod-cluster-spend");
+    let store = connect(&cluster, "module", &prefix).await.expect("connect");
+    let limits = vec![Limit::new(10, 60_000).unwrap()];
+    for (nonce, key) in ["a", "b", "c", "d", "e"].into_iter().enumerate() {
+        let check = Request::new(key, limits.clone(), 3).unwrap();
+        let d = store
+            .decide(&check, Mode::Record, Now::Server)
+            .await
+            .unwrap();
+        let record = d.record.expect("admitted");
+        let spend = Spend {
+            nonce: nonce as u64,
+            until_ms: record.ts + 60_000,
+        };
+        let receipt = Receipt::new(&check, record).with_spend(Some(spend));
+        let usage = Request::usage(key, limits.clone(), vec![1]).unwrap();
+        let s = store.settle(&usage, &receipt, Now::Server).await.unwrap();
+        assert!(s.settled && s.refused.is_none(), "{key}: {s:?}");
+        let again = store.settle(&usage, &receipt, Now::Server).await.unwrap();
+        assert_eq!(
+            (again.settled, again.refused, again.decision.count),
+            (false, Some(ReceiptError::Spent), 1),
+            "{key}"
+        );
+    }
 }

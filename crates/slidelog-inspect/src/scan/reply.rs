@@ -39,6 +39,7 @@ pub(super) fn parse_zset(r: &[Value]) -> KeyKind {
             first: pairs(&r[3]),
             newest: pairs(&r[4]).into_iter().next(),
             module_log: false,
+            units: None,
         }),
         // WRONGTYPE: resolved by the TYPE follow-up.
         _ => KeyKind::Vanished,
@@ -72,6 +73,7 @@ pub(super) fn parse_module_log(r: &[Value]) -> KeyKind {
         first: vec![(Vec::new(), oldest as f64)],
         newest: Some((Vec::new(), newest as f64)),
         module_log: true,
+        units: field("units").map(|u| u.max(0) as u64),
     })
 }
 
@@ -174,6 +176,7 @@ mod tests {
             panic!("not a log");
         };
         assert!(z.module_log);
+        assert_eq!((z.zcard, z.units), (3, Some(5)));
         assert_eq!((z.zcard, z.memory_bytes, z.pttl_ms), (3, Some(90), 500));
         assert_eq!(
             (z.oldest_score(), z.newest_score()),

@@ -229,29 +229,33 @@ extern "C" fn rdb_load(io: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_voi
     loaded.unwrap_or(std::ptr::null_mut())
 }
 
+/// Writes the `SLIDELOG.APPLY` commands that rebuild a log
+/// ([`crate::rewrite::changes`]): its records, its horizon and its settled
+/// receipts.
 extern "C" fn aof_rewrite(
     aof: *mut raw::RedisModuleIO,
     key: *mut raw::RedisModuleString,
     ptr: *mut c_void,
 ) {
     let Some(log) = value(ptr) else { return };
-    let mut change = crate::args::Change::new();
-    for (ts, record) in commands::records(log) {
-        change.clear();
-        crate::args::change(ts, 0, None, &record, &mut change);
-        // SAFETY: "sb" is the key string, then a buffer and its length; the
-        // server copies both.
-        unsafe {
-            api!(RedisModule_EmitAOF)(
-                aof,
-                c"SLIDELOG.APPLY".as_ptr(),
-                c"sb".as_ptr(),
-                key,
-                change.as_ptr(),
-                change.len(),
-            );
-        }
-    }
+    // A panic must not unwind into the server (none is expected: the
+    // rewrite only reads the log).
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        crate::rewrite::changes(log, |change| {
+            // SAFETY: "sb" is the key string, then a buffer and its length;
+            // the server copies both.
+            unsafe {
+                api!(RedisModule_EmitAOF)(
+                    aof,
+                    c"SLIDELOG.APPLY".as_ptr(),
+                    c"sb".as_ptr(),
+                    key,
+                    change.as_ptr(),
+                    change.len(),
+                );
+            }
+        });
+    }));
 }
 
 extern "C" fn mem_usage(ptr: *const c_void) -> usize {

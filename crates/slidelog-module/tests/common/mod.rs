@@ -7,6 +7,7 @@ use slidelog_core::{Decision, Limit, Request};
 pub use slidelog_testkit::{RedisServer, ServerKind};
 
 pub mod dump;
+pub mod persist;
 
 /// A server of `kind` with the module loaded.
 pub fn server(kind: ServerKind) -> RedisServer {
