@@ -202,7 +202,18 @@ fn printed_settings_read_back_the_same() {
         "1m",
         "--max-connections",
         "100",
+        "--max-cost",
+        "500",
+        "--on-store-error",
+        "fail-closed",
+        "--shutdown-grace",
+        "3s",
+        "--receipt-ttl",
+        "10m",
+        "--trust-client-time",
     ];
+    // Ten flags: the file printed from them reproduces the run.
+    assert_eq!(args.iter().filter(|a| a.starts_with("--")).count(), 11);
     let first = text(&serve_exits(&args, &[]).stdout);
     let (_dir, path) = settings(&first);
     let out = serve_exits(&["--settings", &path, "--print-settings"], &[]);
