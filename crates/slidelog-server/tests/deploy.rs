@@ -144,17 +144,13 @@ fn the_configmap_carries_the_deploy_files_and_settings_serve_accepts() {
         String::from_utf8_lossy(&out.stderr)
     );
     // What the Deployment's ports and probes expect.
-    assert!(
-        printed.contains("http = \"0.0.0.0:8080\"  # settings file"),
-        "{printed}"
-    );
-    assert!(
-        printed.contains("grpc = \"0.0.0.0:8081\"  # settings file"),
-        "{printed}"
-    );
-    assert!(
-        printed.contains("config = \"/etc/slidelog/ratelimit.yaml\"  # settings file"),
-        "{printed}"
+    common::shows(
+        &printed,
+        &[
+            "http = \"0.0.0.0:8080\"  # settings file",
+            "grpc = \"0.0.0.0:8081\"  # settings file",
+            "config = \"/etc/slidelog/ratelimit.yaml\"  # settings file",
+        ],
     );
 }
 

@@ -148,13 +148,12 @@ fn the_image_runs_its_entrypoint_from_its_own_root() {
         &[ENTRYPOINT.as_slice(), &["--print-settings"]].concat(),
     ));
     let printed = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        printed.contains("http = \"0.0.0.0:8080\"  # settings file"),
-        "{printed}"
-    );
-    assert!(
-        printed.contains("grpc = \"0.0.0.0:8081\"  # settings file"),
-        "{printed}"
+    common::shows(
+        &printed,
+        &[
+            "http = \"0.0.0.0:8080\"  # settings file",
+            "grpc = \"0.0.0.0:8081\"  # settings file",
+        ],
     );
 
     // The entrypoint serves (here on loopback ports: flags override the file).

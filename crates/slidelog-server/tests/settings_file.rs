@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{child, raw_http};
+use common::{child, raw_http, setting, shows};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -41,22 +41,6 @@ fn settings(body: &str) -> (tempfile::TempDir, String) {
     let path = dir.path().join("settings.toml");
     std::fs::write(&path, body).unwrap();
     (dir, path.to_str().unwrap().to_owned())
-}
-
-/// The `long = value  # source` line of `--print-settings` output.
-fn setting<'a>(printed: &'a str, long: &str) -> &'a str {
-    printed
-        .lines()
-        .find(|l| l.starts_with(&format!("{long} = ")))
-        .unwrap_or_else(|| panic!("no {long} in\n{printed}"))
-}
-
-/// Each of `lines` (`long = value  # source`) is the line of `printed` for its flag.
-fn shows(printed: &str, lines: &[&str]) {
-    for line in lines {
-        let long = line.split(" = ").next().unwrap();
-        assert_eq!(setting(printed, long), *line);
-    }
 }
 
 #[test]
@@ -285,13 +269,7 @@ fn bad_files_name_the_file_the_line_and_the_key() {
 fn a_pipe_a_device_or_a_huge_file_is_refused_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("fifo");
-    assert!(
-        Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    common::mkfifo(&fifo);
     for (path, why) in [
         (fifo.to_str().unwrap(), "not a regular file (a named pipe)"),
         ("/dev/zero", "not a regular file (a device)"),

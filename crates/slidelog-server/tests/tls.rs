@@ -249,13 +249,7 @@ fn start_fails(args: &[&std::ffi::OsStr]) -> String {
 fn a_fifo_a_device_or_a_key_of_another_certificate_stops_the_start_naming_the_flag() {
     let (a, b) = (Certs::make(), Certs::make());
     let fifo = a.path("fifo");
-    assert!(
-        Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    common::mkfifo(&fifo);
     let (cert, key) = (a.path("server.crt"), a.path("server.key"));
     let zero = Path::new("/dev/zero").as_os_str();
     let flag = |s: &'static str| std::ffi::OsStr::new(s);

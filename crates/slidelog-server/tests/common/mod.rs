@@ -134,3 +134,26 @@ pub fn envoy_request(domain: &str, key: &str, value: &str) -> RateLimitRequest {
         hits_addend: 0,
     }
 }
+
+/// Makes a named pipe at `path` (the hostile-file tests: opening one for
+/// reading would wait for a writer).
+pub fn mkfifo(path: &std::path::Path) {
+    let made = std::process::Command::new("mkfifo").arg(path).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo {}", path.display());
+}
+
+/// The `long = value  # source` line of `--print-settings` output.
+pub fn setting<'a>(printed: &'a str, long: &str) -> &'a str {
+    printed
+        .lines()
+        .find(|l| l.starts_with(&format!("{long} = ")))
+        .unwrap_or_else(|| panic!("no {long} in\n{printed}"))
+}
+
+/// Each of `lines` (`long = value  # source`) is the line of `printed` for its flag.
+pub fn shows(printed: &str, lines: &[&str]) {
+    for line in lines {
+        let long = line.split(" = ").next().unwrap();
+        assert_eq!(setting(printed, long), *line);
+    }
+}
