@@ -237,3 +237,39 @@ fn the_admin_token_can_come_from_a_file() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out).contains("/nonexistent/token"), "{}", text(&out));
 }
+
+/// The secret files a flag names are read bounded: a named pipe or a device
+/// stops the start at once, naming the flag; a receipt secret shorter than
+/// its bound is refused naming the bound, never printed.
+#[test]
+fn secret_files_that_are_no_regular_file_or_too_short_stop_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    common::mkfifo(&fifo);
+    let fifo = fifo.to_str().unwrap();
+    for flag in ["--admin-token-file", "--receipt-secret-file"] {
+        for path in [fifo, "/dev/zero"] {
+            let out = run(&["serve", flag, path], &[]);
+            assert_eq!(out.status.code(), Some(2), "{flag} {path}");
+            assert!(text(&out).contains(flag), "{}", text(&out));
+            assert!(text(&out).contains("not a regular file"), "{}", text(&out));
+        }
+    }
+    let short = dir.path().join("short");
+    std::fs::write(&short, "only-20-bytes-secret").unwrap();
+    let out = run(
+        &["serve", "--receipt-secret-file", short.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out).contains("at least 32 bytes, got 20"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        !text(&out).contains("only-20-bytes-secret"),
+        "{}",
+        text(&out)
+    );
+}

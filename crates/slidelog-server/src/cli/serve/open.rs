@@ -114,30 +114,12 @@ fn receipt_key(args: &ServeArgs) -> anyhow::Result<Option<slidelog::ReceiptKey>>
     let Some(path) = &args.receipt_secret_file else {
         return Ok(None);
     };
-    let bytes = read_small_file(path, 4096)
-        .with_context(|| format!("cannot read --receipt-secret-file {}", path.display()))?;
+    let bytes = crate::flag_file::read(path, "--receipt-secret-file", 4096)?;
     let secret = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
     let secret = secret.strip_suffix(b"\r").unwrap_or(secret);
     let key = slidelog::ReceiptKey::from_secret(secret)
         .with_context(|| format!("--receipt-secret-file {}", path.display()))?;
     Ok(Some(key))
-}
-
-/// Reads a regular file of at most `limit` bytes: a FIFO, a device such as
-/// /dev/zero or a larger file is an error, never a hang or an unbounded read.
-fn read_small_file(path: &std::path::Path, limit: u64) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    // Checked before opening: opening a FIFO would wait for a writer.
-    if !std::fs::metadata(path)?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    let file = std::fs::File::open(path)?;
-    let mut bytes = Vec::new();
-    file.take(limit + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > limit {
-        return Err(std::io::Error::other(format!("larger than {limit} bytes")));
-    }
-    Ok(bytes)
 }
 
 /// Reads the admin token: --admin-token (or SLIDELOG_ADMIN_TOKEN), or the
@@ -147,8 +129,14 @@ fn admin_token(args: &ServeArgs) -> anyhow::Result<Option<slidelog::redact::Secr
     let Some(path) = &args.admin_token_file else {
         return Ok(args.admin_token.clone());
     };
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read --admin-token-file {}", path.display()))?;
+    // Bounded, regular files only, as every file a flag names.
+    let bytes = crate::flag_file::read(
+        path,
+        "--admin-token-file",
+        crate::flag_file::MAX_FLAG_FILE_BYTES,
+    )?;
+    let text = String::from_utf8(bytes)
+        .with_context(|| format!("--admin-token-file {} is not UTF-8", path.display()))?;
     let token = text.trim_end_matches(['\r', '\n']);
     if token.is_empty() {
         anyhow::bail!("--admin-token-file {} is empty", path.display());
