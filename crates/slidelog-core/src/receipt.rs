@@ -230,18 +230,7 @@ impl Receipt {
     pub fn encode_with<R>(&self, write: impl FnOnce(&str) -> R) -> R {
         let mut binary = Binary::new();
         self.write_binary(&mut binary);
-        let binary = binary.as_slice();
-        // Every receipt of bounded values fits (at most 166 bytes: 2 + 8 +
-        // 16 x 8 + 8 + 4 + 16, and 192 bytes make 256 characters); a
-        // larger one takes the heap rather than fail.
-        let mut text = [0u8; MAX_RECEIPT_CHARS];
-        match URL_SAFE_NO_PAD.encode_slice(binary, &mut text) {
-            Ok(len) => match std::str::from_utf8(&text[..len]) {
-                Ok(text) => write(text),
-                Err(_) => write(&URL_SAFE_NO_PAD.encode(binary)),
-            },
-            Err(_) => write(&URL_SAFE_NO_PAD.encode(binary)),
-        }
+        binary.text_with(write)
     }
 
     /// Writes the receipt's binary (the table atop this module) into `out`.
@@ -267,15 +256,8 @@ impl Receipt {
 
     /// Decodes a receipt text; never panics.
     pub fn decode(text: &str) -> Result<Self, ReceiptError> {
-        if text.is_empty() || text.len() > MAX_RECEIPT_CHARS {
-            return Err(ReceiptError::Length { got: text.len() });
-        }
-        // On the stack: 256 characters are at most 192 bytes.
-        let mut buf = [0u8; MAX_RECEIPT_CHARS * 3 / 4];
-        let len = URL_SAFE_NO_PAD
-            .decode_slice(text, &mut buf)
-            .map_err(|_| ReceiptError::Malformed("not base64url"))?;
-        let mut r = Reader(&buf[..len]);
+        let mut buf = [0u8; TEXT_BYTES];
+        let mut r = Reader(binary_of(text, &mut buf)?);
         let version = r.byte()?;
         if version != RECEIPT_VERSION {
             return Err(ReceiptError::Version { got: version });
@@ -373,6 +355,40 @@ impl Binary {
     pub(crate) fn as_slice(&self) -> &[u8] {
         &self.bytes[..self.len]
     }
+
+    /// Passes the binary's text (base64url, no padding) to `write`, built
+    /// on the stack. Every receipt of bounded values fits (a sealed one at
+    /// most 198 bytes, 264 characters); a larger one takes the heap rather
+    /// than fail.
+    pub(crate) fn text_with<R>(&self, write: impl FnOnce(&str) -> R) -> R {
+        let binary = self.as_slice();
+        let mut text = [0u8; MAX_RECEIPT_CHARS];
+        match URL_SAFE_NO_PAD.encode_slice(binary, &mut text) {
+            Ok(len) => match std::str::from_utf8(&text[..len]) {
+                Ok(text) => write(text),
+                Err(_) => write(&URL_SAFE_NO_PAD.encode(binary)),
+            },
+            Err(_) => write(&URL_SAFE_NO_PAD.encode(binary)),
+        }
+    }
+}
+
+/// Bytes that hold the binary of any receipt text accepted.
+pub(crate) const TEXT_BYTES: usize = MAX_RECEIPT_CHARS * 3 / 4;
+
+/// The binary of a receipt text (unsigned or sealed), decoded into `buf`:
+/// a length out of bounds or bad base64 is an error, never a panic.
+pub(crate) fn binary_of<'a>(
+    text: &str,
+    buf: &'a mut [u8; TEXT_BYTES],
+) -> Result<&'a [u8], ReceiptError> {
+    if text.is_empty() || text.len() > MAX_RECEIPT_CHARS {
+        return Err(ReceiptError::Length { got: text.len() });
+    }
+    let len = URL_SAFE_NO_PAD
+        .decode_slice(text, buf)
+        .map_err(|_| ReceiptError::Malformed("not base64url"))?;
+    Ok(&buf[..len])
 }
 
 /// A cursor over a receipt's bytes.

@@ -21,10 +21,8 @@
 //! nonce makes every receipt text distinct, even two of one millisecond and
 //! one cost on one key (they share one merged record).
 
-use crate::receipt::{Binary, Reader, Spend};
+use crate::receipt::{Binary, Reader, Spend, TEXT_BYTES, binary_of};
 use crate::{Receipt, ReceiptError, Request};
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use siphasher::sip128::{Hasher128, SipHasher24};
 use std::hash::Hasher;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -173,11 +171,7 @@ impl ReceiptKey {
         );
         let tag = self.tag(binary.as_slice(), key);
         binary.put(tag);
-        let mut text = [0u8; crate::receipt::MAX_RECEIPT_CHARS];
-        match URL_SAFE_NO_PAD.encode_slice(binary.as_slice(), &mut text) {
-            Ok(len) => write(std::str::from_utf8(&text[..len]).unwrap_or_default()),
-            Err(_) => write(&URL_SAFE_NO_PAD.encode(binary.as_slice())),
-        }
+        binary.text_with(write)
     }
 
     /// The sealed text of `receipt`, issued for `key`.
@@ -196,15 +190,8 @@ impl ReceiptKey {
     /// An unsigned receipt is [`ReceiptError::Unsigned`]. The receipt
     /// returned carries its [`Spend`] for the store.
     pub fn open(&self, text: &str, request: &Request) -> Result<Receipt, ReceiptError> {
-        let max = crate::receipt::MAX_RECEIPT_CHARS;
-        if text.is_empty() || text.len() > max {
-            return Err(ReceiptError::Length { got: text.len() });
-        }
-        let mut buf = [0u8; crate::receipt::MAX_RECEIPT_CHARS * 3 / 4];
-        let len = URL_SAFE_NO_PAD
-            .decode_slice(text, &mut buf)
-            .map_err(|_| ReceiptError::Malformed("not base64url"))?;
-        let bytes = &buf[..len];
+        let mut buf = [0u8; TEXT_BYTES];
+        let bytes = binary_of(text, &mut buf)?;
         match bytes.first() {
             Some(&crate::receipt::RECEIPT_VERSION) => return Err(ReceiptError::Unsigned),
             Some(&SEALED_VERSION) => {}
@@ -244,6 +231,8 @@ impl ReceiptKey {
 mod tests {
     use super::*;
     use crate::{Limit, RecordRef};
+    use base64::Engine as _;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
     fn request(key: &str, costs: &[u64]) -> Request {
         let limits = vec![
