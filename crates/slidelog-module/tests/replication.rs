@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::persist::{copy_dir, dumps, replica_of, rewrite_aof, server_ms};
+use common::persist::{aof_primary, copy_dir, dumps, replica_of, rewrite_aof, server_ms};
 use common::{Limits, ServerKind, check};
 use redis::Connection;
 use slidelog_testkit::RedisServer;
@@ -109,22 +109,6 @@ fn next_checks(conn: &mut Connection, start: u64) -> Vec<Vec<i64>> {
             .unwrap()
         })
         .collect()
-}
-
-/// A primary with the AOF on, rewritten without an RDB preamble (so a
-/// rewrite is the module's `aof_rewrite` output).
-fn aof_primary(kind: ServerKind) -> RedisServer {
-    RedisServer::start_with_module(
-        kind,
-        &[
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            "always",
-            "--aof-use-rdb-preamble",
-            "no",
-        ],
-    )
 }
 
 fn exact(kind: ServerKind) {

@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::persist::{dumps, from_aof, replica_of, rewrite_aof, server_ms};
+use common::persist::{aof_primary, dumps, from_aof, replica_of, rewrite_aof, server_ms};
 use common::{Limits, ServerKind, check};
 use redis::Connection;
 use slidelog_testkit::RedisServer;
@@ -51,17 +51,7 @@ fn info(conn: &mut Connection, key: &str) -> HashMap<String, i64> {
 }
 
 fn rewritten_aof_keeps_horizons_and_settled_receipts(kind: ServerKind) {
-    let primary = RedisServer::start_with_module(
-        kind,
-        &[
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            "always",
-            "--aof-use-rdb-preamble",
-            "no",
-        ],
-    );
+    let primary = aof_primary(kind);
     let mut p = primary.client();
     let now = server_ms(&mut p);
     let hour: &Limits = &[(5, 3_600_000, 1)];

@@ -87,3 +87,19 @@ pub fn server_ms(conn: &mut Connection) -> u64 {
     let t: Vec<u64> = redis::cmd("TIME").query(conn).unwrap();
     t[0] * 1_000 + t[1] / 1_000
 }
+
+/// A primary with the AOF on, rewritten without an RDB preamble (so a
+/// rewrite is the module's `aof_rewrite` output).
+pub fn aof_primary(kind: ServerKind) -> RedisServer {
+    RedisServer::start_with_module(
+        kind,
+        &[
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            "--aof-use-rdb-preamble",
+            "no",
+        ],
+    )
+}
