@@ -80,6 +80,19 @@ impl Bounds {
         Ok(())
     }
 
+    /// Checks a joint decision: the number of its keys (bounded as an Envoy
+    /// request's descriptors are: each is one more log to decide) and each
+    /// check's limits and costs.
+    pub fn check_all(&self, checks: &crate::Checks) -> Result<(), BoundError> {
+        if checks.given() > self.max_descriptors {
+            return Err(BoundError::Checks {
+                got: checks.given(),
+                bound: self.max_descriptors,
+            });
+        }
+        checks.as_slice().iter().try_for_each(|r| self.check(r))
+    }
+
     /// Checks the number of descriptors of an Envoy request.
     pub fn check_descriptors(&self, got: usize) -> Result<(), BoundError> {
         if got > self.max_descriptors {
@@ -132,6 +145,16 @@ pub enum BoundError {
         /// The bound.
         bound: usize,
     },
+    /// More keys in one joint decision than `max_descriptors`.
+    #[error(
+        "checks holds {got} keys, above the most allowed, {bound} (set by --max-descriptors / SLIDELOG_MAX_DESCRIPTORS)"
+    )]
+    Checks {
+        /// How many were given.
+        got: usize,
+        /// The bound.
+        bound: usize,
+    },
     /// More descriptors than `max_descriptors`.
     #[error(
         "descriptors holds {got} descriptors, above the most allowed, {bound} (set by --max-descriptors / SLIDELOG_MAX_DESCRIPTORS)"
@@ -152,6 +175,7 @@ impl BoundError {
             Self::Cost { .. } => "cost",
             Self::Limits { .. } => "limits",
             Self::Descriptors { .. } => "descriptors",
+            Self::Checks { .. } => "checks",
         }
     }
 }

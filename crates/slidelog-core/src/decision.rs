@@ -191,6 +191,30 @@ impl Detailed {
         Self { decision, limits }
     }
 
+    /// The answer for a check that a joint decision did not evaluate (it
+    /// was refused first by another key's rejection still in force, without
+    /// asking the store): nothing refused this check, so `allowed`, with
+    /// nothing counted and no limit's counts (docs/design.md §1, "One
+    /// request, several keys").
+    pub fn unevaluated(request: &crate::Request) -> Self {
+        let first = request.limits()[0];
+        let decision = Decision {
+            degraded: false,
+            ..Decision::degraded_allow(&first)
+        };
+        Self {
+            decision,
+            limits: request
+                .limits()
+                .iter()
+                .map(|&limit| LimitState {
+                    limit,
+                    counts: None,
+                })
+                .collect(),
+        }
+    }
+
     /// Returns the state of the deciding limit's position, when one matches.
     pub fn deciding(&self) -> Option<&LimitState> {
         self.limits.iter().find(|s| {

@@ -11,8 +11,10 @@
 //! agree with.
 
 pub use crate::log::Log;
+pub use all::decide_all;
 pub use usage::{charge, charge_merges, settle, standing, standing_each};
 
+mod all;
 mod usage;
 use crate::{Counts, Decision, Detailed, Limit, LimitState, RecordRef, Request};
 use smallvec::SmallVec;

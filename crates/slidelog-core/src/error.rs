@@ -49,6 +49,15 @@ pub enum InputError {
         /// How many were given.
         got: usize,
     },
+    /// No check, or more keys than a joint decision takes
+    /// ([`crate::checks::MAX_CHECKS`], or an operator's lower bound).
+    #[error("checks must hold between 1 and {max} keys, got {got}")]
+    CheckCount {
+        /// How many were given.
+        got: usize,
+        /// The bound.
+        max: usize,
+    },
     /// A per-limit cost of 0, or above its own limit's `max`.
     #[error("limits[{index}].cost must be between 1 and {max} (that limit's max), got {got}")]
     LimitCost {
@@ -116,6 +125,7 @@ impl InputError {
             Self::Window { .. } | Self::WindowResolution { .. } => "window_ms",
             Self::Cost { .. } | Self::CostCount { .. } => "cost",
             Self::LimitCount { .. } => "limits",
+            Self::CheckCount { .. } => "checks",
             Self::LimitCost { .. } => "limits[].cost",
             Self::Name { .. } | Self::DuplicateName { .. } => "limits[].name",
             Self::UnknownName { .. } => "cost",

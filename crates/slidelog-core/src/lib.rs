@@ -22,6 +22,7 @@
 #![warn(missing_docs)]
 
 pub mod bounds;
+pub mod checks;
 pub mod clock;
 pub mod codec;
 pub mod decision;
@@ -38,6 +39,7 @@ pub mod store;
 pub mod url;
 
 pub use bounds::{BoundError, Bounds};
+pub use checks::{Checks, JointDecision, MAX_CHECKS, RefusedBy};
 pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock, TimeMode};
 pub use decision::{Counts, Decision, Detailed, LimitState};
 pub use error::{FullLimit, InputError, StoreError};

@@ -2,7 +2,7 @@
 //! in one atomic step: there is no separate "check" followed by an "update",
 //! so no interleaving of callers can admit more than `max`.
 
-use crate::{Decision, Detailed, LimitState, Receipt, Request, StoreError};
+use crate::{Checks, Decision, Detailed, JointDecision, LimitState, Receipt, Request, StoreError};
 
 /// The prefix of every store key unless configured otherwise: the original
 /// design's layout, `rate:sliding:<key>` (docs/design.md §4).
@@ -124,6 +124,15 @@ pub trait InProcess: Send + Sync {
         now: Now,
     ) -> Result<Detailed, StoreError>;
 
+    /// [`Store::decide_all`], answered synchronously (see
+    /// [`decide_now`](Self::decide_now)).
+    fn decide_all_now(
+        &self,
+        checks: &Checks,
+        mode: Mode,
+        now: Now,
+    ) -> Result<JointDecision, StoreError>;
+
     /// Returns what the store holds against its bounds.
     fn usage(&self) -> Usage;
 }
@@ -162,6 +171,33 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     ) -> Result<Detailed, StoreError> {
         let decision = self.decide(request, mode, now).await?;
         Ok(Detailed::deciding_only(request, decision))
+    }
+
+    /// Decides `checks` (several keys, each with its own limits and costs)
+    /// as one request, all or nothing, atomically (docs/design.md §1, "One
+    /// request, several keys"): admitted only if every check admits, and in
+    /// [`Mode::Record`] then recorded in every key; refused, and recorded in
+    /// none. The answer gives every key's state ([`JointDecision`], whose
+    /// rule [`crate::engine::decide_all`] states).
+    ///
+    /// The default decides one check with [`decide_each`](Self::decide_each)
+    /// and refuses several with [`StoreError::Unsupported`]: a store must
+    /// not decide them one by one.
+    async fn decide_all(
+        &self,
+        checks: &Checks,
+        mode: Mode,
+        now: Now,
+    ) -> Result<JointDecision, StoreError> {
+        match checks.as_slice() {
+            [one] => Ok(JointDecision::of(vec![
+                self.decide_each(one, mode, now).await?,
+            ])),
+            _ => Err(StoreError::Unsupported {
+                store: self.kind(),
+                operation: "decide_all",
+            }),
+        }
     }
 
     /// Changes the costs of the record `receipt` names to `request`'s costs

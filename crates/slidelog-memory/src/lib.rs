@@ -37,6 +37,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod all;
 mod full;
 mod outcome;
 mod shard;
@@ -348,6 +349,15 @@ impl Store for MemoryStore {
         slidelog_core::store::InProcess::decide_each_now(self, request, mode, now)
     }
 
+    async fn decide_all(
+        &self,
+        checks: &slidelog_core::Checks,
+        mode: Mode,
+        now: Now,
+    ) -> Result<slidelog_core::JointDecision, StoreError> {
+        slidelog_core::store::InProcess::decide_all_now(self, checks, mode, now)
+    }
+
     async fn settle(
         &self,
         request: &Request,
@@ -394,6 +404,15 @@ impl slidelog_core::store::InProcess for MemoryStore {
         now: Now,
     ) -> Result<Detailed, StoreError> {
         self.decide_each_at(request, mode, now.or_clock(&*self.clock))
+    }
+
+    fn decide_all_now(
+        &self,
+        checks: &slidelog_core::Checks,
+        mode: Mode,
+        now: Now,
+    ) -> Result<slidelog_core::JointDecision, StoreError> {
+        self.decide_all_at(checks, mode, now.or_clock(&*self.clock))
     }
 
     fn usage(&self) -> slidelog_core::store::Usage {

@@ -77,9 +77,9 @@ pub use limiter::{
 pub use middleware::RateLimitLayer;
 pub use slidelog_core::limit;
 pub use slidelog_core::{
-    BoundError, Bounds, Counts, Decision, Detailed, FullLimit, InputError, Limit, LimitParseError,
-    LimitState, MAX_RECEIPT_TTL_MS, Mode, Now, Receipt, ReceiptError, ReceiptKey, RecordRef,
-    Request, Settled, StoreError, TimeMode,
+    BoundError, Bounds, Checks, Counts, Decision, Detailed, FullLimit, InputError, JointDecision,
+    Limit, LimitParseError, LimitState, MAX_RECEIPT_TTL_MS, Mode, Now, Receipt, ReceiptError,
+    ReceiptKey, RecordRef, RefusedBy, Request, Settled, StoreError, TimeMode,
 };
 pub use url::OpenError;
 

@@ -19,6 +19,7 @@
 //!
 //! The options live in [`LimiterBuilder`] ([`builder`]).
 
+mod all;
 mod bounded;
 mod builder;
 mod each;

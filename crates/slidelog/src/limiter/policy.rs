@@ -36,6 +36,25 @@ impl FailurePolicy {
             Err(error)
         }
     }
+
+    /// [`answer`](Self::answer) for a joint decision: the policy answers the
+    /// whole request (every check degraded and admitted under fail-open; the
+    /// error otherwise), never one key apart from the others.
+    pub fn answer_all(
+        self,
+        checks: &slidelog_core::Checks,
+        error: StoreError,
+    ) -> Result<slidelog_core::JointDecision, StoreError> {
+        let each = checks
+            .as_slice()
+            .iter()
+            .map(|r| {
+                let d = self.answer(r, error.clone())?;
+                Ok(slidelog_core::Detailed::deciding_only(r, d))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        Ok(slidelog_core::JointDecision::of(each))
+    }
 }
 
 impl std::fmt::Display for FailurePolicy {
