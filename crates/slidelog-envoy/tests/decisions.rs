@@ -208,6 +208,7 @@ async fn response_headers_report_the_tightest_descriptor() {
         Arc::new(slidelog_memory::MemoryStore::new()),
         ServiceOptions {
             response_headers: true,
+            ..ServiceOptions::default()
         },
     );
     let r = ask(&l, &[&[("tenant", "t")], &[("user", "u")]]).await;

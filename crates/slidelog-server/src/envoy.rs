@@ -36,14 +36,10 @@ pub fn load_config(
 }
 
 /// The Envoy service over the app's limiter, counting into the app's metrics.
-pub fn limiter(app: &App, config: Arc<ConfigHandle>, response_headers: bool) -> Arc<RateLimiter> {
+pub fn limiter(app: &App, config: Arc<ConfigHandle>, options: ServiceOptions) -> Arc<RateLimiter> {
     Arc::new(
-        RateLimiter::new(
-            app.limiter().clone(),
-            config,
-            ServiceOptions { response_headers },
-        )
-        .with_recorder(app.metrics().recorder()),
+        RateLimiter::new(app.limiter().clone(), config, options)
+            .with_recorder(app.metrics().recorder()),
     )
 }
 
