@@ -263,6 +263,29 @@ mod tests {
         assert!(e.message.contains("--max-descriptors"), "{e:?}");
     }
 
+    /// Fail-open: every check degraded, marked so at the top too, and no
+    /// `RateLimit` field (the store said nothing about what is left).
+    #[test]
+    fn a_degraded_answer_is_marked_and_claims_no_counts() {
+        let checks = joint(
+            r#"{"checks":[{"key":"a","max":5,"window_ms":1000},{"key":"b","max":5,"window_ms":1000}]}"#,
+        )
+        .unwrap();
+        let error = slidelog::StoreError::Timeout(std::time::Duration::from_millis(100));
+        let joint = slidelog::FailurePolicy::FailOpen
+            .answer_all(&checks, error)
+            .unwrap();
+        let key = slidelog::ReceiptKey::with_first_nonce(&[7; 32], 1).unwrap();
+        let response = respond(&joint, &checks, &key);
+        assert_eq!(response.status(), StatusCode::OK);
+        assert!(response.headers().get("ratelimit").is_none());
+        assert!(response.headers().get("ratelimit-policy").is_some());
+        let body = serde_json::to_value(JointAnswer::new(&joint, &checks, &key)).unwrap();
+        assert_eq!(body["degraded"], true);
+        assert_eq!(body["checks"][1]["degraded"], true);
+        assert!(body["checks"][0].get("receipt").is_none(), "{body}");
+    }
+
     #[test]
     fn a_key_given_twice_is_one_check_with_its_costs_added() {
         let checks = joint(
