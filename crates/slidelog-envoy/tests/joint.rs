@@ -274,7 +274,7 @@ async fn joint_decisions_on_redis_and_valkey() {
         let stores = || -> BoxFuture<'static, Arc<dyn Store>> {
             let url = url.clone();
             Box::pin(async move {
-                let options = RedisOptions::default().with_prefix(&unique_prefix("joint"));
+                let options = RedisOptions::default().with_prefix(unique_prefix("joint"));
                 let store = RedisStore::connect(&url, options).await.unwrap();
                 Arc::new(store) as Arc<dyn Store>
             })

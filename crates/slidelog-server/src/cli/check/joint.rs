@@ -102,7 +102,7 @@ pub fn checks(args: &CheckArgs, groups: &Groups) -> anyhow::Result<Checks> {
                 [cost] => Request::new(g.key, g.limits, *cost),
                 costs => Request::with_costs(g.key, g.limits, costs.to_vec()),
             };
-            Ok(request.context(named)?)
+            request.context(named)
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     Ok(Checks::new(requests)?)
