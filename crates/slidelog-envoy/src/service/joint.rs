@@ -23,7 +23,7 @@
 //! ([`Checks`]). The common request (only checks) is one store call.
 
 use super::plan::{Ask, Plan};
-use super::{Answer, Answers, RateLimiter, ServiceError, answered};
+use super::{Answers, RateLimiter, ServiceError, answered};
 use slidelog_core::{Checks, Decision, Detailed, InputError, Limit, Mode, Request};
 
 impl RateLimiter {
@@ -86,7 +86,7 @@ impl RateLimiter {
             Some(async move { (i, self.configured.decide(request, mode).await) })
         });
         for (i, answer) in futures::future::join_all(futures).await {
-            answers[i] = Some(answer) as Answer;
+            answers[i] = Some(answer);
         }
     }
 }

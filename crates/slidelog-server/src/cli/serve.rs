@@ -200,10 +200,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let app = open::build_app(&args).await?;
     // Loaded before any listener is bound: no decision sees an empty store.
     let snapshots = crate::snapshot::start(&args.snapshot, &app)?;
-    let service_options = slidelog_envoy::ServiceOptions {
-        response_headers: args.envoy_response_headers,
-        independent_descriptors: args.envoy_independent_descriptors,
-    };
+    let service_options = crate::envoy::options(
+        args.envoy_response_headers,
+        args.envoy_independent_descriptors,
+        args.max_descriptors,
+    );
     let limiter = crate::envoy::limiter(&app, envoy_config, service_options);
     let secured = secure::Secured::from_flags(&args, &app)?;
     let bound = listen::bind(&args, limiter.clone(), &secured).await?;
