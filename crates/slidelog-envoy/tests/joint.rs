@@ -245,6 +245,60 @@ async fn too_many_descriptors(stores: Stores<'_>) {
     assert!(r.statuses.iter().all(|s| s.limit_remaining == 9));
 }
 
+/// A store that decides jointly (the memory store's decisions) but cannot
+/// take charges: `Store::charge`'s default refuses with `Unsupported`.
+#[derive(Debug, Default)]
+struct ChargelessStore(slidelog_memory::MemoryStore);
+
+#[async_trait::async_trait]
+impl Store for ChargelessStore {
+    async fn decide(
+        &self,
+        request: &slidelog_core::Request,
+        mode: slidelog_core::Mode,
+        now: slidelog_core::Now,
+    ) -> Result<slidelog_core::Decision, slidelog_core::StoreError> {
+        self.0.decide(request, mode, now).await
+    }
+    async fn decide_all(
+        &self,
+        checks: &slidelog_core::Checks,
+        mode: slidelog_core::Mode,
+        now: slidelog_core::Now,
+    ) -> Result<slidelog_core::JointDecision, slidelog_core::StoreError> {
+        self.0.decide_all(checks, mode, now).await
+    }
+    async fn reset(&self, key: &str) -> Result<bool, slidelog_core::StoreError> {
+        self.0.reset(key).await
+    }
+    async fn ping(&self) -> Result<(), slidelog_core::StoreError> {
+        Ok(())
+    }
+    fn kind(&self) -> &'static str {
+        "chargeless"
+    }
+}
+
+/// A failed charge answers the whole request with the error before the
+/// checks are asked: nothing is recorded for a request answered UNAVAILABLE.
+#[tokio::test]
+async fn a_failed_charge_records_no_check() {
+    let l = joint(Arc::new(ChargelessStore::default()));
+    let err = l
+        .should_rate_limit(&request(
+            "api",
+            vec![d("user", "w"), with_cost(d("model", "m"), 5)],
+        ))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ServiceError::Unavailable(_)), "{err}");
+    let r = ask(&l, vec![d("user", "w")]).await;
+    assert_eq!(
+        r.statuses[0].limit_remaining, 9,
+        "the failed request recorded nothing"
+    );
+}
+
 async fn every_scenario(stores: Stores<'_>) {
     login_scenario(stores).await;
     shadow_rules(stores).await;

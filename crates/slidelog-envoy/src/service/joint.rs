@@ -33,7 +33,7 @@ impl RateLimiter {
         let mut answers: Answers = plans.iter().map(|_| None).collect();
         let mut refused = plans.iter().any(refuses_without_store);
         if plans.iter().any(is_look_or_charge) {
-            refused |= self.looks_and_charges(plans, &mut answers).await;
+            refused |= self.looks_and_charges(plans, &mut answers).await?;
         }
         let enforced = |p: &&Plan| matches!(p, Plan::Decide { rule, ask: Ask::Check, .. } if !rule.shadow_mode());
         if plans.iter().any(|p| enforced(&p)) {
@@ -61,8 +61,15 @@ impl RateLimiter {
     }
 
     /// Asks every look and charge, concurrently; true when one that is
-    /// enforced (not shadow mode) is over the limit.
-    async fn looks_and_charges(&self, plans: &[Plan], answers: &mut Answers) -> bool {
+    /// enforced (not shadow mode) is over the limit. A failure (fail-closed,
+    /// or a store without charges) is the whole request's answer, returned
+    /// before the checks are asked: they must not record for a request that
+    /// is then answered with an error.
+    async fn looks_and_charges(
+        &self,
+        plans: &[Plan],
+        answers: &mut Answers,
+    ) -> Result<bool, ServiceError> {
         let asked = plans
             .iter()
             .enumerate()
@@ -70,12 +77,17 @@ impl RateLimiter {
         let futures = asked.map(|(i, p)| async move { (i, self.ask(p).await) });
         let mut refused = false;
         for (i, answer) in futures::future::join_all(futures).await {
-            if let (Plan::Decide { rule, ask, .. }, Some(Ok(d))) = (&plans[i], &answer) {
-                refused |= !rule.shadow_mode() && !answered(*ask, *d).allowed;
+            let d = match answer {
+                Some(Ok(d)) => d,
+                Some(Err(e)) => return Err(e.into()),
+                None => continue,
+            };
+            if let Plan::Decide { rule, ask, .. } = &plans[i] {
+                refused |= !rule.shadow_mode() && !answered(*ask, d).allowed;
             }
-            answers[i] = answer;
+            answers[i] = Some(Ok(d));
         }
-        refused
+        Ok(refused)
     }
 
     /// Decides every shadow-mode check on its own, concurrently, in `mode`.
