@@ -35,13 +35,12 @@ impl RateLimiter {
         if plans.iter().any(is_look_or_charge) {
             refused |= self.looks_and_charges(plans, &mut answers).await?;
         }
-        let enforced = |p: &&Plan| matches!(p, Plan::Decide { rule, ask: Ask::Check, .. } if !rule.shadow_mode());
-        if plans.iter().any(|p| enforced(&p)) {
+        if plans.iter().any(is_enforced_check) {
             let mode = if refused { Mode::Peek } else { Mode::Record };
             let (at, requests): (Vec<usize>, Vec<Request>) = plans
                 .iter()
                 .enumerate()
-                .filter(|(_, p)| enforced(p))
+                .filter(|(_, p)| is_enforced_check(p))
                 .filter_map(|(i, p)| Some((i, plan_request(p)?.clone())))
                 .unzip();
             let checks = Checks::new(requests).map_err(too_many_keys)?;
@@ -119,6 +118,7 @@ fn refuses_without_store(plan: &Plan) -> bool {
     }
 }
 
+/// A look (cost 0) or a charge (`charge: true`), asked before the checks.
 fn is_look_or_charge(plan: &Plan) -> bool {
     matches!(
         plan,
@@ -129,6 +129,12 @@ fn is_look_or_charge(plan: &Plan) -> bool {
     )
 }
 
+/// A check the request's admission depends on (not in shadow mode).
+fn is_enforced_check(plan: &Plan) -> bool {
+    matches!(plan, Plan::Decide { rule, ask: Ask::Check, .. } if !rule.shadow_mode())
+}
+
+/// A check in shadow mode: decided, never refusing.
 fn is_shadow_check(plan: &Plan) -> bool {
     matches!(plan, Plan::Decide { rule, ask: Ask::Check, .. } if rule.shadow_mode())
 }
