@@ -33,6 +33,14 @@ pub(crate) const LAST_RETRY: Duration = Duration::from_millis(500);
 pub enum StoreHealth {
     /// The store answers (or no probe has found it down).
     Up,
+    /// The store answers but cannot decide (a wrong password, NOPERM, the
+    /// module engine on a server without the module): not an outage, a
+    /// configuration an operator must fix. Logged at error level, counted
+    /// (`kind="misconfigured"`) and reported by readiness, in every policy.
+    Misconfigured {
+        /// What the store said, naming the fix where it is known.
+        cause: String,
+    },
     /// The store is known down: decisions answer by policy without it.
     Down {
         /// How long it has been known down.

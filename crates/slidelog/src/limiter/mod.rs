@@ -406,9 +406,14 @@ impl Limiter {
     }
 
     /// Returns what is known of the store's health: [`StoreHealth::Down`]
-    /// while decisions answer by policy without it (docs/design.md §6).
+    /// while decisions answer by policy without it (docs/design.md §6),
+    /// [`StoreHealth::Misconfigured`] while it answers but refuses
+    /// slidelog's configuration and no decision has succeeded since.
     pub fn store_health(&self) -> StoreHealth {
-        self.inner.health.snapshot()
+        match (self.inner.health.snapshot(), self.misconfiguration()) {
+            (StoreHealth::Up, Some(cause)) => StoreHealth::Misconfigured { cause },
+            (health, _) => health,
+        }
     }
 
     /// Returns the local rejection cache, when on
