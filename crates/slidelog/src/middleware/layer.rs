@@ -72,7 +72,7 @@ pub struct NameError(pub String);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct RateLimitLayer<K, C = UnitCost, U = NoBodyUsage> {
-    config: Config<K, C, U>,
+    pub(super) config: Config<K, C, U>,
 }
 
 impl<K, C, U> std::fmt::Debug for RateLimitLayer<K, C, U> {
@@ -105,6 +105,7 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
                 "rate limit layer without a name on a shared store: its counts are shared with any layer deriving the same name (same key kind, routes and limits); give it one with .name(...)"
             );
         }
+        let key_name = super::keys::derived_name(&extractor.kind());
         let config = Config {
             limiter,
             extractor: Arc::new(extractor),
@@ -117,6 +118,9 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
             settles: false,
             on_rejection: None,
             on_degraded: None,
+            key_name,
+            keys: Arc::new([]),
+            stacked: Arc::default(),
         };
         Self { config }
     }

@@ -54,17 +54,20 @@
 //! With tonic, per client address: `Server::builder().layer(RateLimitLayer::new(
 //! limiter, PeerIp::new(), routes))` (see the `tonic_per_client` example).
 
+mod after;
 mod answer;
 mod ask;
 mod config;
 mod cost;
 mod extract;
+mod keys;
 mod layer;
 mod namespace;
 mod response;
 mod routes;
 mod service;
 mod settle;
+mod stack;
 
 pub use crate::headers::{RATELIMIT, RATELIMIT_POLICY};
 pub use config::MissingKey;
@@ -72,6 +75,7 @@ pub use cost::{
     BodyCost, BufferedBody, Charge, Cost, CostError, CostListError, HeadCost, UnitCost,
 };
 pub use extract::{Constant, Header, KeyExtractor, PeerIp, Route};
+pub use keys::KeyError;
 pub use layer::{NameError, RateLimitLayer};
 pub use namespace::MAX_NAME_BYTES;
 pub(crate) use namespace::Names;
