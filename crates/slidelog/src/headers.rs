@@ -308,7 +308,11 @@ pub fn ratelimit_fields_joint(joint: &JointDecision, keys: &[&str]) -> RateLimit
         let mut out = String::with_capacity(32 * joint.checks.len());
         let at = joint.checks.iter().position(|c| std::ptr::eq(c, deciding));
         let first = at.map(|at| (at, deciding));
-        let rest = joint.checks.iter().enumerate().filter(|(i, _)| Some(*i) != at);
+        let rest = joint
+            .checks
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| Some(*i) != at);
         for (i, each) in first.into_iter().chain(rest) {
             push_each(&mut out, key(i), each);
         }
@@ -331,7 +335,9 @@ pub fn insert_joint(headers: &mut HeaderMap, joint: &JointDecision, keys: &[&str
 /// Returns the `RateLimit-Policy` value of several keys' limits, each
 /// listed under its key's name (as [`ratelimit_fields_joint`] lists them).
 #[cfg(feature = "tower")]
-pub(crate) fn policy_value_keyed<'a>(keyed: impl IntoIterator<Item = (&'a str, &'a [Limit])>) -> String {
+pub(crate) fn policy_value_keyed<'a>(
+    keyed: impl IntoIterator<Item = (&'a str, &'a [Limit])>,
+) -> String {
     let mut out = String::new();
     for (key, limits) in keyed {
         push_policy(&mut out, Some(key), limits);

@@ -40,9 +40,7 @@ pub(crate) fn refuse<K, C, U, B: RejectionBody>(
 ) -> Response<B> {
     let mut response =
         rejection.into_response(is_grpc(&parts.headers), config.on_rejection.as_ref());
-    response
-        .extensions_mut()
-        .insert(Answered { refused: true });
+    response.extensions_mut().insert(Answered { refused: true });
     response
 }
 
@@ -153,7 +151,13 @@ where
     } else if config.settles {
         response = after::settle_from(config, reserved, &mut joint, response).await;
     }
-    write_fields(config, &keys, &joint, response.headers_mut(), inside.is_some());
+    write_fields(
+        config,
+        &keys,
+        &joint,
+        response.headers_mut(),
+        inside.is_some(),
+    );
     let extensions = response.extensions_mut();
     if !refused_inside {
         // A refusal inside carries the refusing layer's decision.

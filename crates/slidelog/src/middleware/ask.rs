@@ -126,10 +126,19 @@ where
     let namespace = config.namespace.as_str();
     let rule = config.routes.rule_for(parts);
     // An unlimited route does not need the key.
-    let first = (0, rule, rule.limits.as_ref().and_then(|_| config.extractor.extract(parts)));
+    let first = (
+        0,
+        rule,
+        rule.limits
+            .as_ref()
+            .and_then(|_| config.extractor.extract(parts)),
+    );
     let added = config.keys.iter().enumerate().map(|(i, k)| {
         let rule = k.routes.rule_for(parts);
-        let key = rule.limits.as_ref().and_then(|_| k.extractor.extract(parts));
+        let key = rule
+            .limits
+            .as_ref()
+            .and_then(|_| k.extractor.extract(parts));
         (i + 1, rule, key)
     });
     let mut found = Vec::with_capacity(1 + config.keys.len());

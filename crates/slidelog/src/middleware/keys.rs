@@ -192,7 +192,9 @@ mod tests {
             two.clone().key_name("ip").unwrap_err(),
             KeyError::Duplicate("ip".into())
         );
-        let err = two.key("ip", Constant::new("all"), per_second()).unwrap_err();
+        let err = two
+            .key("ip", Constant::new("all"), per_second())
+            .unwrap_err();
         assert!(err.to_string().contains("already a key"), "{err}");
     }
 }

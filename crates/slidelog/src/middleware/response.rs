@@ -195,7 +195,11 @@ impl Rejection {
     /// 429 of a joint decision whose limits are listed by key (`keys[i]`
     /// names check `i`): the refusing key's decision, waiting as long as
     /// the longest wait of the refusing keys (`Retry-After`).
-    pub(crate) fn limited_joint(joint: &JointDecision, keys: &[&str], limits: Arc<[Limit]>) -> Self {
+    pub(crate) fn limited_joint(
+        joint: &JointDecision,
+        keys: &[&str],
+        limits: Arc<[Limit]>,
+    ) -> Self {
         let fields = crate::headers::ratelimit_fields_joint(joint, keys);
         let mut each = joint.deciding().clone();
         let wait = joint.checks.iter().map(|c| c.decision.retry_after_ms).max();
