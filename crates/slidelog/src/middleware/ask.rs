@@ -69,7 +69,7 @@ where
 {
     let found = match find_keys(config, parts) {
         Ok(found) => found,
-        Err(rejection) => return Asked::Refuse(rejection),
+        Err(missing) => return Asked::Refuse(Rejection::bad_key(missing)),
     };
     // Only the first key is priced by the layer's cost (keys added with
     // `.key` count 1 a request): the body is read only when it applies.
@@ -114,12 +114,12 @@ where
 }
 
 /// Returns the keys of every limited rule that applies to `parts`, the
-/// first key's first, each in its log's name; a refusal for a missing key
-/// under [`MissingKey::Reject`] or a key out of bounds.
+/// first key's first, each in its log's name; or, for a key missing under
+/// [`MissingKey::Reject`], the reason to refuse the request.
 fn find_keys<'a, K, C, U>(
     config: &'a Config<K, C, U>,
     parts: &http::request::Parts,
-) -> Result<Vec<Found<'a>>, Rejection>
+) -> Result<Vec<Found<'a>>, String>
 where
     K: KeyExtractor,
 {
@@ -149,14 +149,13 @@ where
         let Some(key) = key else {
             match config.missing {
                 MissingKey::PassThrough => continue,
-                MissingKey::Reject => {
-                    return Err(Rejection::bad_key(missing(config, index)));
-                }
+                MissingKey::Reject => return Err(missing(config, index)),
             }
         };
         // A key that breaks the bounds (over 512 bytes with its namespace and
-        // scope) is always refused, whatever `MissingKey` says: passing it
-        // through would let a client escape its limit by sending a long key.
+        // scope) is refused when its check is built, whatever `MissingKey`
+        // says: passing it through would let a client escape its limit by
+        // sending a long key.
         let key = match index {
             0 => format!("{namespace}:{}:{key}", rule.scope),
             _ => format!("{namespace}+{}:{}:{key}", config.name_of(index), rule.scope),

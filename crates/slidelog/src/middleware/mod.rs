@@ -10,7 +10,10 @@
 //!
 //! Each layer counts in its own key namespace ([`RateLimitLayer::name`], or
 //! one derived from its extractor), so layers on one limiter never share a
-//! log by accident. A request costs 1 unless [`RateLimitLayer::cost`] (the
+//! log by accident. One layer may limit several keys at once
+//! ([`RateLimitLayer::key`]: per API key *and* per IP), decided together:
+//! a request one key refuses is recorded in none. Stacked layers refund a
+//! request a layer inside them refused ([`RateLimitLayer`] says how). A request costs 1 unless [`RateLimitLayer::cost`] (the
 //! head) or [`RateLimitLayer::body_cost`] (a bounded body: tokens, bytes)
 //! says otherwise, for every limit or per limit
 //! ([`RateLimitLayer::cost_by_name`] names the limits,

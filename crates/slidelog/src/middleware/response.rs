@@ -108,7 +108,7 @@ pub struct Rejection {
     retry_after_ms: Option<u64>,
     /// The RateLimit fields, when the layer lists its limits by key
     /// (several keys, or stacked layers): formatted by the layer.
-    keyed: Option<RateLimitFields>,
+    keyed: Option<Box<RateLimitFields>>,
 }
 
 impl Rejection {
@@ -210,7 +210,7 @@ impl Rejection {
             name = format!("{name}.{limit}");
         }
         Self {
-            keyed: Some(fields),
+            keyed: Some(Box::new(fields)),
             ..Self::limited_as(each, limits, format!("{name}: "))
         }
     }
@@ -247,11 +247,11 @@ impl Rejection {
     /// (`policy`, formatted by the layer).
     pub(crate) fn with_policy(mut self, policy: String) -> Self {
         if self.limits.is_some() && self.keyed.is_none() {
-            self.keyed = Some(RateLimitFields {
+            self.keyed = Some(Box::new(RateLimitFields {
                 policy,
                 ratelimit: None,
                 retry_after: None,
-            });
+            }));
         }
         self
     }
@@ -323,7 +323,7 @@ impl Rejection {
     /// over the limit, the policy for another refusal of a limited request.
     fn fields(&self) -> Option<RateLimitFields> {
         if let Some(keyed) = &self.keyed {
-            return Some(keyed.clone());
+            return Some((**keyed).clone());
         }
         let limits = self.limits.as_deref()?;
         Some(match &self.each {
