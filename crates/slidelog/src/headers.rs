@@ -491,4 +491,81 @@ mod tests {
         assert_eq!(headers[RETRY_AFTER], "2");
         assert_eq!(headers.len(), 3);
     }
+
+    fn joint_of(requests: &[(&str, &str, u64)]) -> JointDecision {
+        let checks = requests
+            .iter()
+            .map(|(key, limits, cost)| {
+                let limits = slidelog_core::limit::parse_list(limits).unwrap();
+                slidelog_core::Request::new(*key, limits, *cost).unwrap()
+            })
+            .collect::<Vec<_>>();
+        let mut logs = vec![slidelog_core::Log::new(); checks.len()];
+        let each = checks
+            .iter()
+            .zip(&mut logs)
+            .map(|(r, log)| slidelog_core::engine::evaluate_each(log, 0, r))
+            .collect();
+        JointDecision::of(each)
+    }
+
+    #[test]
+    fn joint_fields_list_every_key_by_name_and_wait_for_the_slowest_refusal() {
+        let admitted = joint_of(&[("a", "requests=10/minute, 5/s", 1), ("b", "20/s", 1)]);
+        let f = ratelimit_fields_joint(&admitted, &["api-key", "ip"]);
+        assert_eq!(
+            f.policy,
+            r#""api-key.requests";q=10;w=60, "api-key.5per1000ms";q=5;w=1, "ip";q=20;w=1"#
+        );
+        // Admitted: the key with the least left (4 of 5) first.
+        assert_eq!(
+            f.ratelimit.as_deref(),
+            Some(r#""api-key.5per1000ms";r=4;t=1, "api-key.requests";r=9;t=60, "ip";r=19;t=1"#)
+        );
+        assert_eq!(f.retry_after, None);
+        // A check without a name is listed as a lone request's.
+        let f = ratelimit_fields_joint(&admitted, &["api-key"]);
+        assert!(
+            f.policy.ends_with(r#", "default";q=20;w=1"#),
+            "{}",
+            f.policy
+        );
+        // Refused by both: the longest wait is the one to honour.
+        let mut refused = admitted.clone();
+        for (each, wait) in refused.checks.iter_mut().zip([2_000, 61_000]) {
+            each.decision.allowed = false;
+            each.decision.retry_after_ms = wait;
+        }
+        let refused = JointDecision::of(refused.checks);
+        let f = ratelimit_fields_joint(&refused, &["api-key", "ip"]);
+        assert_eq!(f.retry_after.as_deref(), Some("61"));
+        // Degraded anywhere: nothing counted there, no RateLimit field.
+        let mut degraded = admitted;
+        degraded.checks[1].decision.degraded = true;
+        assert_eq!(
+            ratelimit_fields_joint(&degraded, &["a", "b"]).ratelimit,
+            None
+        );
+    }
+
+    #[cfg(feature = "tower")]
+    #[test]
+    fn appended_fields_follow_an_inner_layers_and_keep_its_retry_after() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            RATELIMIT_POLICY,
+            HeaderValue::from_static(r#""ip";q=1;w=1"#),
+        );
+        headers.insert(RATELIMIT, HeaderValue::from_static(r#""ip";r=0;t=1"#));
+        headers.insert(RETRY_AFTER, HeaderValue::from_static("1"));
+        let mine = RateLimitFields {
+            policy: r#""key";q=9;w=60"#.into(),
+            ratelimit: Some(r#""key";r=9;t=0"#.into()),
+            retry_after: Some("60".into()),
+        };
+        append_fields(&mut headers, &mine);
+        assert_eq!(headers[RATELIMIT_POLICY], r#""ip";q=1;w=1, "key";q=9;w=60"#);
+        assert_eq!(headers[RATELIMIT], r#""ip";r=0;t=1, "key";r=9;t=0"#);
+        assert_eq!(headers[RETRY_AFTER], "1");
+    }
 }

@@ -15,7 +15,7 @@ use crate::LimiterError;
 use crate::headers::{self, RATELIMIT, RATELIMIT_POLICY};
 use http::request::Parts;
 use http::{HeaderMap, Request, Response};
-use slidelog_core::JointDecision;
+use slidelog_core::{Detailed, JointDecision};
 use tower::Service;
 
 /// Hands a request no limit applies to on to the inner service.
@@ -130,7 +130,7 @@ where
         checks: &checks,
         keys: &keys,
     };
-    let mut response = match called {
+    let response = match called {
         Ok(response) => response,
         Err(e) => {
             // No response: refunded when the layer refunds anything.
@@ -140,6 +140,23 @@ where
             return Err(e);
         }
     };
+    Ok(answered(config, reserved, joint, deciding, response).await)
+}
+
+/// Finishes the inner service's answer to an admitted request: refunds the
+/// reservations when a rate limit layer inside this one refused it, else
+/// settles them (when the layer settles); adds the RateLimit fields (after
+/// an inner layer's) and the decision to the extensions.
+async fn answered<K, C, U, ResBody>(
+    config: &Config<K, C, U>,
+    reserved: Reserved<'_>,
+    mut joint: JointDecision,
+    deciding: Detailed,
+    mut response: Response<ResBody>,
+) -> Response<ResBody>
+where
+    U: ReadUsage<ResBody>,
+{
     let inside = response.extensions().get::<Answered>().copied();
     if inside.is_some() {
         stack::met(config);
@@ -151,24 +168,19 @@ where
     } else if config.settles {
         response = after::settle_from(config, reserved, &mut joint, response).await;
     }
-    write_fields(
-        config,
-        &keys,
-        &joint,
-        response.headers_mut(),
-        inside.is_some(),
-    );
+    let headers = response.headers_mut();
+    write_fields(config, reserved.keys, &joint, headers, inside.is_some());
     let extensions = response.extensions_mut();
     if !refused_inside {
         // A refusal inside carries the refusing layer's decision.
-        extensions.insert(decision);
+        extensions.insert(deciding.decision);
         extensions.insert(deciding);
         extensions.insert(joint);
     }
     extensions.insert(Answered {
         refused: refused_inside,
     });
-    Ok(response)
+    response
 }
 
 /// Writes the RateLimit fields of `joint` into `headers` (after those of a
