@@ -293,7 +293,8 @@ pub fn insert_each(headers: &mut HeaderMap, each: &Detailed) {
 /// let joint = Limiter::memory().check_all(&Checks::new([key, ip])?).await?;
 /// let fields = ratelimit_fields_joint(&joint, &["api-key", "ip"]);
 /// assert_eq!(fields.policy, r#""api-key";q=100;w=60, "ip";q=20;w=1"#);
-/// assert_eq!(fields.ratelimit.as_deref(), Some(r#""api-key";r=99;t=60, "ip";r=19;t=1"#));
+/// // The deciding key first: the one with the least left, relatively.
+/// assert_eq!(fields.ratelimit.as_deref(), Some(r#""ip";r=19;t=1, "api-key";r=99;t=60"#));
 /// # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
 /// ```
 pub fn ratelimit_fields_joint(joint: &JointDecision, keys: &[&str]) -> RateLimitFields {
