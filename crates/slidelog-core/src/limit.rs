@@ -107,7 +107,7 @@ impl std::str::FromStr for Limit {
             Some((name, rest)) => (Some(name.trim()), rest),
             None => (None, text),
         };
-        let (max, window) = text.split_once('/').ok_or_else(bad)?;
+        let (max, window) = split_rate(text).ok_or_else(bad)?;
         let max: u64 = max.trim().parse().map_err(|_| bad())?;
         let window = window.trim();
         let digits = window.len()
@@ -120,15 +120,7 @@ impl std::str::FromStr for Limit {
         } else {
             count.parse().map_err(|_| bad())?
         };
-        let unit_ms: u64 = match unit.trim() {
-            "ms" | "millisecond" | "milliseconds" => 1,
-            "s" | "sec" | "second" | "seconds" => 1_000,
-            "m" | "min" | "minute" | "minutes" => 60_000,
-            "h" | "hour" | "hours" => 3_600_000,
-            "d" | "day" | "days" => 86_400_000,
-            "w" | "week" | "weeks" => 604_800_000,
-            _ => return Err(bad()),
-        };
+        let unit_ms = unit_ms(&unit.trim().to_ascii_lowercase()).ok_or_else(bad)?;
         let window_ms =
             count
                 .checked_mul(unit_ms)
@@ -143,19 +135,52 @@ impl std::str::FromStr for Limit {
     }
 }
 
-/// Parses a comma-separated list of limits, each as [`Limit`]'s `FromStr`
-/// reads it: `"requests=60/minute, tokens=20000/minute"`. Names must be
+/// `"<max>/<window>"` or `"<max> per <window>"` (the Python `limits`
+/// library's form, any case) split into its two sides.
+fn split_rate(text: &str) -> Option<(&str, &str)> {
+    if let Some(sides) = text.split_once('/') {
+        return Some(sides);
+    }
+    let lower = text.to_ascii_lowercase();
+    let at = lower.find(" per ")?;
+    Some((&text[..at], &text[at + " per ".len()..]))
+}
+
+/// The milliseconds of a window unit (lower case), singular or plural; a
+/// month is 30 days and a year 365, as the Python `limits` library counts
+/// them.
+fn unit_ms(unit: &str) -> Option<u64> {
+    Some(match unit {
+        "ms" | "millisecond" | "milliseconds" => 1,
+        "s" | "sec" | "second" | "seconds" => 1_000,
+        "m" | "min" | "minute" | "minutes" => 60_000,
+        "h" | "hour" | "hours" => 3_600_000,
+        "d" | "day" | "days" => 86_400_000,
+        "w" | "week" | "weeks" => 604_800_000,
+        "month" | "months" => 30 * 86_400_000,
+        "y" | "year" | "years" => 365 * 86_400_000,
+        _ => return None,
+    })
+}
+
+/// Parses a list of limits separated by `,`, `;` or `|` (the separators of
+/// the Python `limits` library's `parse_many`), each as [`Limit`]'s
+/// `FromStr` reads it: `"requests=60/minute, tokens=20000/minute"`,
+/// `"10/second;100/minute"`, `"100 per minute"`, any case. Names must be
 /// unique within the list.
 ///
 /// ```
 /// let limits = slidelog_core::limit::parse_list("requests=60/minute, tokens=20000/minute")?;
 /// assert_eq!(limits[1].name(), Some("tokens"));
 /// assert!(slidelog_core::limit::parse_list("a=1/s, a=2/s").is_err());
+/// let limits = slidelog_core::limit::parse_list("10/second;100 per MINUTE|1000 per 2 hours")?;
+/// let windows: Vec<u64> = limits.iter().map(|l| l.window_ms()).collect();
+/// assert_eq!(windows, [1_000, 60_000, 7_200_000]);
 /// # Ok::<(), slidelog_core::LimitParseError>(())
 /// ```
 pub fn parse_list(text: &str) -> Result<Vec<Limit>, LimitParseError> {
     let limits = text
-        .split(',')
+        .split([',', ';', '|'])
         .map(str::parse)
         .collect::<Result<Vec<Limit>, _>>()?;
     check_names(&limits)?;
@@ -182,7 +207,7 @@ pub fn check_names(limits: &[Limit]) -> Result<(), InputError> {
 pub enum LimitParseError {
     /// Not of the form `[name=]<max>/<window>`.
     #[error(
-        "limit {0:?} is not [name=]<max>/<window>, e.g. 100/minute, 10/1s, 1000000/60s, 5/500ms, tokens=20000/minute"
+        "limit {0:?} is not [name=]<max>/<window> or <max> per <window>, e.g. 100/minute, 100 per minute, 10/1s, 1000000/60s, 5/500ms, tokens=20000/minute"
     )]
     Syntax(String),
     /// A bound of [`Limit::new`].
@@ -451,6 +476,29 @@ mod tests {
                 got_ms: MAX_WINDOW_MS + 1
             })
         );
+    }
+
+    #[test]
+    fn the_python_limits_syntax_parses_in_any_case() {
+        let per = |t: &str| t.parse::<Limit>().map(|l| (l.max(), l.window_ms()));
+        assert_eq!(per("100 per minute"), Ok((100, 60_000)));
+        assert_eq!(per("100/MINUTE"), Ok((100, 60_000)));
+        assert_eq!(per("5 PER 2 Hours"), Ok((5, 7_200_000)));
+        assert_eq!(per("1/month"), Ok((1, 2_592_000_000)));
+        assert_eq!(per("1/year"), Ok((1, 31_536_000_000)));
+        for bad in [
+            "100 minute",
+            "per minute",
+            "10/fortnight",
+            "10 per",
+            "ten/second",
+        ] {
+            let err = per(bad).unwrap_err();
+            assert!(matches!(err, LimitParseError::Syntax(_)), "{bad}: {err}");
+        }
+        let list = parse_list("10/second;100/minute").unwrap();
+        assert_eq!(list.len(), 2);
+        assert_eq!(parse_list("1/s | 2/s").unwrap().len(), 2);
     }
 
     #[test]

@@ -49,6 +49,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod caller_deadline;
 mod catalogue;
 pub mod cluster;
 mod connect;

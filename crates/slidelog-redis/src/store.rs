@@ -229,10 +229,23 @@ where
     }
 
     /// The deadline (Unix ms, this host's clock) of a call starting now: the
-    /// timeout less the skew margin; `None` when the margin eats it all.
+    /// timeout less the skew margin (`None` when the margin eats it all),
+    /// or the caller's own deadline when that comes first
+    /// ([`crate::caller_deadline`]). The caller's is taken as it is: a
+    /// margin taken from it too would refuse every call of a client whose
+    /// deadline is as short as the margin (Envoy's default is 20 ms); a
+    /// record the skew lets through is counted as a late record.
     fn deadline_ms(&self) -> Option<u64> {
-        let budget = self.timeout.checked_sub(self.skew_margin)?;
-        Some(SystemClock.now_ms() + budget.as_millis() as u64)
+        let now = SystemClock.now_ms();
+        let own = self
+            .timeout
+            .checked_sub(self.skew_margin)
+            .map(|budget| now + budget.as_millis() as u64);
+        let caller = crate::caller_deadline::remaining().map(|left| now + left.as_millis() as u64);
+        match (own, caller) {
+            (Some(own), Some(caller)) => Some(own.min(caller)),
+            (own, caller) => own.or(caller),
+        }
     }
 
     /// A settle or charge the module engine (or a key it holds) cannot take yet.

@@ -6,8 +6,13 @@
 //! that does not parse, runs unbounded by the client (the store's own
 //! timeout, `--store-timeout`, still bounds it), as with tonic.
 //!
-//! Dropping the call at its deadline is what tonic did: the limiter's
-//! store call is then abandoned as when any caller stops waiting for it.
+//! The deadline also goes down to the store: the call runs within
+//! [`slidelog::redis::caller_deadline::within`], so a check sent to Redis
+//! carries the client's deadline when it is sooner than the store's own,
+//! and the script or module command refuses to record past it. A call
+//! answered `CANCELLED` therefore leaves no late record (a reply already on
+//! its way when the deadline passes is counted,
+//! `slidelog_store_late_records_total`).
 
 use axum::http::{HeaderMap, Request, Response};
 use futures::FutureExt as _;
@@ -32,20 +37,16 @@ impl<S> ClientDeadline<S> {
     }
 }
 
-/// A call's future, with a deadline or without.
+/// A call's future, with a deadline or without (boxed only with one).
 type Deadlined<F> = futures::future::Either<
     F,
-    futures::future::Map<
-        tokio::time::Timeout<F>,
-        fn(
-            Result<Result<Response<tonic::body::Body>, Infallible>, tokio::time::error::Elapsed>,
-        ) -> Result<Response<tonic::body::Body>, Infallible>,
-    >,
+    futures::future::BoxFuture<'static, Result<Response<tonic::body::Body>, Infallible>>,
 >;
 
 impl<S, B> Service<Request<B>> for ClientDeadline<S>
 where
     S: Service<Request<B>, Response = Response<tonic::body::Body>, Error = Infallible>,
+    S::Future: Send + 'static,
 {
     type Response = Response<tonic::body::Body>;
     type Error = Infallible;
@@ -58,9 +59,16 @@ where
     fn call(&mut self, request: Request<B>) -> Self::Future {
         match client_timeout(request.headers()) {
             None => futures::future::Either::Left(self.inner.call(request)),
-            Some(deadline) => futures::future::Either::Right(
-                tokio::time::timeout(deadline, self.inner.call(request)).map(expired_as_cancelled),
-            ),
+            Some(deadline) => {
+                let call = self.inner.call(request);
+                let at = std::time::Instant::now() + deadline;
+                let scoped = slidelog::redis::caller_deadline::within(at, call);
+                futures::future::Either::Right(
+                    tokio::time::timeout(deadline, scoped)
+                        .map(expired_as_cancelled)
+                        .boxed(),
+                )
+            }
         }
     }
 }

@@ -34,6 +34,16 @@ async fn call_on(
     path: &str,
     timeout: Option<&str>,
 ) -> (Response<h2::RecvStream>, Duration) {
+    call_as(grpc, path, timeout, "deadline").await
+}
+
+/// [`call_on`] for the descriptor value `user`.
+async fn call_as(
+    grpc: &str,
+    path: &str,
+    timeout: Option<&str>,
+    user: &str,
+) -> (Response<h2::RecvStream>, Duration) {
     let tcp = tokio::net::TcpStream::connect(grpc).await.unwrap();
     let (client, connection) = h2::client::handshake(tcp).await.unwrap();
     tokio::spawn(connection);
@@ -44,7 +54,7 @@ async fn call_on(
     if let Some(t) = timeout {
         request = request.header("grpc-timeout", t);
     }
-    let message = common::envoy_request("api", "user", "deadline").encode_to_vec();
+    let message = common::envoy_request("api", "user", user).encode_to_vec();
     let mut body = vec![0u8];
     body.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
     body.extend_from_slice(&message);
@@ -126,4 +136,52 @@ async fn a_call_ends_at_its_client_deadline_not_at_the_store_timeout() {
         took >= Duration::from_millis(300) && took < Duration::from_secs(3),
         "answered after {took:?}: the deadline is 300 ms, the store's timeout 5 s"
     );
+}
+
+/// The client's deadline goes down to the store: with Redis frozen
+/// (SIGSTOP) and a 5 s store timeout, ten calls with `grpc-timeout` 20 ms
+/// are answered `CANCELLED`; when Redis resumes it runs their queued checks
+/// past that deadline, so none records: no record on Redis and
+/// `slidelog_store_late_records_total` stays 0.
+#[tokio::test]
+async fn a_cancelled_call_leaves_no_late_record() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("limits.yaml");
+    std::fs::write(&config, CONFIG).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_slidelog"));
+    command
+        .args(["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
+        .args(["--store", &redis.url(), "--store-timeout", "5s"])
+        .arg("--config")
+        .arg(&config)
+        .env_remove("SLIDELOG_STORE");
+    let service = child::spawn(command);
+    let grpc = service.grpc_addr();
+    let (warm, _) = call_as(&grpc, PATH, None, "warm").await;
+    assert_eq!(grpc_status(warm).await.0, "0");
+    redis.pause();
+    for _ in 0..10 {
+        let (response, _) = call_as(&grpc, PATH, Some("20m"), "frozen").await;
+        assert_eq!(grpc_status(response).await.0, "1", "CANCELLED");
+    }
+    redis.resume();
+    // Every queued check has run (and been refused) once a later call on
+    // the same connection is answered.
+    let (after, _) = call_as(&grpc, PATH, None, "warm").await;
+    assert_eq!(grpc_status(after).await.0, "0");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let metrics = common::raw_http::get(&service.addr, "/metrics").1;
+    let late = common::raw_http::metric(&metrics, "slidelog_store_late_records_total");
+    assert_eq!(late, 0.0, "late records");
+    let mut conn = redis.client();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*frozen*").query(&mut conn).unwrap();
+    let mut held = 0u64;
+    for key in keys.iter().filter(|k| !k.contains("#w")) {
+        held += redis::cmd("ZCARD")
+            .arg(key)
+            .query::<u64>(&mut conn)
+            .unwrap_or(0);
+    }
+    assert_eq!(held, 0, "records of cancelled calls on Redis: {keys:?}");
 }

@@ -98,7 +98,10 @@ fn outage(policy: &str, at_start: bool) {
         let (status, body) = raw_http::check(&service.addr, BODY);
         assert!(exact(status, &body), "{body}");
     }
-    let log: Vec<String> = service.log.try_iter().collect();
+    // The start-up probe may find the store down before `serve` logs its
+    // address: the lines read until then count too.
+    let early = service.early_log.iter().cloned();
+    let log: Vec<String> = early.chain(service.log.try_iter()).collect();
     // A refused connection is never reported as a silent one.
     let silent: Vec<&String> = log.iter().filter(|l| l.contains("silent")).collect();
     assert!(silent.is_empty(), "{silent:#?}");
@@ -137,4 +140,50 @@ fn fail_closed_mid_run() {
 #[test]
 fn fail_open_from_startup() {
     outage("fail-open", true);
+}
+
+/// The store's health of an idle instance comes from its own probe, not
+/// from decisions: started on a dead Redis with no traffic, `/metrics`
+/// shows `slidelog_store_up 0` within one probe interval (500 ms) of
+/// start-up, and after Redis returns `/readyz` is ready within 1 s with no
+/// other call made.
+#[test]
+fn an_idle_instance_knows_its_store_from_its_own_probe() {
+    let mut redis = RedisServer::start();
+    redis.kill();
+    let service = serve(&redis, "fail-open");
+    let started = Instant::now();
+    let up = |service: &child::Serve| {
+        let text = raw_http::get(&service.addr, "/metrics").1;
+        text.lines().find_map(|l| {
+            l.strip_prefix("slidelog_store_up ")?
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
+    };
+    while up(&service) != Some(0.0) {
+        assert!(
+            started.elapsed() < Duration::from_millis(1_500),
+            "no slidelog_store_up 0 from an idle instance on a dead store"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(raw_http::get(&service.addr, "/readyz").0, 503);
+    std::thread::sleep(Duration::from_millis(1_000));
+    redis.restart();
+    let back = Instant::now();
+    loop {
+        let (status, body) = raw_http::get(&service.addr, "/readyz");
+        if status == 200 {
+            break;
+        }
+        assert!(
+            back.elapsed() < Duration::from_millis(1_000),
+            "/readyz still not ready {:?} after the store returned: {body}",
+            back.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(up(&service), Some(1.0));
 }

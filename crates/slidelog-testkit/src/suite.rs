@@ -12,7 +12,7 @@
 //! duration could expire a key the explicit clock still considers live.
 
 use crate::unique_prefix;
-use slidelog_core::{Decision, Limit, Mode, Now, Request, Store};
+use slidelog_core::{Checks, Decision, JointDecision, Limit, Mode, Now, Request, Store};
 
 /// A base time for explicit-time cases (2026-01-01, in ms).
 pub const T0: u64 = 1_767_225_600_000;
@@ -376,6 +376,97 @@ pub async fn keys_are_independent(store: &dyn Store) {
     assert!(check_at(store, &b, 1).await.allowed);
 }
 
+/// A joint decision at `T0 + at`.
+pub async fn all_at(store: &dyn Store, checks: &Checks, mode: Mode, at: u64) -> JointDecision {
+    store
+        .decide_all(checks, mode, Now::At(T0 + at))
+        .await
+        .expect("store decides jointly")
+}
+
+/// docs/design.md §1 "One request, several keys": a request refused by one
+/// key records in none: `user` 10 and `route` 3 per minute, six requests on
+/// both admit 3; the user alone is then admitted exactly 7 more times.
+pub async fn a_refused_joint_request_records_in_no_key(store: &dyn Store) {
+    let user = request(&key("joint-user"), &[(10, 60_000)], 1);
+    let route = request(&key("joint-route"), &[(3, 60_000)], 1);
+    let both = Checks::new([user.clone(), route]).expect("two keys");
+    let mut admitted = 0;
+    for t in 0..6 {
+        let joint = all_at(store, &both, Mode::Record, t).await;
+        admitted += u64::from(joint.allowed);
+        if !joint.allowed {
+            let by = joint.refused_by.expect("a refusal names its check");
+            assert_eq!((by.check, by.limit), (1, 0));
+            assert!(joint.checks[0].decision.allowed, "the user alone admits");
+            assert!(!joint.checks[1].decision.allowed);
+        }
+    }
+    assert_eq!(admitted, 3);
+    let mut more = 0;
+    for t in 10..20 {
+        more += u64::from(check_at(store, &user, t).await.allowed);
+    }
+    assert_eq!(
+        more, 7,
+        "only the 3 admitted requests are in the user's log"
+    );
+}
+
+/// docs/design.md §1: each check of an admitted joint request reports what
+/// a check of that key alone reports, and a joint peek records nothing.
+pub async fn a_joint_answer_is_each_keys_own_answer(store: &dyn Store) {
+    let a = request(&key("joint-a"), &[(5, 10_000), (50, 60_000)], 2);
+    let b = request(&key("joint-b"), &[(4, 10_000)], 1);
+    let (a_twin, b_twin) = (
+        request(&key("joint-a2"), &[(5, 10_000), (50, 60_000)], 2),
+        request(&key("joint-b2"), &[(4, 10_000)], 1),
+    );
+    let both = Checks::new([a, b]).expect("two keys");
+    let peeked = all_at(store, &both, Mode::Peek, 0).await;
+    assert!(peeked.allowed && peeked.refused_by.is_none());
+    for at in [0, 1_000] {
+        let joint = all_at(store, &both, Mode::Record, at).await;
+        assert!(joint.allowed);
+        assert_eq!(joint.checks[0].decision, check_at(store, &a_twin, at).await);
+        assert_eq!(joint.checks[1].decision, check_at(store, &b_twin, at).await);
+    }
+    let refused = all_at(store, &both, Mode::Record, 2_000).await;
+    assert!(!refused.allowed, "a: 6 of 5 after two admissions of cost 2");
+    assert_eq!(refused.refused_by.map(|r| (r.check, r.limit)), Some((0, 0)));
+    assert_eq!(
+        refused.checks[0].decision,
+        peek_at(store, &a_twin, 2_000).await
+    );
+    assert_eq!(
+        refused.checks[1].decision,
+        peek_at(store, &b_twin, 2_000).await
+    );
+    assert_eq!(refused.checks[0].decision.retry_after_ms, 8_000);
+}
+
+/// docs/design.md §1: the same key twice is one check with its costs added.
+pub async fn the_same_key_twice_is_one_check(store: &dyn Store) {
+    let k = key("joint-twice");
+    let once = request(&k, &[(3, 60_000)], 1);
+    let twice = Checks::new([once.clone(), once.clone()]).expect("merged");
+    assert_eq!(twice.len(), 1);
+    assert_eq!(
+        all_at(store, &twice, Mode::Record, 0).await.checks[0]
+            .decision
+            .count,
+        2
+    );
+    assert!(
+        !all_at(store, &twice, Mode::Record, 1).await.allowed,
+        "2 more do not fit in 3"
+    );
+    assert!(
+        check_at(store, &once, 2).await.allowed,
+        "the refusal recorded nothing"
+    );
+}
+
 /// Runs every case of the suite against the store that `make` builds, one
 /// `#[tokio::test]` per case (the calling crate needs `tokio` with the
 /// `macros` and `rt` features). `make` is a closure returning a future of
@@ -407,7 +498,10 @@ macro_rules! store_suite {
             more_live_than_max_after_a_step_back,
             store_time_decides_without_a_given_time,
             a_lowered_max_rejects_until_enough_expire,
-            keys_are_independent
+            keys_are_independent,
+            a_refused_joint_request_records_in_no_key,
+            a_joint_answer_is_each_keys_own_answer,
+            the_same_key_twice_is_one_check
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

@@ -27,6 +27,12 @@
 //!   item's `t` is that limit's wait when it refuses the request, else the
 //!   time until its log is empty. The tower layer writes these: its
 //!   answers list every limit of the route.
+//! - With several keys decided together ([`ratelimit_fields_joint`], from
+//!   `Limiter::decide_all`), every limit is listed under its key's name:
+//!   `"ip"` for a key's one unnamed limit, `"api-key.requests"` for a named
+//!   one, `"ip.20per1000ms"` for an unnamed one among several; the deciding
+//!   key's items first. `Retry-After` is the longest wait of the refusing
+//!   keys: the request passes only when every key admits it.
 //!
 //! Every function takes the request's limits first, then the decision.
 //! [`insert`] writes all the fields into an `http::HeaderMap`, for a
@@ -46,7 +52,7 @@
 
 use http::header::RETRY_AFTER;
 use http::{HeaderMap, HeaderName, HeaderValue};
-use slidelog_core::{Decision, Detailed, Limit};
+use slidelog_core::{Decision, Detailed, JointDecision, Limit};
 use std::fmt::Write as _;
 
 /// `RateLimit-Policy` (lower case: HTTP/2 field names).
@@ -73,10 +79,31 @@ pub fn ceil_secs(ms: u64) -> u64 {
 /// Returns the policy name of `limit` among the request's `limits`: its
 /// own name, else `default` when alone, else `<max>per<window_ms>ms`.
 pub fn policy_name(limits: &[Limit], limit: &Limit) -> String {
-    match limit.name() {
-        Some(name) => name.to_owned(),
-        None if limits.len() == 1 => "default".to_owned(),
-        None => format!("{}per{}ms", limit.max(), limit.window_ms()),
+    let mut out = String::new();
+    push_name(&mut out, None, limits.len() == 1, limit);
+    out
+}
+
+/// Appends the policy name of `limit` (one of `alone`: a request's only
+/// limit) to `out`: under `key` when the limits are listed by key
+/// (`key`, `key.name`, `key.<max>per<window_ms>ms`), else as
+/// [`policy_name`] gives it. The one place a name is spelled.
+fn push_name(out: &mut String, key: Option<&str>, alone: bool, limit: &Limit) {
+    match (key, limit.name()) {
+        (Some(key), None) if alone => out.push_str(key),
+        (None, None) if alone => out.push_str("default"),
+        (key, name) => {
+            if let Some(key) = key {
+                out.push_str(key);
+                out.push('.');
+            }
+            match name {
+                Some(name) => out.push_str(name),
+                None => {
+                    let _ = write!(out, "{}per{}ms", limit.max(), limit.window_ms());
+                }
+            }
+        }
     }
 }
 
@@ -100,18 +127,23 @@ fn deciding_name(limits: &[Limit], max: u64, window_ms: u64) -> String {
 /// # Ok::<(), slidelog::InputError>(())
 /// ```
 pub fn policy_value(limits: &[Limit]) -> String {
-    limits
-        .iter()
-        .map(|l| {
-            format!(
-                "\"{}\";q={};w={}",
-                policy_name(limits, l),
-                l.max(),
-                ceil_secs(l.window_ms()).max(1)
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
+    let mut out = String::new();
+    push_policy(&mut out, None, limits);
+    out
+}
+
+/// Appends the `RateLimit-Policy` items of `limits` to `out` (after a
+/// `, ` when it is not empty), named under `key` when given.
+fn push_policy(out: &mut String, key: Option<&str>, limits: &[Limit]) {
+    for limit in limits {
+        if !out.is_empty() {
+            out.push_str(", ");
+        }
+        out.push('"');
+        push_name(out, key, limits.len() == 1, limit);
+        let window = ceil_secs(limit.window_ms()).max(1);
+        let _ = write!(out, "\";q={};w={window}", limit.max());
+    }
 }
 
 /// Returns the `RateLimit` value for `decision`, made under `limits`.
@@ -184,6 +216,13 @@ pub fn ratelimit_value_each(each: &Detailed) -> String {
     // One string, no intermediate vectors: the tower layer formats this for
     // every admitted request.
     let mut out = String::with_capacity(24 * each.limits.len());
+    push_each(&mut out, None, each);
+    out
+}
+
+/// Appends the `RateLimit` items of every limit `each` has counts for to
+/// `out` (the deciding one first), named under `key` when given.
+fn push_each(out: &mut String, key: Option<&str>, each: &Detailed) {
     let alone = each.limits.len() == 1;
     let deciding = each.deciding().map(|s| s.limit);
     let first = each.limits.iter().filter(|s| Some(s.limit) == deciding);
@@ -200,16 +239,9 @@ pub fn ratelimit_value_each(each: &Detailed) -> String {
             out.push_str(", ");
         }
         out.push('"');
-        match state.limit.name() {
-            Some(name) => out.push_str(name),
-            None if alone => out.push_str("default"),
-            None => {
-                let _ = write!(out, "{}per{}ms", state.limit.max(), state.limit.window_ms());
-            }
-        }
+        push_name(out, key, alone, &state.limit);
         let _ = write!(out, "\";r={};t={}", counts.remaining, ceil_secs(t_ms));
     }
-    out
 }
 
 /// Returns the `RateLimit` header value of [`ratelimit_value_each`], or
@@ -243,6 +275,106 @@ pub fn ratelimit_fields_each(each: &Detailed) -> RateLimitFields {
 /// [`insert`] does.
 pub fn insert_each(headers: &mut HeaderMap, each: &Detailed) {
     insert_fields(headers, &ratelimit_fields_each(each));
+}
+
+/// Returns every header value for a joint decision (`Limiter::decide_all`),
+/// check `i`'s limits listed under the key name `keys[i]` (a check with no
+/// name in `keys` is listed as [`ratelimit_fields_each`] lists it): the
+/// policy of every limit of every key; `RateLimit` with the deciding key's
+/// items first (`None` when any answer is degraded: nothing was counted
+/// there); when refused, `Retry-After`: the longest wait of the refusing
+/// keys, since the request passes only once every key admits it.
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// use slidelog::{Checks, Limit, Limiter, Request, headers::ratelimit_fields_joint};
+/// let key = Request::single("api:k1", "100/minute".parse::<Limit>()?)?;
+/// let ip = Request::single("ip:10.0.0.1", "20/second".parse::<Limit>()?)?;
+/// let joint = Limiter::memory().check_all(&Checks::new([key, ip])?).await?;
+/// let fields = ratelimit_fields_joint(&joint, &["api-key", "ip"]);
+/// assert_eq!(fields.policy, r#""api-key";q=100;w=60, "ip";q=20;w=1"#);
+/// // The deciding key first: the one with the least left, relatively.
+/// assert_eq!(fields.ratelimit.as_deref(), Some(r#""ip";r=19;t=1, "api-key";r=99;t=60"#));
+/// # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
+/// ```
+pub fn ratelimit_fields_joint(joint: &JointDecision, keys: &[&str]) -> RateLimitFields {
+    let key = |i: usize| keys.get(i).copied();
+    let mut policy = String::new();
+    for (i, each) in joint.checks.iter().enumerate() {
+        let limits: Vec<Limit> = each.limits.iter().map(|s| s.limit).collect();
+        push_policy(&mut policy, key(i), &limits);
+    }
+    let deciding = joint.deciding();
+    let ratelimit = (!joint.degraded()).then(|| {
+        let mut out = String::with_capacity(32 * joint.checks.len());
+        let at = joint.checks.iter().position(|c| std::ptr::eq(c, deciding));
+        let first = at.map(|at| (at, deciding));
+        let rest = joint
+            .checks
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| Some(*i) != at);
+        for (i, each) in first.into_iter().chain(rest) {
+            push_each(&mut out, key(i), each);
+        }
+        out
+    });
+    let wait = joint.checks.iter().map(|c| c.decision.retry_after_ms).max();
+    RateLimitFields {
+        policy,
+        ratelimit,
+        retry_after: (!joint.allowed).then(|| ceil_secs(wait.unwrap_or(0)).to_string()),
+    }
+}
+
+/// Writes the fields of [`ratelimit_fields_joint`] into `headers`, as
+/// [`insert`] does.
+pub fn insert_joint(headers: &mut HeaderMap, joint: &JointDecision, keys: &[&str]) {
+    insert_fields(headers, &ratelimit_fields_joint(joint, keys));
+}
+
+/// Returns the `RateLimit-Policy` value of several keys' limits, each
+/// listed under its key's name (as [`ratelimit_fields_joint`] lists them).
+#[cfg(feature = "tower")]
+pub(crate) fn policy_value_keyed<'a>(
+    keyed: impl IntoIterator<Item = (&'a str, &'a [Limit])>,
+) -> String {
+    let mut out = String::new();
+    for (key, limits) in keyed {
+        push_policy(&mut out, Some(key), limits);
+    }
+    out
+}
+
+/// Adds `fields` to the RateLimit fields already in `headers` (those of an
+/// inner rate limit layer on the same request): their items are appended
+/// after the ones there, and an existing `Retry-After` (the refusing
+/// layer's) is kept.
+#[cfg(feature = "tower")]
+pub(crate) fn append_fields(headers: &mut HeaderMap, fields: &RateLimitFields) {
+    let joined = |headers: &HeaderMap, name: &HeaderName, mine: &str| {
+        let there = headers.get(name).and_then(|v| v.to_str().ok());
+        match there {
+            Some(there) if !there.is_empty() && !mine.is_empty() => format!("{there}, {mine}"),
+            Some(there) if mine.is_empty() => there.to_owned(),
+            _ => mine.to_owned(),
+        }
+    };
+    let policy = joined(headers, &RATELIMIT_POLICY, &fields.policy);
+    let ratelimit = fields
+        .ratelimit
+        .as_deref()
+        .map(|mine| joined(headers, &RATELIMIT, mine));
+    let retry_after = match headers.get(RETRY_AFTER) {
+        Some(_) => None,
+        None => fields.retry_after.clone(),
+    };
+    let merged = RateLimitFields {
+        policy,
+        ratelimit,
+        retry_after,
+    };
+    insert_fields(headers, &merged);
 }
 
 /// Writes already formatted fields (see [`insert`]).
@@ -359,5 +491,82 @@ mod tests {
         assert_eq!(headers[RATELIMIT_POLICY], "\"default\";q=10;w=1");
         assert_eq!(headers[RETRY_AFTER], "2");
         assert_eq!(headers.len(), 3);
+    }
+
+    fn joint_of(requests: &[(&str, &str, u64)]) -> JointDecision {
+        let checks = requests
+            .iter()
+            .map(|(key, limits, cost)| {
+                let limits = slidelog_core::limit::parse_list(limits).unwrap();
+                slidelog_core::Request::new(*key, limits, *cost).unwrap()
+            })
+            .collect::<Vec<_>>();
+        let mut logs = vec![slidelog_core::Log::new(); checks.len()];
+        let each = checks
+            .iter()
+            .zip(&mut logs)
+            .map(|(r, log)| slidelog_core::engine::evaluate_each(log, 0, r))
+            .collect();
+        JointDecision::of(each)
+    }
+
+    #[test]
+    fn joint_fields_list_every_key_by_name_and_wait_for_the_slowest_refusal() {
+        let admitted = joint_of(&[("a", "requests=10/minute, 5/s", 1), ("b", "20/s", 1)]);
+        let f = ratelimit_fields_joint(&admitted, &["api-key", "ip"]);
+        assert_eq!(
+            f.policy,
+            r#""api-key.requests";q=10;w=60, "api-key.5per1000ms";q=5;w=1, "ip";q=20;w=1"#
+        );
+        // Admitted: the key with the least left (4 of 5) first.
+        assert_eq!(
+            f.ratelimit.as_deref(),
+            Some(r#""api-key.5per1000ms";r=4;t=1, "api-key.requests";r=9;t=60, "ip";r=19;t=1"#)
+        );
+        assert_eq!(f.retry_after, None);
+        // A check without a name is listed as a lone request's.
+        let f = ratelimit_fields_joint(&admitted, &["api-key"]);
+        assert!(
+            f.policy.ends_with(r#", "default";q=20;w=1"#),
+            "{}",
+            f.policy
+        );
+        // Refused by both: the longest wait is the one to honour.
+        let mut refused = admitted.clone();
+        for (each, wait) in refused.checks.iter_mut().zip([2_000, 61_000]) {
+            each.decision.allowed = false;
+            each.decision.retry_after_ms = wait;
+        }
+        let refused = JointDecision::of(refused.checks);
+        let f = ratelimit_fields_joint(&refused, &["api-key", "ip"]);
+        assert_eq!(f.retry_after.as_deref(), Some("61"));
+        // Degraded anywhere: nothing counted there, no RateLimit field.
+        let mut degraded = admitted;
+        degraded.checks[1].decision.degraded = true;
+        assert_eq!(
+            ratelimit_fields_joint(&degraded, &["a", "b"]).ratelimit,
+            None
+        );
+    }
+
+    #[cfg(feature = "tower")]
+    #[test]
+    fn appended_fields_follow_an_inner_layers_and_keep_its_retry_after() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            RATELIMIT_POLICY,
+            HeaderValue::from_static(r#""ip";q=1;w=1"#),
+        );
+        headers.insert(RATELIMIT, HeaderValue::from_static(r#""ip";r=0;t=1"#));
+        headers.insert(RETRY_AFTER, HeaderValue::from_static("1"));
+        let mine = RateLimitFields {
+            policy: r#""key";q=9;w=60"#.into(),
+            ratelimit: Some(r#""key";r=9;t=0"#.into()),
+            retry_after: Some("60".into()),
+        };
+        append_fields(&mut headers, &mine);
+        assert_eq!(headers[RATELIMIT_POLICY], r#""ip";q=1;w=1, "key";q=9;w=60"#);
+        assert_eq!(headers[RATELIMIT], r#""ip";r=0;t=1, "key";r=9;t=0"#);
+        assert_eq!(headers[RETRY_AFTER], "1");
     }
 }

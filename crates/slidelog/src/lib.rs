@@ -100,6 +100,7 @@ pub mod store {
 #[cfg(feature = "redis")]
 pub mod redis {
     pub use crate::url::redis_options;
+    pub use slidelog_redis::caller_deadline;
     pub use slidelog_redis::{
         ClusterStore, ConnectError, RedisOptions, RedisStore, SentinelStore, UnsafePipelinedStore,
     };

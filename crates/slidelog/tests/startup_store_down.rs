@@ -123,3 +123,51 @@ async fn a_store_that_refuses_the_configuration_fails_under_either_policy() {
         .unwrap_err();
     assert!(!err.is_transient(), "{err}");
 }
+
+/// `engine=module` opened while Redis is down, then Redis returns without
+/// the module: in every policy the limiter says so — the first decision
+/// logs one error naming the module and `--loadmodule`, `store_health()`
+/// reports a misconfiguration (never `Up`), and fail-closed answers the
+/// misconfiguration as its error.
+#[tokio::test]
+async fn the_module_engine_on_a_server_without_the_module_is_a_misconfiguration() {
+    for fail_open in [true, false] {
+        let mut redis = redis_down();
+        let url = format!("{}?engine=module", redis.url());
+        let builder = Limiter::builder();
+        let builder = if fail_open {
+            builder.fail_open()
+        } else {
+            builder.fail_closed()
+        };
+        let options = StoreOptions {
+            lazy_connect: true,
+            ..Default::default()
+        };
+        let limiter = builder
+            .open(&url, options)
+            .await
+            .expect("a lazy store opens");
+        redis.restart();
+        let limits = ["5/minute".parse::<Limit>().unwrap()];
+        let started = Instant::now();
+        let cause = loop {
+            let answer = limiter.check("user", &limits, 1).await;
+            if let slidelog::StoreHealth::Misconfigured { cause } = limiter.store_health() {
+                if !fail_open {
+                    let err = answer.expect_err("fail-closed answers the misconfiguration");
+                    assert!(err.to_string().contains("module"), "{err}");
+                }
+                break cause;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "fail_open={fail_open}: still {:?} / {answer:?} after 5 s",
+                limiter.store_health()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert!(cause.contains("--loadmodule"), "{cause}");
+        assert!(limiter.misconfiguration().is_some());
+    }
+}

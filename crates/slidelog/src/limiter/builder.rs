@@ -203,12 +203,17 @@ impl LimiterBuilder {
         let rejections = self.rejections.resolve(remote && self.time.is_store());
         let health = Arc::new(Health::new(store.kind(), self.metrics.clone()));
         let report = Report::new(&store, self.policy, self.metrics, health.clone());
+        let bound = CallBound(remote.then_some(self.timeout));
+        if remote {
+            // Health, the up gauge and readiness known from start-up.
+            health.start(&store, bound);
+        }
         Limiter {
             inner: Arc::new(Inner {
                 store,
                 time: self.time,
                 policy: self.policy,
-                bound: CallBound(remote.then_some(self.timeout)),
+                bound,
                 rejections,
                 health,
                 report,

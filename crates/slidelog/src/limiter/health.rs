@@ -33,6 +33,14 @@ pub(crate) const LAST_RETRY: Duration = Duration::from_millis(500);
 pub enum StoreHealth {
     /// The store answers (or no probe has found it down).
     Up,
+    /// The store answers but cannot decide (a wrong password, NOPERM, the
+    /// module engine on a server without the module): not an outage, a
+    /// configuration an operator must fix. Logged at error level, counted
+    /// (`kind="misconfigured"`) and reported by readiness, in every policy.
+    Misconfigured {
+        /// What the store said, naming the fix where it is known.
+        cause: String,
+    },
     /// The store is known down: decisions answer by policy without it.
     Down {
         /// How long it has been known down.
@@ -123,6 +131,19 @@ impl Health {
         runtime.spawn(probe(Arc::downgrade(self), store.clone(), bound));
     }
 
+    /// Starts the probe at once, whatever has happened (a limiter just built
+    /// on a remote store): the store's health, its up gauge and readiness
+    /// are then known from start-up, not from the first decision. Needs a
+    /// Tokio runtime; without one the first failed call starts it.
+    pub(crate) fn start(self: &Arc<Self>, store: &Arc<dyn Store>, bound: CallBound) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if !self.probing.swap(true, Ordering::AcqRel) {
+            runtime.spawn(probe(Arc::downgrade(self), store.clone(), bound));
+        }
+    }
+
     /// Marks the store down (logged and reported once per outage).
     pub(crate) fn mark_down(&self, cause: StoreError) {
         let mut down = self.down.lock();
@@ -207,6 +228,9 @@ async fn probe(health: Weak<Health>, store: Arc<dyn Store>, bound: CallBound) {
             // It answered (an error that is not an outage is an answer).
             _ => {
                 health.mark_up();
+                if let Some(metrics) = &health.metrics {
+                    metrics.store_up();
+                }
                 health.probing.store(false, Ordering::Release);
                 return;
             }

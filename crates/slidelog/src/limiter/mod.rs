@@ -330,14 +330,32 @@ impl Limiter {
     /// # Ok::<(), slidelog::LimiterError>(()) }).unwrap();
     /// ```
     pub async fn ping(&self) -> Result<(), LimiterError> {
+        // Readiness follows the background probe: while it knows the store
+        // down, not ready at once; it marks the store up within one probe
+        // interval of its return.
+        if let Some(outage) = self.inner.health.outage() {
+            return Err(outage.into());
+        }
         let started = self.inner.report.start();
-        let result = self.inner.bound.run(self.inner.store.ping()).await;
+        let store = &self.inner.store;
+        let result = match self.inner.bound.run(store.ping()).await {
+            // A connection may report its last failure once and reconnect
+            // only then: ask again at once (as the probe does).
+            Err(e) if matches!(e, slidelog_core::StoreError::Unavailable(_)) => {
+                self.inner.bound.run(store.ping()).await.map_err(|_| e)
+            }
+            other => other,
+        };
         match &result {
             Ok(()) => {
                 self.inner.health.answered();
                 self.inner.report.ready()
             }
-            Err(e) => self.inner.report.failed(Op::Ping, e, false, started),
+            Err(e) => {
+                let inner = &self.inner;
+                inner.health.failed(e, &inner.store, inner.bound);
+                inner.report.failed(Op::Ping, e, false, started)
+            }
         }
         Ok(result?)
     }
@@ -388,9 +406,14 @@ impl Limiter {
     }
 
     /// Returns what is known of the store's health: [`StoreHealth::Down`]
-    /// while decisions answer by policy without it (docs/design.md §6).
+    /// while decisions answer by policy without it (docs/design.md §6),
+    /// [`StoreHealth::Misconfigured`] while it answers but refuses
+    /// slidelog's configuration and no decision has succeeded since.
     pub fn store_health(&self) -> StoreHealth {
-        self.inner.health.snapshot()
+        match (self.inner.health.snapshot(), self.misconfiguration()) {
+            (StoreHealth::Up, Some(cause)) => StoreHealth::Misconfigured { cause },
+            (health, _) => health,
+        }
     }
 
     /// Returns the local rejection cache, when on

@@ -1,14 +1,14 @@
-//! The request side of the layer: which limits apply (the route), whose
-//! log it is (the key, in the layer's namespace), what the request costs,
-//! and whether that makes a valid request. Nothing here answers the
-//! client; [`super::answer`] does.
+//! The request side of the layer: which limits apply (the route, for each
+//! key), whose logs they are (the keys, in the layer's namespace), what the
+//! request costs, and whether that makes valid checks. Nothing here
+//! answers the client; [`super::answer`] does.
 
 use super::config::{Config, MissingKey};
 use super::cost::Charge;
 use super::extract::KeyExtractor;
 use super::response::Rejection;
 use super::routes::Rule;
-use slidelog_core::{Limit, Request};
+use slidelog_core::{Checks, Limit};
 use std::sync::Arc;
 
 /// What the request side found.
@@ -18,21 +18,43 @@ pub(crate) enum Asked<'a, B> {
     Pass(B),
     /// The request cannot be decided (no key, a bad cost): the layer answers.
     Refuse(Rejection),
-    /// A request to decide on.
+    /// Checks to decide on.
     Decide(Ask<'a, B>),
 }
 
-/// A request to decide on, with the route rule it matched.
+/// Checks to decide on together, one per key the request is limited by.
 pub(crate) struct Ask<'a, B> {
-    /// The validated request: namespaced key, the route's limits, the cost.
-    pub(crate) request: Request,
-    /// The route's limits (for refusals).
-    pub(crate) limits: &'a Arc<[Limit]>,
-    /// The route's rule: its `RateLimit-Policy` value and, with costs by
-    /// name, where they go (for the settle too).
-    pub(crate) rule: &'a Rule,
+    /// The validated checks: namespaced keys, their routes' limits, costs.
+    pub(crate) checks: Checks,
+    /// For each check, in order: which key and route rule it came from.
+    pub(crate) keys: Vec<Keyed<'a>>,
     /// The body, handed on whole (read only by a body cost).
     pub(crate) body: B,
+}
+
+/// Where one check came from.
+#[derive(Clone, Copy)]
+pub(crate) struct Keyed<'a> {
+    /// The layer's key: 0 for the first, `i` for the `i`-th added.
+    pub(crate) index: usize,
+    /// The route's rule for that key: its `RateLimit-Policy` value and,
+    /// with costs by name, where they go (for the settle too).
+    pub(crate) rule: &'a Rule,
+}
+
+impl Keyed<'_> {
+    /// The rule's limits (only limited rules make checks).
+    pub(crate) fn limits(&self) -> Arc<[Limit]> {
+        self.rule.limits.clone().unwrap_or_else(|| Arc::new([]))
+    }
+}
+
+/// A key found for a limited rule.
+struct Found<'a> {
+    index: usize,
+    rule: &'a Rule,
+    limits: &'a Arc<[Limit]>,
+    key: String,
 }
 
 /// Returns what a layer configured by `config` makes of the request `parts` + `body`.
@@ -45,40 +67,114 @@ where
     K: KeyExtractor,
     C: Charge<B>,
 {
-    let rule = config.routes.rule_for(parts);
-    let Some(limits) = rule.limits.as_ref() else {
-        return Asked::Pass(body);
+    let found = match find_keys(config, parts) {
+        Ok(found) => found,
+        Err(missing) => return Asked::Refuse(Rejection::bad_key(missing)),
     };
-    let Some(key) = config.extractor.extract(parts) else {
-        return match config.missing {
-            MissingKey::PassThrough => Asked::Pass(body),
-            MissingKey::Reject => Asked::Refuse(Rejection::bad_key("no key in the request")),
+    // Only the first key is priced by the layer's cost (keys added with
+    // `.key` count 1 a request): the body is read only when it applies.
+    let (mut first_cost, body) = match found.first() {
+        Some(first) if first.index == 0 => match config.charge.charge(parts, body).await {
+            Ok((cost, body)) => (Some(cost), body),
+            Err(e) => return Asked::Refuse(Rejection::cost(&e)),
+        },
+        _ => (None, body),
+    };
+    let mut checks = Vec::with_capacity(found.len());
+    let mut keys = Vec::with_capacity(found.len());
+    for f in found {
+        let cost = match first_cost.take().filter(|_| f.index == 0) {
+            // Costs given by name go where the layer resolved them when it was built.
+            Some(cost) => match &f.rule.named {
+                Some(positions) => super::cost::spread(cost, positions, f.limits.len()),
+                None => cost,
+            },
+            None => crate::Cost::ONE,
         };
-    };
-    let (cost, body) = match config.charge.charge(parts, body).await {
-        Ok(charged) => charged,
-        Err(e) => return Asked::Refuse(Rejection::cost(&e)),
-    };
-    // Costs given by name go where the layer resolved them when it was built.
-    let cost = match &rule.named {
-        Some(positions) => super::cost::spread(cost, positions, limits.len()),
-        None => cost,
-    };
-    // A key that breaks the bounds (over 512 bytes with its namespace and
-    // scope) is always refused, whatever `MissingKey` says: passing it
-    // through would let a client escape its limit by sending a long key.
-    let key = format!("{}:{}:{key}", config.namespace.as_str(), rule.scope);
-    // A cost of 0 charges nothing in its limit; 0 in every limit, nothing.
-    let Some(request) = super::cost::charged(cost, key, limits) else {
+        // A cost of 0 charges nothing in its limit; 0 in every limit, nothing.
+        match super::cost::charged(cost, f.key, f.limits) {
+            None => continue,
+            Some(Ok(request)) => checks.push(request),
+            Some(Err(e)) => return Asked::Refuse(Rejection::input(&e, f.limits.clone())),
+        }
+        keys.push(Keyed {
+            index: f.index,
+            rule: f.rule,
+        });
+    }
+    if checks.is_empty() {
         return Asked::Pass(body);
-    };
-    match request {
-        Ok(request) => Asked::Decide(Ask {
-            request,
-            limits,
+    }
+    // Distinct keys by construction (each key has its own namespace), at
+    // most MAX_CHECKS (the builder's bound): `Checks::new` keeps them in order.
+    match Checks::new(checks) {
+        Ok(checks) => Asked::Decide(Ask { checks, keys, body }),
+        Err(e) => Asked::Refuse(Rejection::input(&e, keys[0].limits())),
+    }
+}
+
+/// Returns the keys of every limited rule that applies to `parts`, the
+/// first key's first, each in its log's name; or, for a key missing under
+/// [`MissingKey::Reject`], the reason to refuse the request.
+fn find_keys<'a, K, C, U>(
+    config: &'a Config<K, C, U>,
+    parts: &http::request::Parts,
+) -> Result<Vec<Found<'a>>, String>
+where
+    K: KeyExtractor,
+{
+    let namespace = config.namespace.as_str();
+    let rule = config.routes.rule_for(parts);
+    // An unlimited route does not need the key.
+    let first = (
+        0,
+        rule,
+        rule.limits
+            .as_ref()
+            .and_then(|_| config.extractor.extract(parts)),
+    );
+    let added = config.keys.iter().enumerate().map(|(i, k)| {
+        let rule = k.routes.rule_for(parts);
+        let key = rule
+            .limits
+            .as_ref()
+            .and_then(|_| k.extractor.extract(parts));
+        (i + 1, rule, key)
+    });
+    let mut found = Vec::with_capacity(1 + config.keys.len());
+    for (index, rule, key) in std::iter::once(first).chain(added) {
+        let Some(limits) = rule.limits.as_ref() else {
+            continue;
+        };
+        let Some(key) = key else {
+            match config.missing {
+                MissingKey::PassThrough => continue,
+                MissingKey::Reject => return Err(missing(config, index)),
+            }
+        };
+        // A key that breaks the bounds (over 512 bytes with its namespace and
+        // scope) is refused when its check is built, whatever `MissingKey`
+        // says: passing it through would let a client escape its limit by
+        // sending a long key.
+        let key = match index {
+            0 => format!("{namespace}:{}:{key}", rule.scope),
+            _ => format!("{namespace}+{}:{}:{key}", config.name_of(index), rule.scope),
+        };
+        found.push(Found {
+            index,
             rule,
-            body,
-        }),
-        Err(e) => Asked::Refuse(Rejection::input(&e, limits.clone())),
+            limits,
+            key,
+        });
+    }
+    Ok(found)
+}
+
+/// The reason a request without key `index` is refused.
+fn missing<K, C, U>(config: &Config<K, C, U>, index: usize) -> String {
+    if config.keys.is_empty() {
+        "no key in the request".to_owned()
+    } else {
+        format!("no {} key in the request", config.name_of(index))
     }
 }

@@ -1,8 +1,10 @@
 //! The configuration of a rate limit layer, built by [`RateLimitLayer`](super::RateLimitLayer)
 //! and read by its service on every request: the limiter, the key
 //! extractor, the route limits, what a missing key does, the namespace, how
-//! a request is charged, how it is settled after the response, and the hooks.
+//! a request is charged, how it is settled after the response, the hooks,
+//! and the keys decided with the first ([`super::keys`]).
 
+use super::keys::Keyed;
 use super::namespace::Namespace;
 use super::response::RejectionHook;
 use super::routes::RouteLimits;
@@ -10,6 +12,7 @@ use super::settle::Settling;
 use crate::{Decision, Limiter};
 use http::request::Parts;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 /// What to do with a request whose key cannot be extracted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -43,6 +46,15 @@ pub(crate) struct Config<K, C, U> {
     pub(crate) settles: bool,
     pub(crate) on_rejection: Option<RejectionHook>,
     pub(crate) on_degraded: Option<DegradedHook>,
+    /// The first key's name in the RateLimit fields when they list limits
+    /// by key ([`RateLimitLayer::key_name`](super::RateLimitLayer::key_name)).
+    pub(crate) key_name: Arc<str>,
+    /// The keys decided with the first ([`RateLimitLayer::key`](super::RateLimitLayer::key)).
+    pub(crate) keys: Arc<[Arc<Keyed>]>,
+    /// Set once this layer met another rate limit layer on one request
+    /// ([`super::stack`]): from then on its limits are listed by key, so
+    /// they never share a name with the other layer's.
+    pub(crate) stacked: Arc<AtomicBool>,
 }
 
 impl<K, C, U> Config<K, C, U> {
@@ -60,6 +72,9 @@ impl<K, C, U> Config<K, C, U> {
             settles: self.settles,
             on_rejection: self.on_rejection,
             on_degraded: self.on_degraded,
+            key_name: self.key_name,
+            keys: self.keys,
+            stacked: self.stacked,
         }
     }
 
@@ -77,6 +92,9 @@ impl<K, C, U> Config<K, C, U> {
             settles: true,
             on_rejection: self.on_rejection,
             on_degraded: self.on_degraded,
+            key_name: self.key_name,
+            keys: self.keys,
+            stacked: self.stacked,
         }
     }
 }
@@ -88,6 +106,8 @@ impl<K, C, U> std::fmt::Debug for Config<K, C, U> {
             .field("routes", &self.routes)
             .field("missing", &self.missing)
             .field("settles", &self.settles)
+            .field("key_name", &self.key_name)
+            .field("keys", &self.keys)
             .finish_non_exhaustive()
     }
 }
@@ -106,6 +126,25 @@ impl<K, C, U> Clone for Config<K, C, U> {
             settles: self.settles,
             on_rejection: self.on_rejection.clone(),
             on_degraded: self.on_degraded.clone(),
+            key_name: self.key_name.clone(),
+            keys: self.keys.clone(),
+            stacked: self.stacked.clone(),
+        }
+    }
+}
+
+impl<K, C, U> Config<K, C, U> {
+    /// Tells whether this layer lists its limits by key: it has several,
+    /// or it met another rate limit layer on one request.
+    pub(crate) fn by_key(&self) -> bool {
+        !self.keys.is_empty() || self.stacked.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The name of key `index` (0: the first key, `i`: the `i`-th added).
+    pub(crate) fn name_of(&self, index: usize) -> &str {
+        match index.checked_sub(1) {
+            None => &self.key_name,
+            Some(i) => self.keys.get(i).map_or("", |k| &k.name),
         }
     }
 }

@@ -55,6 +55,45 @@ pub struct NameError(pub String);
 /// (`default` for the default). So two layers on one limiter never share a
 /// log by accident, even when their keys collide.
 ///
+/// **Several keys on one request** ("100 a minute per API key *and* 20 a
+/// second per IP"): give one layer every key with [`key`](Self::key). Each
+/// request is then one [`Limiter::decide_all`] over every key its route
+/// limits (docs/design.md §1): admitted only if every key admits, recorded
+/// in every key; refused by any, recorded in none. The RateLimit fields
+/// list every limit under its key's name (`"api-key";q=100;w=60,
+/// "ip";q=20;w=1`, the first key named by [`key_name`](Self::key_name)),
+/// the deciding key's first; `Retry-After` is the longest wait of the
+/// refusing keys. A refund ([`refund_on`](Self::refund_on)) removes the
+/// record of every key; a real cost ([`settle_from_header`](Self::settle_from_header)
+/// and the other sources) settles the first key's, the one the layer's
+/// [`cost`](Self::cost) prices (keys added with `key` count 1 a request).
+///
+/// **Stacked layers** (an API-key layer around an IP layer, in either
+/// order) cannot charge each other either: a layer refunds its record of
+/// a request that a rate limit layer inside it refused (the inner service
+/// never ran), so each key's log holds the requests that were served. It
+/// is two decisions, not one: between the outer decision and its refund,
+/// the outer key holds the unit, so a concurrent request on that key may
+/// be refused that one decision would have admitted (never one admitted
+/// too many), and the refund is one more store call. Once two layers have
+/// met on a request they list their limits by key too (the extractor's
+/// kind, `"ip"`, `"header-x-api-key"`, or [`key_name`](Self::key_name)),
+/// the inner layer's first, so no two are both `"default"`; the first
+/// layer to meet another logs a warning pointing to [`key`](Self::key),
+/// the one atomic decision.
+///
+/// ```
+/// use axum::{Router, routing::get};
+/// use slidelog::middleware::{Header, PeerIp};
+/// use slidelog::{Limiter, RateLimitLayer};
+///
+/// let layer = RateLimitLayer::new(Limiter::memory(), Header::named("x-api-key")?, "100/minute".parse()?)
+///     .key_name("api-key")?
+///     .key("ip", PeerIp::new(), "20/second".parse()?)?;
+/// let app: Router = Router::new().route("/", get(|| async { "hello" })).layer(layer);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
 /// ```
 /// use axum::{Router, routing::get};
 /// use slidelog::middleware::{Header, PeerIp};
@@ -72,7 +111,7 @@ pub struct NameError(pub String);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct RateLimitLayer<K, C = UnitCost, U = NoBodyUsage> {
-    config: Config<K, C, U>,
+    pub(super) config: Config<K, C, U>,
 }
 
 impl<K, C, U> std::fmt::Debug for RateLimitLayer<K, C, U> {
@@ -105,6 +144,7 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
                 "rate limit layer without a name on a shared store: its counts are shared with any layer deriving the same name (same key kind, routes and limits); give it one with .name(...)"
             );
         }
+        let key_name = super::keys::derived_name(&extractor.kind());
         let config = Config {
             limiter,
             extractor: Arc::new(extractor),
@@ -117,6 +157,9 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
             settles: false,
             on_rejection: None,
             on_degraded: None,
+            key_name,
+            keys: Arc::new([]),
+            stacked: Arc::default(),
         };
         Self { config }
     }

@@ -10,7 +10,10 @@
 //!
 //! Each layer counts in its own key namespace ([`RateLimitLayer::name`], or
 //! one derived from its extractor), so layers on one limiter never share a
-//! log by accident. A request costs 1 unless [`RateLimitLayer::cost`] (the
+//! log by accident. One layer may limit several keys at once
+//! ([`RateLimitLayer::key`]: per API key *and* per IP), decided together:
+//! a request one key refuses is recorded in none. Stacked layers refund a
+//! request a layer inside them refused ([`RateLimitLayer`] says how). A request costs 1 unless [`RateLimitLayer::cost`] (the
 //! head) or [`RateLimitLayer::body_cost`] (a bounded body: tokens, bytes)
 //! says otherwise, for every limit or per limit
 //! ([`RateLimitLayer::cost_by_name`] names the limits,
@@ -54,17 +57,20 @@
 //! With tonic, per client address: `Server::builder().layer(RateLimitLayer::new(
 //! limiter, PeerIp::new(), routes))` (see the `tonic_per_client` example).
 
+mod after;
 mod answer;
 mod ask;
 mod config;
 mod cost;
 mod extract;
+mod keys;
 mod layer;
 mod namespace;
 mod response;
 mod routes;
 mod service;
 mod settle;
+mod stack;
 
 pub use crate::headers::{RATELIMIT, RATELIMIT_POLICY};
 pub use config::MissingKey;
@@ -72,6 +78,7 @@ pub use cost::{
     BodyCost, BufferedBody, Charge, Cost, CostError, CostListError, HeadCost, UnitCost,
 };
 pub use extract::{Constant, Header, KeyExtractor, PeerIp, Route};
+pub use keys::KeyError;
 pub use layer::{NameError, RateLimitLayer};
 pub use namespace::MAX_NAME_BYTES;
 pub(crate) use namespace::Names;

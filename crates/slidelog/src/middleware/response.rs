@@ -5,7 +5,7 @@ use crate::headers::{RateLimitFields, insert_fields, ratelimit_fields_each};
 use bytes::Bytes;
 use http::header::CONTENT_TYPE;
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
-use slidelog_core::{Decision, Detailed, InputError, Limit, LimitState};
+use slidelog_core::{Decision, Detailed, InputError, JointDecision, Limit, LimitState};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -106,6 +106,9 @@ pub struct Rejection {
     limits: Option<Arc<[Limit]>>,
     /// Seconds to wait before trying again (a full store says when a log expires).
     retry_after_ms: Option<u64>,
+    /// The RateLimit fields, when the layer lists its limits by key
+    /// (several keys, or stacked layers): formatted by the layer.
+    keyed: Option<Box<RateLimitFields>>,
 }
 
 impl Rejection {
@@ -182,11 +185,38 @@ impl Rejection {
 
     /// 429 / RESOURCE_EXHAUSTED with `Retry-After` and the RateLimit fields.
     pub(crate) fn limited(each: Detailed, limits: Arc<[Limit]>) -> Self {
-        let decision = &each.decision;
         let name = each
             .deciding()
             .and_then(|s| s.limit.name())
             .map_or(String::new(), |name| format!("{name}: "));
+        Self::limited_as(each, limits, name)
+    }
+
+    /// 429 of a joint decision whose limits are listed by key (`keys[i]`
+    /// names check `i`): the refusing key's decision, waiting as long as
+    /// the longest wait of the refusing keys (`Retry-After`).
+    pub(crate) fn limited_joint(
+        joint: &JointDecision,
+        keys: &[&str],
+        limits: Arc<[Limit]>,
+    ) -> Self {
+        let fields = crate::headers::ratelimit_fields_joint(joint, keys);
+        let mut each = joint.deciding().clone();
+        let wait = joint.checks.iter().map(|c| c.decision.retry_after_ms).max();
+        each.decision.retry_after_ms = wait.unwrap_or(each.decision.retry_after_ms);
+        let at = joint.refused_by.map_or(0, |r| r.check);
+        let mut name = keys.get(at).map_or(String::new(), |k| (*k).to_owned());
+        if let Some(limit) = each.deciding().and_then(|s| s.limit.name()) {
+            name = format!("{name}.{limit}");
+        }
+        Self {
+            keyed: Some(Box::new(fields)),
+            ..Self::limited_as(each, limits, format!("{name}: "))
+        }
+    }
+
+    fn limited_as(each: Detailed, limits: Arc<[Limit]>, name: String) -> Self {
+        let decision = &each.decision;
         Self {
             kind: RejectionKind::Limited,
             message: format!(
@@ -198,6 +228,7 @@ impl Rejection {
             each: Some(each),
             limits: Some(limits),
             retry_after_ms: None,
+            keyed: None,
         }
     }
 
@@ -208,7 +239,21 @@ impl Rejection {
             each: None,
             limits: None,
             retry_after_ms: None,
+            keyed: None,
         }
+    }
+
+    /// This refusal of a limited request with its policy listed by key
+    /// (`policy`, formatted by the layer).
+    pub(crate) fn with_policy(mut self, policy: String) -> Self {
+        if self.limits.is_some() && self.keyed.is_none() {
+            self.keyed = Some(Box::new(RateLimitFields {
+                policy,
+                ratelimit: None,
+                retry_after: None,
+            }));
+        }
+        self
     }
 
     /// 400 / INVALID_ARGUMENT: no usable key.
@@ -277,6 +322,9 @@ impl Rejection {
     /// Returns the RateLimit fields this answer carries: all of them for a rejection
     /// over the limit, the policy for another refusal of a limited request.
     fn fields(&self) -> Option<RateLimitFields> {
+        if let Some(keyed) = &self.keyed {
+            return Some((**keyed).clone());
+        }
         let limits = self.limits.as_deref()?;
         Some(match &self.each {
             Some(each) => ratelimit_fields_each(each),

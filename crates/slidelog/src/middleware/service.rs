@@ -1,6 +1,6 @@
 //! The tower [`Service`]: the behaviour of rate limiting. Each request goes
-//! through the request side ([`super::ask`]: route, key, cost, validation),
-//! one decision on the limiter, and the response side ([`super::answer`]:
+//! through the request side ([`super::ask`]: route, keys, cost, validation),
+//! one decision on the limiter over every key, and the response side ([`super::answer`]:
 //! hooks, headers, refusals, and the settle of [`super::settle`]). The configuration is the layer's
 //! ([`super::config`], built by [`RateLimitLayer`](super::RateLimitLayer)).
 
@@ -11,9 +11,10 @@ use super::cost::{Charge, UnitCost};
 use super::extract::KeyExtractor;
 use super::response::RejectionBody;
 use super::settle::{NoBodyUsage, ReadUsage};
-use crate::Limiter;
+use super::stack;
+use crate::{Limiter, LimiterError};
 use http::{Request, Response};
-use slidelog_core::Mode;
+use slidelog_core::{Checks, JointDecision, Mode};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -120,16 +121,28 @@ where
     U: ReadUsage<ResBody>,
 {
     let (parts, body) = request.into_parts();
+    if parts.extensions.get::<stack::Outer>().is_some() {
+        stack::met(config);
+    }
     match ask::ask(config, &parts, body).await {
         Asked::Pass(body) => answer::pass(inner, parts, body).await,
         Asked::Refuse(rejection) => Ok(answer::refuse(config, &parts, rejection)),
         Asked::Decide(asked) => {
-            // Every limit's state: the answer lists them all (RateLimit).
-            let decided = config
-                .limiter
-                .decide_each(&asked.request, Mode::Record)
-                .await;
+            let decided = decide(&config.limiter, &asked.checks).await;
             answer::decided(config, inner, parts, asked, decided).await
         }
+    }
+}
+
+/// Decides every check at once, with every limit's state (the answer lists
+/// them all, RateLimit): one key as a plain decision, several as one
+/// joint decision (admitted in all, or recorded in none).
+async fn decide(limiter: &Limiter, checks: &Checks) -> Result<JointDecision, LimiterError> {
+    match checks.as_slice() {
+        [one] => {
+            let each = limiter.decide_each(one, Mode::Record).await?;
+            Ok(JointDecision::of(vec![each]))
+        }
+        _ => limiter.decide_all(checks, Mode::Record).await,
     }
 }
