@@ -37,7 +37,10 @@ fn request(rng: &mut StdRng, key: &str, limits: &[Limit]) -> Request {
         0..=2 => Request::new(key, limits.to_vec(), 1).unwrap(),
         3..=4 => Request::new(key, limits.to_vec(), rng.random_range(1..=smallest)).unwrap(),
         _ => {
-            let costs: Vec<u64> = limits.iter().map(|l| rng.random_range(1..=l.max())).collect();
+            let costs: Vec<u64> = limits
+                .iter()
+                .map(|l| rng.random_range(1..=l.max()))
+                .collect();
             Request::with_costs(key, limits.to_vec(), costs).unwrap()
         }
     }
@@ -63,7 +66,9 @@ async fn traces(store: &dyn Store, seeds: std::ops::Range<u64>, tag: &str) -> us
     let mut compared = 0;
     for seed in seeds {
         let mut rng = StdRng::seed_from_u64(seed);
-        let keys: Vec<String> = (0..sets.len()).map(|i| format!("{tag}{seed}k{i}")).collect();
+        let keys: Vec<String> = (0..sets.len())
+            .map(|i| format!("{tag}{seed}k{i}"))
+            .collect();
         let mut logs: HashMap<String, Log> = HashMap::new();
         let mut now: u64 = 1_767_225_600_000;
         for step in 0..120 {
