@@ -2,7 +2,7 @@
 //! that lost its scripts (a promoted replica, `SCRIPT FLUSH`) is sent the
 //! source again with `EVAL` (docs/design.md §4.2).
 
-use crate::joint::{JOINT, JOINT_SOURCE};
+use crate::joint::{JOINT, JOINT_SOURCE, RESERVATION, RESERVATION_SOURCE};
 use crate::script::{SCRIPT, SINGLE, SINGLE_SOURCE, SOURCE};
 use crate::usage::{USAGE, USAGE_SOURCE};
 
@@ -14,6 +14,7 @@ pub fn source_for_sha(sha: &[u8]) -> Option<&'static str> {
         (&*SINGLE, SINGLE_SOURCE),
         (&*USAGE, USAGE_SOURCE),
         (&*JOINT, JOINT_SOURCE),
+        (&*RESERVATION, RESERVATION_SOURCE),
     ]
     .into_iter()
     .find(|(script, _)| sha == script.get_hash().as_bytes())

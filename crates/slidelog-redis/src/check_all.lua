@@ -7,18 +7,25 @@
 -- decide(), exactly as a decision of that key alone (the same expiry,
 -- frontiers, counts, weights and marker rules).
 --
--- KEYS[2c-1], KEYS[2c]  check c's log and its weights key (every key is
---                       declared: one Cluster slot for all of them)
--- ARGV[1]   mode: '1' = record (a check), '0' = peek (changes nothing)
+-- KEYS[3c-2], KEYS[3c-1], KEYS[3c]  check c's log, its weights key and
+--           its pending reservations (every key is declared: one Cluster
+--           slot for all of them)
+-- ARGV[1]   mode: '1' = record (a check), '0' = peek (changes nothing),
+--           '2' = reserve: phase 1 of a joint decision over several Cluster
+--           slots (docs/design.md §4.7), recorded as a check is, each record
+--           also listed as pending until the deadline (reservation.lua
+--           confirms or cancels it; past the deadline it vanishes)
 -- ARGV[2]   now in ms, or '-1' to read Redis TIME
--- ARGV[3]   the caller's deadline in Unix ms, or '-1' (checks only)
+-- ARGV[3]   the caller's deadline in Unix ms, or '-1' (checks only; a
+--           reservation's deadline, required)
 -- ARGV[4]   m, the number of checks (1 ..= 64)
 -- then per check: n, max_i, window_ms_i, cost_i for each of its n
 --           limits, and the member to add when admitted ('' for a peek)
 -- Returns every check's reply in order, each as sliding_log.lua answers
 -- in modes '2'/'3': its 8 numbers then 4 per limit (8 + 4n).
 
-local record = ARGV[1] == '1'
+local record = ARGV[1] == '1' or ARGV[1] == '2'
+local reserve = ARGV[1] == '2'
 local m = tonumber(ARGV[4])
 
 -- Step 1: one time for every key (Redis TIME unless the caller gave one),
@@ -49,6 +56,7 @@ for c = 1, m do
   for j = 0, 3 * n do a[#a + 1] = ARGV[at + j] end
   a[#a + 1] = ARGV[at + 3 * n + 1]
   a[#a + 1] = '-1'
+  if reserve then a[#a + 1] = ARGV[3] end
   args[c] = a
   at = at + 3 * n + 2
 end
@@ -58,20 +66,20 @@ end
 local replies = {}
 local allowed = true
 for c = 1, m do
-  local reply = decide(KEYS[2 * c - 1], KEYS[2 * c], args[c])
+  local reply = decide(KEYS[3 * c - 2], KEYS[3 * c - 1], KEYS[3 * c], args[c])
   if reply.err then return reply end
   replies[c] = reply
   if reply[1] ~= 1 then allowed = false end
 end
 
 -- Step 5: every check admits and this is a check: record each exactly as a
--- check of that key alone (mode '3'). Nothing ran in between, so each
+-- check of that key alone (mode '3'), a reservation also listed as pending. Nothing ran in between, so each
 -- admits again with the same answer and now also expires, appends, keeps
 -- its weights and sets its TTL.
 if allowed and record then
   for c = 1, m do
     args[c][1] = '3'
-    local reply = decide(KEYS[2 * c - 1], KEYS[2 * c], args[c])
+    local reply = decide(KEYS[3 * c - 2], KEYS[3 * c - 1], KEYS[3 * c], args[c])
     if reply.err then return reply end
     replies[c] = reply
   end

@@ -23,6 +23,17 @@ pub const JOINT_SOURCE: &str = concat!(
 /// The joint script, hashed once per process.
 pub static JOINT: LazyLock<Script> = LazyLock::new(|| Script::new(JOINT_SOURCE));
 
+/// The Lua source of phase 2 of a joint decision across Cluster slots
+/// (confirm or cancel one slot's reservations): `sliding_log.lua`'s
+/// helpers, then `reservation.lua`.
+pub const RESERVATION_SOURCE: &str = concat!(
+    include_str!("sliding_log.lua"),
+    include_str!("reservation.lua")
+);
+
+/// The phase 2 script, hashed once per process.
+pub static RESERVATION: LazyLock<Script> = LazyLock::new(|| Script::new(RESERVATION_SOURCE));
+
 /// The module's joint decision command (docs/design.md §4.3).
 pub const CHECKALL: &str = "SLIDELOG.CHECKALL";
 
@@ -41,6 +52,10 @@ pub struct JointCall<'a> {
     pub now_ms: Option<u64>,
     /// A check's deadline on the server's clock: past it nothing is recorded.
     pub deadline_ms: Option<u64>,
+    /// Phase 1 of a joint decision across Cluster slots (docs/design.md
+    /// §4.7, the scripts only): an admitted check's records are
+    /// reservations until `deadline_ms`, which must be given.
+    pub reserve: bool,
 }
 
 /// Runs one joint decision through `check_all.lua`: every check's outcome,
@@ -52,10 +67,15 @@ pub async fn run_script<C: ConnectionLike>(
     let record = call.mode == Mode::Record;
     let mut invocation = JOINT.prepare_invoke();
     for key in call.keys {
-        invocation.key(key).key(crate::keys::weights_key(key));
+        add_keys(&mut invocation, key);
     }
+    let mode = match (record, call.reserve) {
+        (true, true) => 2,
+        (true, false) => 1,
+        (false, _) => 0,
+    };
     invocation
-        .arg(u8::from(record))
+        .arg(mode)
         .arg(call.now_ms.map_or(-1, |ms| ms as i64))
         .arg(call.deadline_ms.map_or(-1, |ms| ms as i64))
         .arg(call.checks.len());
@@ -77,6 +97,47 @@ pub async fn run_script<C: ConnectionLike>(
         }
     }
     Ok(outcomes)
+}
+
+/// A check's three keys, as the scripts take them: its log, weights and
+/// pending reservations (one slot).
+fn add_keys(invocation: &mut redis::ScriptInvocation<'_>, key: &[u8]) {
+    invocation
+        .key(key)
+        .key(crate::keys::weights_key(key))
+        .key(crate::keys::pending_key(key));
+}
+
+/// The member a reservation of `request` recorded, whose id is `id`
+/// (`members::named`): reservations always carry the marker `#`, so a
+/// bare id gets `#1` (as the script appends it).
+pub fn reserved_member(request: &slidelog_core::Request, id: u128) -> String {
+    let member = crate::members::named(ulid::Ulid(id).to_string(), request.costs());
+    if member.contains('#') {
+        member
+    } else {
+        member + "#1"
+    }
+}
+
+/// Phase 2 on one slot: confirms (`true`: every reservation was still
+/// pending and is now a normal record; `false`: one was gone or past its
+/// deadline, nothing changed) or cancels (always `true`) the reservations
+/// `members` of the checks whose Redis keys are `keys`.
+pub async fn settle_reservations<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &[&[u8]],
+    members: &[String],
+    confirm: bool,
+) -> RedisResult<bool> {
+    let mut invocation = RESERVATION.prepare_invoke();
+    for key in keys {
+        add_keys(&mut invocation, key);
+    }
+    invocation.arg(if confirm { "confirm" } else { "cancel" });
+    invocation.arg(members);
+    let done: i64 = invocation.invoke_async(conn).await?;
+    Ok(done == 1)
 }
 
 /// The `SLIDELOG.CHECKALL <RECORD|PEEK> <now_ms|*> <deadline_ms|0> <key_1>
@@ -212,6 +273,7 @@ mod tests {
             mode: Mode::Record,
             now_ms: None,
             deadline_ms: Some(9),
+            reserve: false,
         };
         let args: Vec<Vec<u8>> = checkall_command(call)
             .args_iter()

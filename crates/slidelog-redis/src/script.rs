@@ -118,6 +118,7 @@ pub async fn run<C: ConnectionLike>(conn: &mut C, check: Check<'_>) -> RedisResu
     let mut invocation = SCRIPT.key(redis_key);
     invocation
         .key(crate::keys::weights_key(redis_key))
+        .key(crate::keys::pending_key(redis_key))
         .arg(match (mode, each) {
             (Mode::Peek, false) => 0,
             (Mode::Record, false) => 1,

@@ -14,6 +14,8 @@
 --           frontier of its limits to now - window, reading only the records
 --           that crossed it, so live units cost O(log n) plus the records
 --           that expired, whatever the costs are.
+-- KEYS[3]   its pending reservations (sorted set, same slot; "Reservations"
+--           below): read only on a weighted log; optional
 -- ARGV[1]   mode: '1' = record (a check), '0' = peek (changes nothing);
 --           '3' / '2': the same, answering every limit's state too
 --           (Store::decide_each; "Every limit" below)
@@ -42,12 +44,73 @@
 -- this script would and hands a weighted log back to it. This script takes
 -- several limits, costs above 1, peeks, and weighted logs.
 
--- decide(log, weights, A): the whole decision of one key, as a function so
--- that every script deciding keys shares it (concatenated before the
--- script's own part at build time: crates/slidelog-redis/src/script.rs).
--- `log` and `weights` are KEYS[1] and KEYS[2] above, `A` the ARGV above;
--- it returns the reply above (or an error reply).
-local function decide(log, weights, A)
+-- The cost of a record at a position: 1 for a plain id, else its listed cost.
+local function cost_of(m, position)
+  local at = string.find(m, '#', 1, true)
+  if not at then return 1 end
+  local index, last = 1, 1
+  for c in string.gmatch(string.sub(m, at + 1), '%d+') do
+    last = tonumber(c)
+    if index == position then return last end
+    index = index + 1
+  end
+  return last
+end
+
+-- The weights hash as read by HGETALL (`stored`) into fields:
+-- name -> {extra, frontier, changed, position, new frontier}.
+local function parse_fields(stored)
+  local fields = {}
+  for j = 1, #stored, 2 do
+    local e, f = string.match(stored[j + 1], '^(%-?%d+) (%-?%d+)$')
+    fields[stored[j]] = {tonumber(e), tonumber(f), false, tonumber(string.match(stored[j], '^(%d+)/')), nil}
+  end
+  return fields
+end
+
+-- Reservations (docs/design.md §4.7): the records a joint decision over
+-- several Cluster slots wrote in phase 1, each listed in the log's pending
+-- sorted set (score: the deadline, on the server's clock, after which it
+-- must not count) until the caller confirms it (it stays, a normal
+-- record) or cancels it. unreserve() removes `members` from the log and
+-- from the pending set, taking each one's extra units out of every weights
+-- field whose frontier is older than its timestamp, and writes those
+-- fields at once (so a peek that drops them leaves the hash consistent).
+local function unreserve(log, weights, pending, members, fields)
+  local changed = {}
+  for _, m in ipairs(members) do
+    local ts = tonumber(redis.call('ZSCORE', log, m))
+    if ts ~= nil then
+      redis.call('ZREM', log, m)
+      for name, field in pairs(fields) do
+        if ts > field[2] then
+          field[1] = field[1] - (cost_of(m, field[4]) - 1)
+          field[3] = true
+          changed[name] = field
+        end
+      end
+    end
+  end
+  redis.call('ZREM', pending, unpack(members))
+  local out = {}
+  for name, field in pairs(changed) do
+    out[#out + 1] = name
+    out[#out + 1] = string.format('%d %d', field[1], field[2])
+  end
+  if #out > 0 then redis.call('HSET', weights, unpack(out)) end
+end
+
+-- decide(log, weights, pending, A): the whole decision of one key, as a
+-- function so that every script deciding keys shares it (concatenated
+-- before the script's own part at build time:
+-- crates/slidelog-redis/src/script.rs). `log` and `weights` are KEYS[1]
+-- and KEYS[2] above, `pending` KEYS[3] (the log's pending reservations, a
+-- sorted set in the same slot: read only on a weighted log, as every
+-- reservation is marked; may be nil where none are ever made), `A` the
+-- ARGV above, and A[6+3n], when given, makes an admitted check a
+-- reservation until that time (check_all.lua's phase 1). It returns the
+-- reply above (or an error reply).
+local function decide(log, weights, pending, A)
   local mode = A[1]
   local record = mode == '1' or mode == '3'
   local each = mode == '2' or mode == '3'
@@ -82,6 +145,11 @@ local function decide(log, weights, A)
   local top = redis.pcall('ZRANGE', log, -1, -1, 'WITHSCORES')
   if top.err then
     if string.sub(top.err, 1, 9) ~= 'WRONGTYPE' then return top end
+    -- The module keeps no reservations: a record there could not be
+    -- cancelled, so a reservation is refused, nothing changed.
+    if A[6 + 3 * n] ~= nil then
+      return redis.error_reply('MODULEKEY a reservation on a key the module holds; nothing recorded')
+    end
     local until_ms = '0'
     if record and deadline >= 0 then until_ms = A[5 + 3 * n] end
     local limits = {unpack(A, 3, 3 + 3 * n)}
@@ -107,20 +175,11 @@ local function decide(log, weights, A)
     if windows[i] > longest then longest = windows[i] end
   end
   local member = A[4 + 3 * n]
+  -- A reservation is marked ('#') like a weighted record, so the log reads
+  -- as weighted while it may hold one, and its pending set is looked at.
+  local reserve_until = A[6 + 3 * n]
+  if reserve_until ~= nil then weighted_request = true end
   local cutoff = now - longest
-
-  -- The cost of a record at a position: 1 for a plain id, else its listed cost.
-  local function cost_of(m, position)
-    local at = string.find(m, '#', 1, true)
-    if not at then return 1 end
-    local index, last = 1, 1
-    for c in string.gmatch(string.sub(m, at + 1), '%d+') do
-      last = tonumber(c)
-      if index == position then return last end
-      index = index + 1
-    end
-    return last
-  end
 
   -- The extra units (cost - 1) at a position of the records with ts > lo.
   local function extra_after(position, lo)
@@ -147,10 +206,21 @@ local function decide(log, weights, A)
   local field_cap = 64
   local extras = {}
   if weighted then
-    for j = 1, #stored, 2 do
-      local e, f = string.match(stored[j + 1], '^(%-?%d+) (%-?%d+)$')
-      -- {extra, frontier, changed, position, new frontier}
-      fields[stored[j]] = {tonumber(e), tonumber(f), false, tonumber(string.match(stored[j], '^(%d+)/')), nil}
+    fields = parse_fields(stored)
+    -- Step 3a: reservations past their deadline leave the log before
+    -- anything is counted (a peek drops them too: no decision ever counts
+    -- one), so one that was never confirmed (its caller crashed, a master
+    -- died, a reply was lost) vanishes by itself, and nobody waits on it.
+    if pending ~= nil then
+      local server_now = now
+      if given_now then server_now = redis_ms() end
+      local expired = redis.call('ZRANGEBYSCORE', pending, '-inf', string.format('%d', server_now))
+      if #expired > 0 then
+        unreserve(log, weights, pending, expired, fields)
+        -- The newest record may have been one of them.
+        top = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')
+        newest_member, newest = top[1], tonumber(top[2])
+      end
     end
     local names = {}
     for i = 1, n do
@@ -406,7 +476,18 @@ local function decide(log, weights, A)
         end
       end
     end
+    if reserve_until ~= nil and not string.find(member, '#', 1, true) then member = member .. '#1' end
     redis.call('ZADD', log, now, member)
+    if reserve_until ~= nil then
+      -- Listed as pending until its deadline; the set outlives the latest
+      -- deadline it holds by a second (a deadline is at most the call's
+      -- timeout away).
+      redis.call('ZADD', pending, reserve_until, member)
+      local server_now = now
+      if given_now then server_now = redis_ms() end
+      local keep = math.max(1, tonumber(reserve_until) - server_now) + 1000
+      if redis.call('PTTL', pending) < keep then redis.call('PEXPIRE', pending, keep) end
+    end
     if weighted_request then
       for i = 1, n do
         local name = string.format('%d/%d', i, windows[i])

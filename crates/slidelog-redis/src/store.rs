@@ -56,6 +56,7 @@ pub struct ScriptStore<C> {
 pub use crate::watched::LATE_WINDOW;
 
 mod all;
+mod cross;
 
 /// The connection of [`RedisStore`]: a redis-rs `ConnectionManager` (one
 /// multiplexed connection, reconnecting when it drops), replaced as a whole

@@ -124,6 +124,7 @@ where
             mode: call.mode,
             now_ms: call.now_ms,
             deadline_ms: call.deadline_ms,
+            reserve: false,
         };
         call.engine.run_all(&mut conn, joint).await
     };

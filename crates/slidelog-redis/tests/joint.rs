@@ -180,15 +180,42 @@ async fn cluster_keys_of_one_slot_through_the_module() {
     user_and_route(&store, "{tenant7}:user:42", "{tenant7}:path=/login").await;
 }
 
-/// Keys in several slots are never decided one by one: until a protocol
-/// across slots decides them (docs/design.md §4.7), the store says so.
+/// The scenario with keys in two slots: reservations, then confirm or
+/// cancel (docs/design.md §4.7); nothing is left pending afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cluster_keys_of_several_slots_are_refused_as_unsupported() {
+async fn cluster_keys_of_several_slots_through_reservations() {
     let cluster = tokio::task::spawn_blocking(RedisCluster::start)
         .await
         .unwrap();
     let prefix = unique_prefix("joint-cross");
     let store = ClusterStore::connect_cluster(&cluster.url(), cluster_options(&prefix))
+        .await
+        .unwrap();
+    let (u, r) = ("user:42", "path=/login");
+    let slot = |k: &str| cluster.key_slot(&format!("{prefix}{k}"));
+    assert_ne!(slot(u), slot(r), "the two keys must be in two slots");
+    user_and_route(&store, u, r).await;
+    let mut c = cluster.node(cluster.master_of_slot(slot(r))).client();
+    let pending = slidelog_redis::keys::pending_key(format!("{prefix}{r}").as_bytes());
+    let left: i64 = redis::cmd("ZCARD").arg(pending).query(&mut c).unwrap();
+    assert_eq!(left, 0, "every reservation confirmed or cancelled");
+}
+
+/// The module keeps no reservations: keys of several slots are refused,
+/// never decided one by one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_keys_of_several_slots_on_the_module_are_refused_as_unsupported() {
+    let path = module_path();
+    let cluster = tokio::task::spawn_blocking(move || {
+        RedisCluster::start_with_node_args(3, 0, &|| {
+            vec!["--loadmodule".into(), path.display().to_string()]
+        })
+    })
+    .await
+    .unwrap();
+    let prefix = unique_prefix("joint-cross-module");
+    let url = format!("{}?engine=module", cluster.url());
+    let store = ClusterStore::connect_cluster(&url, cluster_options(&prefix))
         .await
         .unwrap();
     let checks = Checks::new([user("user:42"), route("path=/login")]).unwrap();

@@ -4,22 +4,24 @@
 //! semantics of a single check.
 
 use super::{ScriptStore, explicit_ms};
+use crate::engine::Engine;
 use crate::watched::AllCall;
 use redis::aio::ConnectionLike;
 use slidelog_core::{Checks, Clock, JointDecision, Mode, Now, StoreError, SystemClock};
 
-/// Why a joint decision of keys in several Cluster slots is refused: no
-/// one call can hold them, and deciding them one by one could record a
+/// Why the module engine refuses a joint decision of keys in several
+/// Cluster slots: no one command can hold them, it keeps no reservations
+/// yet (docs/design.md §4.7), and deciding them one by one could record a
 /// request another key refuses.
-const CROSS_SLOT: &str =
-    "decide_all over keys in several Cluster slots (give the keys one hash tag)";
+const CROSS_SLOT: &str = "decide_all over keys in several Cluster slots on the module engine (give the keys one hash tag, or use engine=script)";
 
 impl<C> ScriptStore<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
     /// [`slidelog_core::Store::decide_all`]: one atomic call over every
-    /// check's key. On a Cluster the keys must share one slot.
+    /// check's key; on a Cluster, keys of several slots go through
+    /// reservations ([`super::cross`], the scripts only).
     pub(crate) async fn decide_joint(
         &self,
         checks: &Checks,
@@ -34,14 +36,18 @@ where
             .into_iter()
             .map(|r| self.redis_key(r.key()))
             .collect();
+        let engine = self.engine.select(&self.conn)?;
         if crate::cluster::is_cluster(&self.conn) && !one_slot(&keys) {
-            return Err(StoreError::Unsupported {
-                store: self.kind,
-                operation: CROSS_SLOT,
-            });
+            if engine == Engine::Module {
+                return Err(StoreError::Unsupported {
+                    store: self.kind,
+                    operation: CROSS_SLOT,
+                });
+            }
+            return self.decide_cross_slot(checks, keys, mode, now).await;
         }
         let call = AllCall {
-            engine: self.engine.select(&self.conn)?,
+            engine,
             keys,
             checks: checks.clone(),
             mode,
