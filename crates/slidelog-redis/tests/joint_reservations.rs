@@ -103,7 +103,9 @@ async fn a_confirmed_reservation_stays_and_a_cancelled_one_goes() {
     assert_eq!(store.peek(&req("b", 3, 1)).await.unwrap().count, 2);
 }
 
-const ROUTE_MAX: u64 = 200;
+/// About what 8 tasks pacing 40 ms admit in 4 s less the failover's errors:
+/// the route fills around the end, so both its refusals and the kill count.
+const ROUTE_MAX: u64 = 220;
 
 /// Keys served by the master `port`, and one served by another master.
 fn keys_of(cluster: &RedisCluster, prefix: &str, port: u16) -> Vec<String> {
@@ -173,14 +175,15 @@ async fn a_master_killed_mid_call_leaves_only_admitted_requests_recorded() {
     tokio::time::sleep(timeout + Duration::from_millis(200)).await;
     let admitted = admitted.load(Ordering::Relaxed);
     let peek = store.peek(&req("route", ROUTE_MAX, 1)).await.unwrap();
+    // A peek counts itself when it would admit.
+    let live = peek.count - u64::from(peek.allowed);
     eprintln!(
-        "admitted {admitted}, errors {}, route count {}",
+        "admitted {admitted}, errors {}, route live {live}",
         errors.load(Ordering::Relaxed),
-        peek.count - 1
     );
     assert!(errors.load(Ordering::Relaxed) > 0, "the kill was seen");
     assert!(admitted <= ROUTE_MAX, "no over-admission: {admitted}");
-    assert_eq!(peek.count - 1, admitted, "the route holds exactly the admitted");
+    assert_eq!(live, admitted, "the route holds exactly the admitted");
     let mut c = cluster.node(cluster.master_of_slot(route_slot)).client();
     let route = format!("{prefix}route");
     let held: u64 = redis::cmd("ZCARD").arg(&route).query(&mut c).unwrap();
