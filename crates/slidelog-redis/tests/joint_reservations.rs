@@ -30,7 +30,10 @@ fn server_ms(c: &mut redis::Connection) -> u64 {
 /// Reserves `checks` (one slot: a standalone server) until `until`; the
 /// members recorded.
 async fn reserve(store: &RedisStore, checks: &Checks, until: u64) -> Vec<String> {
-    let keys: Vec<Vec<u8>> = checks.into_iter().map(|r| store.redis_key(r.key())).collect();
+    let keys: Vec<Vec<u8>> = checks
+        .into_iter()
+        .map(|r| store.redis_key(r.key()))
+        .collect();
     let call = JointCall {
         keys: &keys,
         checks,
@@ -69,9 +72,16 @@ async fn an_unconfirmed_reservation_counts_until_its_deadline_then_vanishes() {
     assert!(store.check(&req("p", 1, 1)).await.unwrap().allowed);
     for (key, member) in ["w", "p"].iter().zip(&members) {
         let log = store.redis_key(key);
-        let score: Option<f64> = redis::cmd("ZSCORE").arg(&log).arg(member).query(&mut c).unwrap();
+        let score: Option<f64> = redis::cmd("ZSCORE")
+            .arg(&log)
+            .arg(member)
+            .query(&mut c)
+            .unwrap();
         assert_eq!(score, None, "{key}: the reservation left the log");
-        let pending: i64 = redis::cmd("ZCARD").arg(pending_key(&log)).query(&mut c).unwrap();
+        let pending: i64 = redis::cmd("ZCARD")
+            .arg(pending_key(&log))
+            .query(&mut c)
+            .unwrap();
         assert_eq!(pending, 0);
     }
 }
@@ -87,7 +97,11 @@ async fn a_confirmed_reservation_stays_and_a_cancelled_one_goes() {
     let until = server_ms(&mut c) + 300;
     let members = reserve(&store, &checks, until).await;
     let mut conn = store.connection();
-    assert!(settle_reservations(&mut conn, &refs, &members, true).await.unwrap());
+    assert!(
+        settle_reservations(&mut conn, &refs, &members, true)
+            .await
+            .unwrap()
+    );
     while server_ms(&mut c) <= until {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -97,8 +111,16 @@ async fn a_confirmed_reservation_stays_and_a_cancelled_one_goes() {
     // A confirm after the deadline changes nothing; a cancel takes back.
     let until = server_ms(&mut c) + 60_000;
     let members = reserve(&store, &checks, until).await;
-    assert!(settle_reservations(&mut conn, &refs, &members, false).await.unwrap());
-    assert!(!settle_reservations(&mut conn, &refs, &members, true).await.unwrap());
+    assert!(
+        settle_reservations(&mut conn, &refs, &members, false)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !settle_reservations(&mut conn, &refs, &members, true)
+            .await
+            .unwrap()
+    );
     assert_eq!(store.peek(&req("a", 5, 1)).await.unwrap().count, 3);
     assert_eq!(store.peek(&req("b", 3, 1)).await.unwrap().count, 2);
 }
@@ -126,7 +148,11 @@ async fn a_master_killed_mid_call_leaves_only_admitted_requests_recorded() {
     let options = RedisOptions::default()
         .with_prefix(&prefix)
         .with_timeout(timeout);
-    let store = Arc::new(ClusterStore::connect_cluster(&cluster.url(), options).await.unwrap());
+    let store = Arc::new(
+        ClusterStore::connect_cluster(&cluster.url(), options)
+            .await
+            .unwrap(),
+    );
     let route_slot = cluster.key_slot(&format!("{prefix}route"));
     let route_master = cluster.master_of_slot(route_slot);
     let victim = *cluster
@@ -147,7 +173,10 @@ async fn a_master_killed_mid_call_leaves_only_admitted_requests_recorded() {
                 while Instant::now() < until {
                     let user = &users[i % users.len()];
                     let checks = Checks::new([req(user, 10_000, 1), req("route", ROUTE_MAX, 1)]);
-                    match store.decide_all(&checks.unwrap(), Mode::Record, Now::Server).await {
+                    match store
+                        .decide_all(&checks.unwrap(), Mode::Record, Now::Server)
+                        .await
+                    {
                         Ok(j) if j.allowed => admitted.fetch_add(1, Ordering::Relaxed),
                         Ok(_) => 0,
                         Err(_) => errors.fetch_add(1, Ordering::Relaxed),

@@ -85,7 +85,10 @@ where
         let started = Instant::now();
         let deadline_ms = match mode {
             Mode::Peek => None,
-            Mode::Record => Some(self.deadline_ms().ok_or(StoreError::Timeout(self.timeout))?),
+            Mode::Record => Some(
+                self.deadline_ms()
+                    .ok_or(StoreError::Timeout(self.timeout))?,
+            ),
         };
         let phase1 = slots.iter().map(|slot| {
             let mut conn = self.conn.clone();
