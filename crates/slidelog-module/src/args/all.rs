@@ -29,7 +29,7 @@ const USAGE: &str = "SLIDELOG.CHECKALL <RECORD|PEEK> <now_ms|*> <deadline_ms|0> 
 /// (two checks on one log would let the first record before the second
 /// decides: the client merges them), and every limit's bounds.
 pub fn check_all(args: &[&[u8]]) -> Result<CheckAll, CommandError> {
-    if args.len() < 5 || (args.len() - 3) % 2 != 0 {
+    if args.len() < 5 || !(args.len() - 3).is_multiple_of(2) {
         return Err(CommandError::Arity {
             command: "slidelog.checkall",
             expected: USAGE.into(),

@@ -42,25 +42,21 @@ impl Slot {
 
 /// Groups the checks by their key's slot, in the order slots first appear.
 fn slots(checks: &Checks, keys: Vec<Vec<u8>>) -> Result<Vec<Slot>, StoreError> {
-    let mut groups: Vec<(u16, Vec<usize>, Vec<Vec<u8>>, Vec<Request>)> = Vec::new();
-    for (i, (key, request)) in keys.into_iter().zip(checks).enumerate() {
-        let slot = crate::cluster::key_slot(&key);
-        let at = match groups.iter().position(|g| g.0 == slot) {
-            Some(at) => at,
-            None => {
-                groups.push((slot, Vec::new(), Vec::new(), Vec::new()));
-                groups.len() - 1
-            }
-        };
-        let group = &mut groups[at];
-        group.1.push(i);
-        group.2.push(key);
-        group.3.push(request.clone());
+    let slot_of: Vec<u16> = keys.iter().map(|k| crate::cluster::key_slot(k)).collect();
+    let mut order: Vec<u16> = Vec::new();
+    for s in &slot_of {
+        if !order.contains(s) {
+            order.push(*s);
+        }
     }
-    groups
+    let mut keys: Vec<Option<Vec<u8>>> = keys.into_iter().map(Some).collect();
+    order
         .into_iter()
-        .map(|(_, at, keys, requests)| {
+        .map(|slot| {
+            let at: Vec<usize> = (0..slot_of.len()).filter(|&i| slot_of[i] == slot).collect();
+            let requests: Vec<Request> = at.iter().map(|&i| checks.as_slice()[i].clone()).collect();
             let checks = Checks::new(requests).map_err(|e| StoreError::Backend(e.to_string()))?;
+            let keys = at.iter().filter_map(|&i| keys[i].take()).collect();
             Ok(Slot { at, keys, checks })
         })
         .collect()
