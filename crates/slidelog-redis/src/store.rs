@@ -368,11 +368,13 @@ where
 
     async fn reset(&self, key: &str) -> Result<bool, StoreError> {
         let mut conn = self.conn.clone();
-        // The log and its weights hash (same slot): a reset forgets both.
+        // The log, its weights hash and its pending reservations (same
+        // slot): a reset forgets them all.
         let log_key = self.redis_key(key);
         let cmd = redis::cmd("DEL")
             .arg(&log_key)
             .arg(crate::keys::weights_key(&log_key))
+            .arg(crate::keys::pending_key(&log_key))
             .clone();
         let deleted: i64 = self.bounded(cmd.query_async(&mut conn)).await?;
         Ok(deleted > 0)

@@ -6,8 +6,10 @@
 mod common;
 
 use slidelog_core::{Checks, Limit, Mode, Now, RefusedBy, Request, Store, StoreError};
-use slidelog_redis::{ClusterStore, Engine, RedisOptions, RedisStore};
-use slidelog_testkit::{RedisCluster, RedisServer, ServerKind, module_path, unique_prefix};
+use slidelog_redis::{ClusterStore, Engine, RedisOptions, RedisStore, SentinelStore};
+use slidelog_testkit::{
+    RedisCluster, RedisServer, SentinelGroup, ServerKind, module_path, unique_prefix,
+};
 use std::time::Duration;
 
 const MINUTE: u64 = 60_000;
@@ -129,6 +131,26 @@ async fn scripts_hand_a_module_key_to_the_module_within_the_joint_run() {
     assert_eq!(admitted, 2, "the route had one record of its 3");
     let user_count = scripts.peek(&user("u")).await.unwrap().count;
     assert_eq!(user_count, 3, "2 recorded, plus the peek's own unit");
+}
+
+/// The master of a Sentinel group: one call, as on a single server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_through_the_scripts_and_the_module() {
+    let path = module_path().display().to_string();
+    let group = tokio::task::spawn_blocking(move || {
+        let load = ["--loadmodule", path.as_str()];
+        SentinelGroup::start_with_server_args(&load, &load)
+    })
+    .await
+    .unwrap();
+    for engine in ["script", "module"] {
+        let prefix = unique_prefix(&format!("joint-sentinel-{engine}"));
+        let url = format!("{}?engine={engine}", group.url());
+        let store = SentinelStore::connect_sentinel(&url, cluster_options(&prefix))
+            .await
+            .expect("connect");
+        user_and_route(&store, "user:42", "path=/login").await;
+    }
 }
 
 fn cluster_options(prefix: &str) -> RedisOptions {
