@@ -4,15 +4,21 @@
 //! peeks) with charges interleaved, at explicit times (advances, window
 //! boundaries, steps back), answered field by field as
 //! `slidelog_core::engine::decide_all` answers over plain `Log`s: through
-//! the scripts (`check_all.lua`) and the module (`SLIDELOG.CHECKALL`).
+//! the scripts (`check_all.lua`) and the module (`SLIDELOG.CHECKALL`), and
+//! on a Cluster whose keys spread over slots, through reservations
+//! (docs/design.md §4.7: a refused request's reservations cancelled, their
+//! weights with them, an admitted one's confirmed). Across slots the
+//! clock never steps back: a slot that reserved drops its expired records
+//! as a check does, which the engine's joint refusal does not, and only a
+//! clock stepping back can tell (§4.7).
 
 mod common;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use slidelog_core::{Checks, Limit, Log, Mode, Now, Request, Store, engine};
-use slidelog_redis::RedisStore;
-use slidelog_testkit::{RedisServer, ServerKind};
+use slidelog_redis::{ClusterStore, RedisOptions, RedisStore};
+use slidelog_testkit::{RedisCluster, RedisServer, ServerKind, unique_prefix};
 use std::collections::HashMap;
 
 /// Each key keeps one set of limits (docs/design.md §1); windows of 10 s
@@ -46,22 +52,22 @@ fn request(rng: &mut StdRng, key: &str, limits: &[Limit]) -> Request {
     }
 }
 
-/// The next time: the same ms, the next, a window boundary, a step back,
-/// or an advance.
-fn advance(rng: &mut StdRng, now: u64) -> u64 {
+/// The next time: the same ms, the next, a window boundary, a step back
+/// (when `back`), or an advance.
+fn advance(rng: &mut StdRng, now: u64, back: bool) -> u64 {
     match rng.random_range(0..10) {
         0 => now,
         1 => now + 1,
         2 => now + 9_999,
         3 => now + 10_000,
-        4 => now - rng.random_range(1..3_000),
+        4 if back => now - rng.random_range(1..3_000),
         _ => now + rng.random_range(1..5_000),
     }
 }
 
-/// Runs `seeds` traces on `store` against the engine; the number of joint
-/// decisions compared.
-async fn traces(store: &dyn Store, seeds: std::ops::Range<u64>, tag: &str) -> usize {
+/// Runs `seeds` traces on `store` against the engine (the clock stepping
+/// back when `back`); the number of joint decisions compared.
+async fn traces(store: &dyn Store, seeds: std::ops::Range<u64>, tag: &str, back: bool) -> usize {
     let sets = key_limits();
     let mut compared = 0;
     for seed in seeds {
@@ -72,7 +78,7 @@ async fn traces(store: &dyn Store, seeds: std::ops::Range<u64>, tag: &str) -> us
         let mut logs: HashMap<String, Log> = HashMap::new();
         let mut now: u64 = 1_767_225_600_000;
         for step in 0..120 {
-            now = advance(&mut rng, now);
+            now = advance(&mut rng, now, back);
             let context = format!("seed {seed} step {step} at {now}");
             if rng.random_ratio(1, 8) {
                 charge(store, &mut logs, &mut rng, &keys, now, &context).await;
@@ -138,13 +144,27 @@ async fn store(server: &RedisServer, engine: &str) -> RedisStore {
 #[tokio::test]
 async fn the_scripts_decide_joint_requests_as_the_engine() {
     let server = RedisServer::start();
-    let compared = traces(&store(&server, "script").await, 0..12, "s").await;
+    let compared = traces(&store(&server, "script").await, 0..12, "s", true).await;
     assert!(compared > 1_000, "{compared}");
 }
 
 #[tokio::test]
 async fn the_module_decides_joint_requests_as_the_engine() {
     let server = RedisServer::start_with_module(ServerKind::Redis, &[]);
-    let compared = traces(&store(&server, "module").await, 100..112, "m").await;
+    let compared = traces(&store(&server, "module").await, 100..112, "m", true).await;
     assert!(compared > 1_000, "{compared}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reservations_across_cluster_slots_decide_as_the_engine() {
+    let cluster = tokio::task::spawn_blocking(RedisCluster::start)
+        .await
+        .unwrap();
+    let options = RedisOptions::default()
+        .with_prefix(unique_prefix("joint-diff-cross"))
+        .with_timeout(std::time::Duration::from_secs(2));
+    let url = format!("{}?engine=script", cluster.url());
+    let store = ClusterStore::connect_cluster(&url, options).await.unwrap();
+    let compared = traces(&store, 200..206, "c", false).await;
+    assert!(compared > 500, "{compared}");
 }
