@@ -8,7 +8,9 @@ use slidelog_core::{
     Spend,
 };
 
+mod all;
 mod spend;
+pub use all::{CheckAll, check_all};
 pub use spend::{SPENT_PER_APPLY, put_spent};
 
 /// A parsed `SLIDELOG.CHECK`.

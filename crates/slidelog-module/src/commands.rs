@@ -43,7 +43,9 @@ use crate::clock;
 use crate::error::CommandError;
 use crate::ffi::{Ctx, Key, Kind};
 use slidelog_core::log::SPENT_MARGIN_MS;
-use slidelog_core::{Decision, Detailed, Log, MAX_SPENT, Mode, ReceiptError, Spend, engine};
+use slidelog_core::{
+    Decision, Detailed, Log, MAX_SPENT, Mode, ReceiptError, Request, Spend, engine,
+};
 
 /// A successful reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +75,7 @@ fn int(v: u64) -> i64 {
 
 /// The key's log, adopting a sorted set (and dropping its weights hash):
 /// `(log, adopted)`, `None` for an empty key.
-fn take_log(
+pub(crate) fn take_log(
     ctx: &Ctx,
     key: &mut Key<'_>,
     name: &[u8],
@@ -149,7 +151,7 @@ fn is_late(ctx: &Ctx, call: &args::Check, now: u64, allowed: bool) -> bool {
 }
 
 /// The decision's fields and the time it used, as CHECK answers them.
-fn decision_fields(decision: &Decision, now: u64) -> [i64; 8] {
+pub(crate) fn decision_fields(decision: &Decision, now: u64) -> [i64; 8] {
     [
         i64::from(decision.allowed),
         int(decision.limit),
@@ -165,7 +167,7 @@ fn decision_fields(decision: &Decision, now: u64) -> [i64; 8] {
 /// Every limit's `count, remaining, retry_after_ms, reset_after_ms`, in
 /// the request's order, after a reply's decision fields (the shape the
 /// scripts answer, `slidelog_core::Detailed::with_counts`).
-fn each_limit(detailed: &Detailed, out: &mut Vec<i64>) {
+pub(crate) fn each_limit(detailed: &Detailed, out: &mut Vec<i64>) {
     for c in detailed.limits.iter().filter_map(|s| s.counts) {
         out.extend([
             int(c.count),
@@ -177,31 +179,29 @@ fn each_limit(detailed: &Detailed, out: &mut Vec<i64>) {
 }
 
 /// What a check did to the key's log, to be stored and replicated.
-struct Outcome {
+pub(crate) struct Outcome {
     /// The log was a sorted set converted on this touch.
-    adopted: bool,
+    pub adopted: bool,
     /// Records dropped as expired.
-    dropped: usize,
+    pub dropped: usize,
     /// The request's record was appended.
-    appended: bool,
+    pub appended: bool,
     /// The check recorded (RECORD and not refused by its deadline).
-    recorded: bool,
+    pub recorded: bool,
 }
 
 /// Stores the log back into the key and, when the check changed it,
-/// replicates the change as `SLIDELOG.APPLY` with the time used.
-fn persist(
-    ctx: &Ctx,
+/// replicates the change as `SLIDELOG.APPLY` with the time used (`now`);
+/// `server` is the server's clock, for the expiry.
+pub(crate) fn persist(
     key: &mut Key<'_>,
     was_module: bool,
     log: Log,
-    call: &args::Check,
-    now: u64,
+    request: &Request,
+    (now, server): (u64, u64),
     outcome: &Outcome,
 ) -> Result<(), CommandError> {
-    let request = &call.request;
     if outcome.adopted || outcome.dropped > 0 || outcome.appended {
-        let server = server_clock(ctx, call, now);
         let at = expire_at(&log, now, server, request.longest_window_ms());
         let window = if outcome.recorded {
             request.longest_window_ms()
@@ -216,7 +216,7 @@ fn persist(
         };
         args::change(now, window, at, costs, &mut change);
         store(key, log, was_module, at)?;
-        ctx.replicate_apply(&change);
+        key.replicate_apply(&change);
     } else if was_module {
         store(key, log, true, None)?;
     }
@@ -267,7 +267,8 @@ pub fn check(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
             outcome.appended = true;
         }
     }
-    persist(ctx, &mut key, kind == Kind::Log, log, &call, now, &outcome)?;
+    let times = (now, server_clock(ctx, &call, now));
+    persist(&mut key, kind == Kind::Log, log, request, times, &outcome)?;
     if late {
         return Err(CommandError::Deadline);
     }

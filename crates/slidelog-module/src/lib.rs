@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod adopt;
+pub mod all;
 pub mod args;
 pub mod clock;
 pub mod commands;

@@ -10,7 +10,10 @@ use common::{Limits, ServerKind, check, decision, request, server};
 use redis::Connection;
 use slidelog_core::{Log, engine};
 
-const GENERAL: &str = include_str!("../../slidelog-redis/src/sliding_log.lua");
+const GENERAL: &str = concat!(
+    include_str!("../../slidelog-redis/src/sliding_log.lua"),
+    include_str!("../../slidelog-redis/src/sliding_log_main.lua")
+);
 const SINGLE: &str = include_str!("../../slidelog-redis/src/single_limit.lua");
 const ORIGINAL: &str = include_str!("../../slidelog-redis/tests/original_sliding_window.lua");
 

@@ -19,7 +19,10 @@ use common::dump::{payload, real_dump, value_of};
 use common::{ServerKind, check, server};
 use redis::{Connection, RedisResult, Value};
 
-const GENERAL: &str = include_str!("../../slidelog-redis/src/sliding_log.lua");
+const GENERAL: &str = concat!(
+    include_str!("../../slidelog-redis/src/sliding_log.lua"),
+    include_str!("../../slidelog-redis/src/sliding_log_main.lua")
+);
 
 /// The server's clock, Unix ms.
 fn server_ms(conn: &mut Connection) -> u64 {

@@ -29,7 +29,10 @@ use redis::Connection;
 use slidelog_core::{Detailed, Limit, Log, Receipt, RecordRef, Request, engine};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-const GENERAL: &str = include_str!("../../slidelog-redis/src/sliding_log.lua");
+const GENERAL: &str = concat!(
+    include_str!("../../slidelog-redis/src/sliding_log.lua"),
+    include_str!("../../slidelog-redis/src/sliding_log_main.lua")
+);
 const USAGE: &str = include_str!("../../slidelog-redis/src/usage.lua");
 
 /// The limit sets of the trace, one per key: a request limit and a token

@@ -2,6 +2,7 @@
 //! that lost its scripts (a promoted replica, `SCRIPT FLUSH`) is sent the
 //! source again with `EVAL` (docs/design.md §4.2).
 
+use crate::joint::{JOINT, JOINT_SOURCE, RESERVATION, RESERVATION_SOURCE};
 use crate::script::{SCRIPT, SINGLE, SINGLE_SOURCE, SOURCE};
 use crate::usage::{USAGE, USAGE_SOURCE};
 
@@ -12,6 +13,8 @@ pub fn source_for_sha(sha: &[u8]) -> Option<&'static str> {
         (&*SCRIPT, SOURCE),
         (&*SINGLE, SINGLE_SOURCE),
         (&*USAGE, USAGE_SOURCE),
+        (&*JOINT, JOINT_SOURCE),
+        (&*RESERVATION, RESERVATION_SOURCE),
     ]
     .into_iter()
     .find(|(script, _)| sha == script.get_hash().as_bytes())
@@ -32,6 +35,10 @@ mod tests {
         assert_eq!(
             source_for_sha(USAGE.get_hash().as_bytes()),
             Some(USAGE_SOURCE)
+        );
+        assert_eq!(
+            source_for_sha(JOINT.get_hash().as_bytes()),
+            Some(JOINT_SOURCE)
         );
         assert_eq!(source_for_sha(b"0000"), None);
     }

@@ -161,6 +161,13 @@ pub(crate) fn add_node_stats<C: 'static>(conn: &C, stats: &mut slidelog_core::St
     }
 }
 
+/// True when `conn` is a [`ClusterConnection`]: keys of several slots
+/// cannot meet in one script there (docs/design.md §4.7).
+pub(crate) fn is_cluster<C: 'static>(conn: &C) -> bool {
+    let conn: &dyn std::any::Any = conn;
+    conn.is::<ClusterConnection>()
+}
+
 /// Routes a command to the master serving `slot`.
 fn master_of(slot: u16) -> RoutingInfo {
     RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
@@ -181,6 +188,11 @@ fn decision_slot(cmd: &Cmd) -> Option<u16> {
         _ => &[][..],
     });
     let name = args.next()?;
+    // The joint command's first key follows its mode, time and deadline
+    // (all its keys share one slot).
+    if name.eq_ignore_ascii_case(crate::joint::CHECKALL.as_bytes()) {
+        return Some(key_slot(args.nth(3)?));
+    }
     let keyed = [
         &b"DEL"[..],
         b"UNLINK",

@@ -95,6 +95,21 @@ impl Engine {
         }
         module::run_usage(conn, redis_key, request, usage, now_ms, deadline_ms).await
     }
+
+    /// Runs one joint decision over keys of one slot through this engine
+    /// (docs/design.md §4.7): `check_all.lua` or `SLIDELOG.CHECKALL`, every
+    /// check's outcome in order. (The script hands a key the module holds
+    /// to `SLIDELOG.CHECK` itself, within the same atomic run.)
+    pub async fn run_all<C: ConnectionLike>(
+        self,
+        conn: &mut C,
+        call: crate::joint::JointCall<'_>,
+    ) -> RedisResult<Vec<Outcome>> {
+        match self {
+            Self::Script => crate::joint::run_script(conn, call).await,
+            Self::Module => crate::joint::run_module(conn, call).await,
+        }
+    }
 }
 
 /// Asks the store's node(s) whether they have the module: the nodes that

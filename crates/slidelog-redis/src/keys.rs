@@ -46,6 +46,18 @@ pub fn weights_key(log_key: &[u8]) -> Vec<u8> {
     slidelog_core::slot::weights_key(log_key, |s| SLOT_TAGS[s as usize].as_bytes())
 }
 
+/// The key of the pending reservations of the log at `log_key` (same slot,
+/// docs/design.md §4.7): the weights key's name with `#p` for `#w`
+/// (`{<log key>}#p`, `{T}#p:<log key>`, `{S}#p:<log key>`).
+pub fn pending_key(log_key: &[u8]) -> Vec<u8> {
+    let mut key = weights_key(log_key);
+    // The weights key is `{` tag `}#w…`, and a tag holds no `}`.
+    if let Some(close) = key.iter().position(|&b| b == b'}') {
+        key[close + 2] = b'p';
+    }
+    key
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,5 +80,14 @@ mod tests {
             weights_key(b"rate:sliding:u"),
             b"{rate:sliding:u}#w".to_vec()
         );
+        assert_eq!(
+            pending_key(b"rate:sliding:u"),
+            b"{rate:sliding:u}#p".to_vec()
+        );
+        for key in [&b"rate:sliding:{t}:u"[..], b"rate:sliding:a}b", b"}"] {
+            let p = pending_key(key);
+            assert_eq!(slot(&p), slot(key));
+            assert_ne!(p, weights_key(key));
+        }
     }
 }

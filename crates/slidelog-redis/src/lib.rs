@@ -56,6 +56,7 @@ mod connect;
 pub mod engine;
 pub mod errors;
 pub mod heal;
+pub mod joint;
 pub mod keys;
 pub mod members;
 pub mod module;

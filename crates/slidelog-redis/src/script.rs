@@ -12,8 +12,13 @@ use redis::{ErrorKind, RedisError, RedisResult, Script};
 use slidelog_core::{Counts, Decision, Detailed, Mode, Request};
 use std::sync::LazyLock;
 
-/// The Lua source of one decision.
-pub const SOURCE: &str = include_str!("sliding_log.lua");
+/// The Lua source of one decision: `sliding_log.lua`'s `decide()` (shared
+/// with the joint decision, [`crate::joint`]) and the line that calls it
+/// on the script's key.
+pub const SOURCE: &str = concat!(
+    include_str!("sliding_log.lua"),
+    include_str!("sliding_log_main.lua")
+);
 
 /// The script, hashed once per process.
 pub static SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(SOURCE));
@@ -113,6 +118,7 @@ pub async fn run<C: ConnectionLike>(conn: &mut C, check: Check<'_>) -> RedisResu
     let mut invocation = SCRIPT.key(redis_key);
     invocation
         .key(crate::keys::weights_key(redis_key))
+        .key(crate::keys::pending_key(redis_key))
         .arg(match (mode, each) {
             (Mode::Peek, false) => 0,
             (Mode::Record, false) => 1,

@@ -14,6 +14,8 @@
 --           frontier of its limits to now - window, reading only the records
 --           that crossed it, so live units cost O(log n) plus the records
 --           that expired, whatever the costs are.
+-- KEYS[3]   its pending reservations (sorted set, same slot; "Reservations"
+--           below): read only on a weighted log; optional
 -- ARGV[1]   mode: '1' = record (a check), '0' = peek (changes nothing);
 --           '3' / '2': the same, answering every limit's state too
 --           (Store::decide_each; "Every limit" below)
@@ -42,68 +44,6 @@
 -- this script would and hands a weighted log back to it. This script takes
 -- several limits, costs above 1, peeks, and weighted logs.
 
-local log, weights = KEYS[1], KEYS[2]
-local mode = ARGV[1]
-local record = mode == '1' or mode == '3'
-local each = mode == '2' or mode == '3'
-local n = tonumber(ARGV[3])
-
--- Step 1: the time. Redis TIME by default, so every instance shares one
--- clock (ms = sec * 1000 + usec / 1000, truncated); or the caller's ms.
-local now = tonumber(ARGV[2])
-local function redis_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-local given_now = now >= 0
-if not given_now then now = redis_ms() end
-
--- Step 1b: a check whose caller has already given up (timed out) is refused
--- before it changes anything, so a check that timed out is never recorded
--- later (a stalled Redis running its backlog, a reply stuck in a frozen
--- link). The deadline is on the caller's clock, less the clock-skew margin
--- it assumes; it is compared with Redis TIME.
-local deadline = tonumber(ARGV[5 + 3 * n] or '-1')
-if record and deadline >= 0 and (given_now and redis_ms() or now) > deadline then
-  return redis.error_reply('DEADLINE the caller gave up on this check before it ran; nothing recorded')
-end
-
--- Step 1c: the newest record: its member is the marker (above), its score
--- the reset_after_ms. Read before anything is removed, so that a weighted
--- log's frontiers (step 3) still see every record.
--- A key the module converted (docs/design.md §4.4) answers WRONGTYPE here:
--- the module decides it, with the same limits, time and deadline, and its
--- reply is this script's, so switching engines never over-admits.
-local top = redis.pcall('ZRANGE', log, -1, -1, 'WITHSCORES')
-if top.err then
-  if string.sub(top.err, 1, 9) ~= 'WRONGTYPE' then return top end
-  local until_ms = '0'
-  if record and deadline >= 0 then until_ms = ARGV[5 + 3 * n] end
-  local limits = {unpack(ARGV, 3, 3 + 3 * n)}
-  -- Every limit too (modes '2'/'3'): the module's trailing EACH, same reply.
-  if each then limits[#limits + 1] = 'EACH' end
-  return redis.call('SLIDELOG.CHECK', log, record and 'RECORD' or 'PEEK',
-    string.format('%d', now), until_ms, unpack(limits))
-end
-local newest_member, newest = top[1], tonumber(top[2])
-local marked = newest_member ~= nil and string.find(newest_member, '#', 1, true) ~= nil
-
--- Step 2: the limits, each with its own cost, and the longest window (how
--- long records are kept). Numbers are formatted with %d below: Lua's
--- tostring keeps only 14 digits.
-local maxes, windows, costs = {}, {}, {}
-local longest = 0
-local weighted_request = false
-for i = 1, n do
-  maxes[i] = tonumber(ARGV[1 + 3 * i])
-  windows[i] = tonumber(ARGV[2 + 3 * i])
-  costs[i] = tonumber(ARGV[3 + 3 * i])
-  if costs[i] ~= 1 then weighted_request = true end
-  if windows[i] > longest then longest = windows[i] end
-end
-local member = ARGV[4 + 3 * n]
-local cutoff = now - longest
-
 -- The cost of a record at a position: 1 for a plain id, else its listed cost.
 local function cost_of(m, position)
   local at = string.find(m, '#', 1, true)
@@ -117,306 +57,458 @@ local function cost_of(m, position)
   return last
 end
 
--- The extra units (cost - 1) at a position of the records with ts > lo.
-local function extra_after(position, lo)
-  local sum = 0
-  local ms = redis.call('ZRANGEBYSCORE', log, string.format('(%d', lo), '+inf')
-  for _, m in ipairs(ms) do sum = sum + cost_of(m, position) - 1 end
-  return sum
-end
-
--- Step 3: the weights, when the log holds weighted records. Every field's
--- frontier moves before any record is removed: to now - window for this
--- request's limits, and at least to the cutoff for the others (the records
--- the cutoff removes leave their sums). The records that crossed any
--- frontier are read in one ZRANGEBYSCORE. A field this request needs but
--- the hash lacks (a new set of limits) is counted once from the log.
-local fields = {}
--- The hash is read only when the marker says the log is weighted; a plain
--- log's hash (if any) is left over from an earlier weighted life.
-local weighted = marked
-local stored = {}
-if weighted then stored = redis.call('HGETALL', weights) end
--- Fields of limits no request sends any more are dropped past this many
--- (a client that varies its windows cannot grow the hash without bound).
-local field_cap = 64
-local extras = {}
-if weighted then
+-- The weights hash as read by HGETALL (`stored`) into fields:
+-- name -> {extra, frontier, changed, position, new frontier}.
+local function parse_fields(stored)
+  local fields = {}
   for j = 1, #stored, 2 do
     local e, f = string.match(stored[j + 1], '^(%-?%d+) (%-?%d+)$')
-    -- {extra, frontier, changed, position, new frontier}
     fields[stored[j]] = {tonumber(e), tonumber(f), false, tonumber(string.match(stored[j], '^(%d+)/')), nil}
   end
-  local names = {}
-  for i = 1, n do
-    local name = string.format('%d/%d', i, windows[i])
-    names[i] = name
-    local target = now - windows[i]
-    if fields[name] == nil then
-      fields[name] = {extra_after(i, target), target, true, i, nil}
-    else
-      fields[name][5] = target
-    end
-  end
-  if record then
-    for _, field in pairs(fields) do
-      local to = field[5] or field[2]
-      if to < cutoff then field[5] = cutoff end
-    end
-  end
-  -- One read of every record between the lowest and highest frontier moved.
-  local lo, hi = nil, nil
-  for _, field in pairs(fields) do
-    local to = field[5]
-    if to ~= nil and to ~= field[2] then
-      local a, b = math.min(to, field[2]), math.max(to, field[2])
-      if lo == nil or a < lo then lo = a end
-      if hi == nil or b > hi then hi = b end
-    end
-  end
-  local crossed = {}
-  if lo ~= nil then
-    crossed = redis.call('ZRANGEBYSCORE', log, string.format('(%d', lo), string.format('%d', hi), 'WITHSCORES')
-  end
-  for _, field in pairs(fields) do
-    local to = field[5]
-    if to ~= nil and to ~= field[2] then
-      local a, b = math.min(to, field[2]), math.max(to, field[2])
-      local sum = 0
-      for j = 1, #crossed, 2 do
-        local ts = tonumber(crossed[j + 1])
-        if ts > a and ts <= b then sum = sum + cost_of(crossed[j], field[4]) - 1 end
-      end
-      -- Forward, records leave the window; back (a clock that stepped
-      -- back), they re-enter it.
-      if to > field[2] then field[1] = field[1] - sum else field[1] = field[1] + sum end
-      field[2], field[3] = to, true
-    end
-  end
-  for i = 1, n do extras[i] = fields[names[i]][1] end
+  return fields
 end
 
--- Step 4: drop the expired records, ts <= now - longest (ZREMRANGEBYSCORE is
--- inclusive: exactly the original script's boundary). A peek changes
--- nothing, so it skips this and counts around the expired records instead.
-if record then
-  redis.call('ZREMRANGEBYSCORE', log, '-inf', string.format('%d', cutoff))
-end
-
--- Step 5: the live units of every limit: the live records (ts > now -
--- window; after step 4 the set holds exactly the live records of the
--- longest window, so ZCARD counts that one, shorter windows need a ZCOUNT)
--- plus the extra units of the weighted ones.
-local total = redis.call('ZCARD', log)
-local records, lives = {}, {}
-for i = 1, n do
-  if total == 0 then
-    records[i] = 0
-  elseif record and windows[i] == longest then
-    records[i] = total
-  else
-    records[i] = redis.call('ZCOUNT', log, string.format('(%d', now - windows[i]), '+inf')
-  end
-  lives[i] = records[i] + (extras[i] or 0)
-end
-
--- The timestamp of the k-th oldest live unit at a position: a rank on a
--- plain log (every record costs 1), else a walk from the oldest live record,
--- in batches, until k units are summed. (A weighted log whose extra units
--- sum to 0 may still mix costs: a record settled to 0 in a limit is -1
--- there, docs/design.md §4.5, so only the marker allows the rank.)
-local function kth_unit(i, k)
-  local first = total - records[i]
-  if not weighted then
-    local rank = first + k - 1
-    return tonumber(redis.call('ZRANGE', log, rank, rank, 'WITHSCORES')[2])
-  end
-  local sum, from, batch = 0, first, 64
-  while true do
-    local got = redis.call('ZRANGE', log, from, from + batch - 1, 'WITHSCORES')
-    -- Never past the end (the sums say k units are live; a guard, not a path).
-    if #got == 0 then return now end
-    for j = 1, #got, 2 do
-      sum = sum + cost_of(got[j], i)
-      if sum >= k then return tonumber(got[j + 1]) end
-    end
-    from = from + batch
-    if batch < 4096 then batch = batch * 4 end
-  end
-end
-
--- Step 6: admit iff live + cost <= max for every limit, and find the
--- deciding limit exactly as slidelog_core::engine::evaluate does: rejected,
--- the violated limit with the largest wait (ties: the shorter window);
--- allowed, the limit with the smallest remaining (ties: the shorter window).
--- The k-th oldest live unit, k = live + cost - max, must expire before the
--- request fits.
-local allowed = true
-local worst, worst_wait = nil, 0
-local tight, tight_rem = nil, 0
-local waits = nil
-for i = 1, n do
-  local live = lives[i]
-  if live + costs[i] > maxes[i] then
-    allowed = false
-    local wait = kth_unit(i, live + costs[i] - maxes[i]) + windows[i] - now
-    if each then
-      if waits == nil then waits = {} end
-      waits[i] = wait
-    end
-    if worst == nil or wait > worst_wait or (wait == worst_wait and windows[i] < windows[worst]) then
-      worst, worst_wait = i, wait
-    end
-  else
-    local rem = maxes[i] - live - costs[i]
-    if tight == nil or rem < tight_rem or (rem == tight_rem and windows[i] < windows[tight]) then
-      tight, tight_rem = i, rem
-    end
-  end
-end
-
--- Step 7: the newest record (step 1c), for reset_after_ms and the TTL
--- below; step 4 removes it only when it removes every record.
-if total == 0 then newest = nil end
-
--- The deciding limit, and the newest live record that counts in it (for
--- reset_after_ms): the newest record, unless a settle left it at cost 0
--- there (docs/design.md §4.5); then the newest live one of cost > 0, or
--- nil. Inline, not a function: a closure is built on every run.
-local d = worst
-if allowed then d = tight end
-local counted = newest
-if counted ~= nil and weighted and cost_of(newest_member, d) == 0 then
-  counted = nil
-  local got = redis.call('ZRANGEBYSCORE', log, string.format('(%d', now - windows[d]), '+inf', 'WITHSCORES')
-  for j = #got - 1, 1, -2 do
-    if cost_of(got[j], d) > 0 then
-      counted = tonumber(got[j + 1])
-      break
-    end
-  end
-end
-
--- Every limit (modes '2' and '3'): each limit's count, remaining, wait and
--- reset, as the deciding limit's are found (slidelog_core::engine::
--- evaluate_each), after the reply's first 8 numbers (set on return). Only
--- when asked, so a plain check builds nothing more.
-local reply = nil
-if each then
-  reply = {0, 0, 0, 0, 0, 0, 0, 0}
-  for i = 1, n do
-    local c = newest
-    if c ~= nil and weighted and cost_of(newest_member, i) == 0 then
-      c = nil
-      local got = redis.call('ZRANGEBYSCORE', log, string.format('(%d', now - windows[i]), '+inf', 'WITHSCORES')
-      for j = #got - 1, 1, -2 do
-        if cost_of(got[j], i) > 0 then
-          c = tonumber(got[j + 1])
-          break
+-- Reservations (docs/design.md §4.7): the records a joint decision over
+-- several Cluster slots wrote in phase 1, each listed in the log's pending
+-- sorted set (score: the deadline, on the server's clock, after which it
+-- must not count) until the caller confirms it (it stays, a normal
+-- record) or cancels it. unreserve() removes `members` from the log and
+-- from the pending set, taking each one's extra units out of every weights
+-- field whose frontier is older than its timestamp, and writes those
+-- fields at once (so a peek that drops them leaves the hash consistent).
+local function unreserve(log, weights, pending, members, fields)
+  local changed = {}
+  for _, m in ipairs(members) do
+    local ts = tonumber(redis.call('ZSCORE', log, m))
+    if ts ~= nil then
+      redis.call('ZREM', log, m)
+      for name, field in pairs(fields) do
+        if ts > field[2] then
+          field[1] = field[1] - (cost_of(m, field[4]) - 1)
+          field[3] = true
+          changed[name] = field
         end
       end
     end
-    local count, reset, wait = lives[i], 0, 0
-    if allowed then
-      count = count + costs[i]
-      if c == nil or c < now then c = now end
-      reset = c + windows[i] - now
-    else
-      if c ~= nil and c + windows[i] > now then reset = c + windows[i] - now end
-      if waits[i] then wait = waits[i] end
-    end
-    local rem = maxes[i] - count
-    if rem < 0 then rem = 0 end
-    reply[5 + 4 * i], reply[6 + 4 * i], reply[7 + 4 * i], reply[8 + 4 * i] = count, rem, wait, reset
   end
+  redis.call('ZREM', pending, unpack(members))
+  local out = {}
+  for name, field in pairs(changed) do
+    out[#out + 1] = name
+    out[#out + 1] = string.format('%d %d', field[1], field[2])
+  end
+  if #out > 0 then redis.call('HSET', weights, unpack(out)) end
 end
 
--- Step 8: write back the weights whose frontier moved, and (with the TTL
--- of step 10) keep the hash exactly as long as the log.
-local function save_weights(ttl)
-  if not (weighted or (allowed and weighted_request)) then return end
-  local changed = {}
-  local keep_all = #stored / 2 <= field_cap
-  -- A log turning weighted starts a new hash (a left-over one is stale).
-  if not keep_all or not weighted then redis.call('DEL', weights) end
-  for name, field in pairs(fields) do
-    -- field[4] is the field's position, parsed from its name once on read.
-    local mine = tonumber(string.match(name, '/(%d+)$')) == windows[math.min(n, field[4])]
-    if (keep_all and field[3]) or (not keep_all and mine) then
-      changed[#changed + 1] = name
-      changed[#changed + 1] = string.format('%d %d', field[1], field[2])
-    end
-  end
-  if #changed > 0 then redis.call('HSET', weights, unpack(changed)) end
-  redis.call('PEXPIRE', weights, ttl)
-end
+-- decide(log, weights, pending, A): the whole decision of one key, as a
+-- function so that every script deciding keys shares it (concatenated
+-- before the script's own part at build time:
+-- crates/slidelog-redis/src/script.rs). `log` and `weights` are KEYS[1]
+-- and KEYS[2] above, `pending` KEYS[3] (the log's pending reservations, a
+-- sorted set in the same slot: read only on a weighted log, as every
+-- reservation is marked; may be nil where none are ever made), `A` the
+-- ARGV above, and A[6+3n], when given, makes an admitted check a
+-- reservation until that time (check_all.lua's phase 1). It returns the
+-- reply above (or an error reply).
+local function decide(log, weights, pending, A)
+  local mode = A[1]
+  local record = mode == '1' or mode == '3'
+  local each = mode == '2' or mode == '3'
+  local n = tonumber(A[3])
 
-if not allowed then
-  -- Step 9a: rejected. Nothing is appended; a check still refreshes the TTL
-  -- (step 10) so that a key it decided on never lacks one.
-  local reset = 0
-  if counted ~= nil then reset = math.max(0, counted + windows[d] - now) end
+  -- Step 1: the time. Redis TIME by default, so every instance shares one
+  -- clock (ms = sec * 1000 + usec / 1000, truncated); or the caller's ms.
+  local now = tonumber(A[2])
+  local function redis_ms()
+    local t = redis.call('TIME')
+    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  local given_now = now >= 0
+  if not given_now then now = redis_ms() end
+
+  -- Step 1b: a check whose caller has already given up (timed out) is refused
+  -- before it changes anything, so a check that timed out is never recorded
+  -- later (a stalled Redis running its backlog, a reply stuck in a frozen
+  -- link). The deadline is on the caller's clock, less the clock-skew margin
+  -- it assumes; it is compared with Redis TIME.
+  local deadline = tonumber(A[5 + 3 * n] or '-1')
+  if record and deadline >= 0 and (given_now and redis_ms() or now) > deadline then
+    return redis.error_reply('DEADLINE the caller gave up on this check before it ran; nothing recorded')
+  end
+
+  -- Step 1c: the newest record: its member is the marker (above), its score
+  -- the reset_after_ms. Read before anything is removed, so that a weighted
+  -- log's frontiers (step 3) still see every record.
+  -- A key the module converted (docs/design.md §4.4) answers WRONGTYPE here:
+  -- the module decides it, with the same limits, time and deadline, and its
+  -- reply is this script's, so switching engines never over-admits.
+  local top = redis.pcall('ZRANGE', log, -1, -1, 'WITHSCORES')
+  if top.err then
+    if string.sub(top.err, 1, 9) ~= 'WRONGTYPE' then return top end
+    -- The module keeps no reservations: a record there could not be
+    -- cancelled, so a reservation is refused, nothing changed.
+    if A[6 + 3 * n] ~= nil then
+      return redis.error_reply('MODULEKEY a reservation on a key the module holds; nothing recorded')
+    end
+    local until_ms = '0'
+    if record and deadline >= 0 then until_ms = A[5 + 3 * n] end
+    local limits = {unpack(A, 3, 3 + 3 * n)}
+    -- Every limit too (modes '2'/'3'): the module's trailing EACH, same reply.
+    if each then limits[#limits + 1] = 'EACH' end
+    return redis.call('SLIDELOG.CHECK', log, record and 'RECORD' or 'PEEK',
+      string.format('%d', now), until_ms, unpack(limits))
+  end
+  local newest_member, newest = top[1], tonumber(top[2])
+  local marked = newest_member ~= nil and string.find(newest_member, '#', 1, true) ~= nil
+
+  -- Step 2: the limits, each with its own cost, and the longest window (how
+  -- long records are kept). Numbers are formatted with %d below: Lua's
+  -- tostring keeps only 14 digits.
+  local maxes, windows, costs = {}, {}, {}
+  local longest = 0
+  local weighted_request = false
+  for i = 1, n do
+    maxes[i] = tonumber(A[1 + 3 * i])
+    windows[i] = tonumber(A[2 + 3 * i])
+    costs[i] = tonumber(A[3 + 3 * i])
+    if costs[i] ~= 1 then weighted_request = true end
+    if windows[i] > longest then longest = windows[i] end
+  end
+  local member = A[4 + 3 * n]
+  -- A reservation is marked ('#') like a weighted record, so the log reads
+  -- as weighted while it may hold one, and its pending set is looked at.
+  local reserve_until = A[6 + 3 * n]
+  if reserve_until ~= nil then weighted_request = true end
+  local cutoff = now - longest
+
+  -- The extra units (cost - 1) at a position of the records with ts > lo.
+  local function extra_after(position, lo)
+    local sum = 0
+    local ms = redis.call('ZRANGEBYSCORE', log, string.format('(%d', lo), '+inf')
+    for _, m in ipairs(ms) do sum = sum + cost_of(m, position) - 1 end
+    return sum
+  end
+
+  -- Step 3: the weights, when the log holds weighted records. Every field's
+  -- frontier moves before any record is removed: to now - window for this
+  -- request's limits, and at least to the cutoff for the others (the records
+  -- the cutoff removes leave their sums). The records that crossed any
+  -- frontier are read in one ZRANGEBYSCORE. A field this request needs but
+  -- the hash lacks (a new set of limits) is counted once from the log.
+  local fields = {}
+  -- The hash is read only when the marker says the log is weighted; a plain
+  -- log's hash (if any) is left over from an earlier weighted life.
+  local weighted = marked
+  local stored = {}
+  if weighted then stored = redis.call('HGETALL', weights) end
+  -- Fields of limits no request sends any more are dropped past this many
+  -- (a client that varies its windows cannot grow the hash without bound).
+  local field_cap = 64
+  local extras = {}
+  if weighted then
+    fields = parse_fields(stored)
+    -- Step 3a: reservations past their deadline leave the log before
+    -- anything is counted (a peek drops them too: no decision ever counts
+    -- one), so one that was never confirmed (its caller crashed, a master
+    -- died, a reply was lost) vanishes by itself, and nobody waits on it.
+    if pending ~= nil then
+      local server_now = now
+      if given_now then server_now = redis_ms() end
+      local expired = redis.call('ZRANGEBYSCORE', pending, '-inf', string.format('%d', server_now))
+      if #expired > 0 then
+        unreserve(log, weights, pending, expired, fields)
+        -- The newest record may have been one of them.
+        top = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')
+        newest_member, newest = top[1], tonumber(top[2])
+      end
+    end
+    local names = {}
+    for i = 1, n do
+      local name = string.format('%d/%d', i, windows[i])
+      names[i] = name
+      local target = now - windows[i]
+      if fields[name] == nil then
+        fields[name] = {extra_after(i, target), target, true, i, nil}
+      else
+        fields[name][5] = target
+      end
+    end
+    if record then
+      for _, field in pairs(fields) do
+        local to = field[5] or field[2]
+        if to < cutoff then field[5] = cutoff end
+      end
+    end
+    -- One read of every record between the lowest and highest frontier moved.
+    local lo, hi = nil, nil
+    for _, field in pairs(fields) do
+      local to = field[5]
+      if to ~= nil and to ~= field[2] then
+        local a, b = math.min(to, field[2]), math.max(to, field[2])
+        if lo == nil or a < lo then lo = a end
+        if hi == nil or b > hi then hi = b end
+      end
+    end
+    local crossed = {}
+    if lo ~= nil then
+      crossed = redis.call('ZRANGEBYSCORE', log, string.format('(%d', lo), string.format('%d', hi), 'WITHSCORES')
+    end
+    for _, field in pairs(fields) do
+      local to = field[5]
+      if to ~= nil and to ~= field[2] then
+        local a, b = math.min(to, field[2]), math.max(to, field[2])
+        local sum = 0
+        for j = 1, #crossed, 2 do
+          local ts = tonumber(crossed[j + 1])
+          if ts > a and ts <= b then sum = sum + cost_of(crossed[j], field[4]) - 1 end
+        end
+        -- Forward, records leave the window; back (a clock that stepped
+        -- back), they re-enter it.
+        if to > field[2] then field[1] = field[1] - sum else field[1] = field[1] + sum end
+        field[2], field[3] = to, true
+      end
+    end
+    for i = 1, n do extras[i] = fields[names[i]][1] end
+  end
+
+  -- Step 4: drop the expired records, ts <= now - longest (ZREMRANGEBYSCORE is
+  -- inclusive: exactly the original script's boundary). A peek changes
+  -- nothing, so it skips this and counts around the expired records instead.
   if record then
-    local ttl = math.max(longest, newest + longest - now)
+    redis.call('ZREMRANGEBYSCORE', log, '-inf', string.format('%d', cutoff))
+  end
+
+  -- Step 5: the live units of every limit: the live records (ts > now -
+  -- window; after step 4 the set holds exactly the live records of the
+  -- longest window, so ZCARD counts that one, shorter windows need a ZCOUNT)
+  -- plus the extra units of the weighted ones.
+  local total = redis.call('ZCARD', log)
+  local records, lives = {}, {}
+  for i = 1, n do
+    if total == 0 then
+      records[i] = 0
+    elseif record and windows[i] == longest then
+      records[i] = total
+    else
+      records[i] = redis.call('ZCOUNT', log, string.format('(%d', now - windows[i]), '+inf')
+    end
+    lives[i] = records[i] + (extras[i] or 0)
+  end
+
+  -- The timestamp of the k-th oldest live unit at a position: a rank on a
+  -- plain log (every record costs 1), else a walk from the oldest live record,
+  -- in batches, until k units are summed. (A weighted log whose extra units
+  -- sum to 0 may still mix costs: a record settled to 0 in a limit is -1
+  -- there, docs/design.md §4.5, so only the marker allows the rank.)
+  local function kth_unit(i, k)
+    local first = total - records[i]
+    if not weighted then
+      local rank = first + k - 1
+      return tonumber(redis.call('ZRANGE', log, rank, rank, 'WITHSCORES')[2])
+    end
+    local sum, from, batch = 0, first, 64
+    while true do
+      local got = redis.call('ZRANGE', log, from, from + batch - 1, 'WITHSCORES')
+      -- Never past the end (the sums say k units are live; a guard, not a path).
+      if #got == 0 then return now end
+      for j = 1, #got, 2 do
+        sum = sum + cost_of(got[j], i)
+        if sum >= k then return tonumber(got[j + 1]) end
+      end
+      from = from + batch
+      if batch < 4096 then batch = batch * 4 end
+    end
+  end
+
+  -- Step 6: admit iff live + cost <= max for every limit, and find the
+  -- deciding limit exactly as slidelog_core::engine::evaluate does: rejected,
+  -- the violated limit with the largest wait (ties: the shorter window);
+  -- allowed, the limit with the smallest remaining (ties: the shorter window).
+  -- The k-th oldest live unit, k = live + cost - max, must expire before the
+  -- request fits.
+  local allowed = true
+  local worst, worst_wait = nil, 0
+  local tight, tight_rem = nil, 0
+  local waits = nil
+  for i = 1, n do
+    local live = lives[i]
+    if live + costs[i] > maxes[i] then
+      allowed = false
+      -- The k-th oldest live unit, k = live + cost - max, must expire first.
+      -- A cost above max (a joint decision's checks of one key merged,
+      -- docs/design.md §1) never fits: one window, as the engine answers.
+      local k = live + costs[i] - maxes[i]
+      local wait = windows[i]
+      if k <= live then wait = kth_unit(i, k) + windows[i] - now end
+      if each then
+        if waits == nil then waits = {} end
+        waits[i] = wait
+      end
+      if worst == nil or wait > worst_wait or (wait == worst_wait and windows[i] < windows[worst]) then
+        worst, worst_wait = i, wait
+      end
+    else
+      local rem = maxes[i] - live - costs[i]
+      if tight == nil or rem < tight_rem or (rem == tight_rem and windows[i] < windows[tight]) then
+        tight, tight_rem = i, rem
+      end
+    end
+  end
+
+  -- Step 7: the newest record (step 1c), for reset_after_ms and the TTL
+  -- below; step 4 removes it only when it removes every record.
+  if total == 0 then newest = nil end
+
+  -- The deciding limit, and the newest live record that counts in it (for
+  -- reset_after_ms): the newest record, unless a settle left it at cost 0
+  -- there (docs/design.md §4.5); then the newest live one of cost > 0, or
+  -- nil. Inline, not a function: a closure is built on every run.
+  local d = worst
+  if allowed then d = tight end
+  local counted = newest
+  if counted ~= nil and weighted and cost_of(newest_member, d) == 0 then
+    counted = nil
+    local got = redis.call('ZRANGEBYSCORE', log, string.format('(%d', now - windows[d]), '+inf', 'WITHSCORES')
+    for j = #got - 1, 1, -2 do
+      if cost_of(got[j], d) > 0 then
+        counted = tonumber(got[j + 1])
+        break
+      end
+    end
+  end
+
+  -- Every limit (modes '2' and '3'): each limit's count, remaining, wait and
+  -- reset, as the deciding limit's are found (slidelog_core::engine::
+  -- evaluate_each), after the reply's first 8 numbers (set on return). Only
+  -- when asked, so a plain check builds nothing more.
+  local reply = nil
+  if each then
+    reply = {0, 0, 0, 0, 0, 0, 0, 0}
+    for i = 1, n do
+      local c = newest
+      if c ~= nil and weighted and cost_of(newest_member, i) == 0 then
+        c = nil
+        local got = redis.call('ZRANGEBYSCORE', log, string.format('(%d', now - windows[i]), '+inf', 'WITHSCORES')
+        for j = #got - 1, 1, -2 do
+          if cost_of(got[j], i) > 0 then
+            c = tonumber(got[j + 1])
+            break
+          end
+        end
+      end
+      local count, reset, wait = lives[i], 0, 0
+      if allowed then
+        count = count + costs[i]
+        if c == nil or c < now then c = now end
+        reset = c + windows[i] - now
+      else
+        if c ~= nil and c + windows[i] > now then reset = c + windows[i] - now end
+        if waits[i] then wait = waits[i] end
+      end
+      local rem = maxes[i] - count
+      if rem < 0 then rem = 0 end
+      reply[5 + 4 * i], reply[6 + 4 * i], reply[7 + 4 * i], reply[8 + 4 * i] = count, rem, wait, reset
+    end
+  end
+
+  -- Step 8: write back the weights whose frontier moved, and (with the TTL
+  -- of step 10) keep the hash exactly as long as the log.
+  local function save_weights(ttl)
+    if not (weighted or (allowed and weighted_request)) then return end
+    local changed = {}
+    local keep_all = #stored / 2 <= field_cap
+    -- A log turning weighted starts a new hash (a left-over one is stale).
+    if not keep_all or not weighted then redis.call('DEL', weights) end
+    for name, field in pairs(fields) do
+      -- field[4] is the field's position, parsed from its name once on read.
+      local mine = tonumber(string.match(name, '/(%d+)$')) == windows[math.min(n, field[4])]
+      if (keep_all and field[3]) or (not keep_all and mine) then
+        changed[#changed + 1] = name
+        changed[#changed + 1] = string.format('%d %d', field[1], field[2])
+      end
+    end
+    if #changed > 0 then redis.call('HSET', weights, unpack(changed)) end
+    redis.call('PEXPIRE', weights, ttl)
+  end
+
+  if not allowed then
+    -- Step 9a: rejected. Nothing is appended; a check still refreshes the TTL
+    -- (step 10) so that a key it decided on never lacks one.
+    local reset = 0
+    if counted ~= nil then reset = math.max(0, counted + windows[d] - now) end
+    if record then
+      local ttl = math.max(longest, newest + longest - now)
+      redis.call('PEXPIRE', log, ttl)
+      save_weights(ttl)
+    end
+    -- More than max units can be live after a clock step back or a lowered
+    -- max: remaining is then 0 (as the engine's saturating subtraction).
+    local remaining = math.max(0, maxes[d] - lives[d])
+    if reply == nil then return {0, maxes[d], windows[d], lives[d], remaining, worst_wait, reset, now} end
+    reply[1], reply[2], reply[3], reply[4], reply[5], reply[6], reply[7], reply[8] =
+      0, maxes[d], windows[d], lives[d], remaining, worst_wait, reset, now
+    return reply
+  end
+
+  -- Step 9b: allowed. After appending, the newest record is the later of the
+  -- old newest (a clock that stepped back leaves records in the future) and now.
+  local newest_after = now
+  if newest ~= nil and newest > now then newest_after = newest end
+
+  if record then
+    -- Step 10: append ONE record at `now` carrying the request's costs, add
+    -- its extra units to every window it is live in (a new hash starts from
+    -- this record: every older one costs 1), and set the TTL: the longest
+    -- window (in ms, PEXPIRE), or longer when the newest record is in the
+    -- future, so PTTL is never -1 and the key lives exactly as long as any of
+    -- its records can be live.
+    if weighted and not string.find(member, '#', 1, true) then
+      -- The marker: every record of a weighted log carries a '#'.
+      member = member .. '#1'
+    elseif weighted_request and not weighted and newest ~= nil and newest >= now then
+      -- Turning weighted: the plain records at or after now would otherwise
+      -- stay the newest (ZRANGE -1 -1) and hide the marker.
+      local ties = redis.call('ZRANGEBYSCORE', log, string.format('%d', now), '+inf', 'WITHSCORES')
+      for j = 1, #ties, 2 do
+        if not string.find(ties[j], '#', 1, true) then
+          redis.call('ZREM', log, ties[j])
+          redis.call('ZADD', log, ties[j + 1], ties[j] .. '#1')
+        end
+      end
+    end
+    if reserve_until ~= nil and not string.find(member, '#', 1, true) then member = member .. '#1' end
+    redis.call('ZADD', log, now, member)
+    if reserve_until ~= nil then
+      -- Listed as pending until its deadline; the set outlives the latest
+      -- deadline it holds by a second (a deadline is at most the call's
+      -- timeout away).
+      redis.call('ZADD', pending, reserve_until, member)
+      local server_now = now
+      if given_now then server_now = redis_ms() end
+      local keep = math.max(1, tonumber(reserve_until) - server_now) + 1000
+      if redis.call('PTTL', pending) < keep then redis.call('PEXPIRE', pending, keep) end
+    end
+    if weighted_request then
+      for i = 1, n do
+        local name = string.format('%d/%d', i, windows[i])
+        if fields[name] == nil then fields[name] = {0, now - windows[i], true, i, nil} end
+      end
+      for _, field in pairs(fields) do
+        if now > field[2] then
+          field[1] = field[1] + costs[math.min(field[4], n)] - 1
+          field[3] = true
+        end
+      end
+    end
+    local ttl = newest_after + longest - now
     redis.call('PEXPIRE', log, ttl)
     save_weights(ttl)
   end
-  -- More than max units can be live after a clock step back or a lowered
-  -- max: remaining is then 0 (as the engine's saturating subtraction).
-  local remaining = math.max(0, maxes[d] - lives[d])
-  if reply == nil then return {0, maxes[d], windows[d], lives[d], remaining, worst_wait, reset, now} end
+
+  -- The reset of the deciding limit: its newest counting record, or now.
+  if counted == nil or counted < now then counted = now end
+  if reply == nil then return {1, maxes[d], windows[d], lives[d] + costs[d], tight_rem, 0, counted + windows[d] - now, now} end
   reply[1], reply[2], reply[3], reply[4], reply[5], reply[6], reply[7], reply[8] =
-    0, maxes[d], windows[d], lives[d], remaining, worst_wait, reset, now
+    1, maxes[d], windows[d], lives[d] + costs[d], tight_rem, 0, counted + windows[d] - now, now
   return reply
 end
-
--- Step 9b: allowed. After appending, the newest record is the later of the
--- old newest (a clock that stepped back leaves records in the future) and now.
-local newest_after = now
-if newest ~= nil and newest > now then newest_after = newest end
-
-if record then
-  -- Step 10: append ONE record at `now` carrying the request's costs, add
-  -- its extra units to every window it is live in (a new hash starts from
-  -- this record: every older one costs 1), and set the TTL: the longest
-  -- window (in ms, PEXPIRE), or longer when the newest record is in the
-  -- future, so PTTL is never -1 and the key lives exactly as long as any of
-  -- its records can be live.
-  if weighted and not string.find(member, '#', 1, true) then
-    -- The marker: every record of a weighted log carries a '#'.
-    member = member .. '#1'
-  elseif weighted_request and not weighted and newest ~= nil and newest >= now then
-    -- Turning weighted: the plain records at or after now would otherwise
-    -- stay the newest (ZRANGE -1 -1) and hide the marker.
-    local ties = redis.call('ZRANGEBYSCORE', log, string.format('%d', now), '+inf', 'WITHSCORES')
-    for j = 1, #ties, 2 do
-      if not string.find(ties[j], '#', 1, true) then
-        redis.call('ZREM', log, ties[j])
-        redis.call('ZADD', log, ties[j + 1], ties[j] .. '#1')
-      end
-    end
-  end
-  redis.call('ZADD', log, now, member)
-  if weighted_request then
-    for i = 1, n do
-      local name = string.format('%d/%d', i, windows[i])
-      if fields[name] == nil then fields[name] = {0, now - windows[i], true, i, nil} end
-    end
-    for _, field in pairs(fields) do
-      if now > field[2] then
-        field[1] = field[1] + costs[math.min(field[4], n)] - 1
-        field[3] = true
-      end
-    end
-  end
-  local ttl = newest_after + longest - now
-  redis.call('PEXPIRE', log, ttl)
-  save_weights(ttl)
-end
-
--- The reset of the deciding limit: its newest counting record, or now.
-if counted == nil or counted < now then counted = now end
-if reply == nil then return {1, maxes[d], windows[d], lives[d] + costs[d], tight_rem, 0, counted + windows[d] - now, now} end
-reply[1], reply[2], reply[3], reply[4], reply[5], reply[6], reply[7], reply[8] =
-  1, maxes[d], windows[d], lives[d] + costs[d], tight_rem, 0, counted + windows[d] - now, now
-return reply

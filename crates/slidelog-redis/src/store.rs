@@ -12,8 +12,8 @@ use crate::usage::{Usage, UsageOutcome};
 use crate::watched::{Call, CallError, Counters, UsageCall};
 use redis::aio::{ConnectionLike, ConnectionManager};
 use slidelog_core::{
-    Clock, Decision, Detailed, Mode, Now, Receipt, Request, Settled, Store, StoreError, StoreStats,
-    SystemClock,
+    Checks, Clock, Decision, Detailed, JointDecision, Mode, Now, Receipt, Request, Settled, Store,
+    StoreError, StoreStats, SystemClock,
 };
 use std::future::Future;
 use std::sync::Arc;
@@ -54,6 +54,9 @@ pub struct ScriptStore<C> {
 }
 
 pub use crate::watched::LATE_WINDOW;
+
+mod all;
+mod cross;
 
 /// The connection of [`RedisStore`]: a redis-rs `ConnectionManager` (one
 /// multiplexed connection, reconnecting when it drops), replaced as a whole
@@ -182,11 +185,19 @@ where
         let sent_ms = SystemClock.now_ms();
         let result =
             crate::watched::run(self.conn.clone(), call, self.timeout, self.counters.clone()).await;
-        match &result {
+        let used = result.as_ref().map(|o| o.now_ms);
+        self.watch_clock(now_ms.is_none(), sent_ms, used);
+        result.map_err(|e| self.store_error(e))
+    }
+
+    /// Compares the store's clock with this host's after a call on the
+    /// store's clock (`server_time`): `used` is the time the reply says it
+    /// used, or the call's error.
+    fn watch_clock(&self, server_time: bool, sent_ms: u64, used: Result<u64, &CallError>) {
+        match used {
             // The reply carries the Redis TIME the script used: compare.
-            Ok(outcome) if now_ms.is_none() => {
-                self.clock_watch
-                    .observe(sent_ms, outcome.now_ms, SystemClock.now_ms());
+            Ok(ms) if server_time => {
+                self.clock_watch.observe(sent_ms, ms, SystemClock.now_ms());
             }
             // Not skew by itself (a check queued past its deadline is
             // refused on one clock too): read the clocks to find out.
@@ -196,7 +207,6 @@ where
             }
             _ => {}
         }
-        result.map_err(|e| self.store_error(e))
     }
 
     /// One settle or charge (docs/design.md §4.5), with the time, deadline
@@ -317,6 +327,18 @@ where
         Ok(outcome.detailed(request))
     }
 
+    /// One atomic call over every check's key (docs/design.md §4.7):
+    /// `check_all.lua` or `SLIDELOG.CHECKALL`; on a Cluster the keys must
+    /// share one slot.
+    async fn decide_all(
+        &self,
+        checks: &Checks,
+        mode: Mode,
+        now: Now,
+    ) -> Result<JointDecision, StoreError> {
+        self.decide_joint(checks, mode, now).await
+    }
+
     async fn settle(
         &self,
         request: &Request,
@@ -359,11 +381,13 @@ where
 
     async fn reset(&self, key: &str) -> Result<bool, StoreError> {
         let mut conn = self.conn.clone();
-        // The log and its weights hash (same slot): a reset forgets both.
+        // The log, its weights hash and its pending reservations (same
+        // slot): a reset forgets them all.
         let log_key = self.redis_key(key);
         let cmd = redis::cmd("DEL")
             .arg(&log_key)
             .arg(crate::keys::weights_key(&log_key))
+            .arg(crate::keys::pending_key(&log_key))
             .clone();
         let deleted: i64 = self.bounded(cmd.query_async(&mut conn)).await?;
         Ok(deleted > 0)

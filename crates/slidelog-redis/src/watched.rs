@@ -93,6 +93,47 @@ where
     watch(work, recorded, mode == Mode::Record, timeout, counters).await
 }
 
+/// One joint decision to run (docs/design.md §4.7), watched as a check is:
+/// late when it recorded (every check admitted) after its caller gave up.
+pub(crate) struct AllCall {
+    /// The engine that decides ([`crate::engine::Engine::run_all`]).
+    pub engine: crate::engine::Engine,
+    /// Each check's Redis key, in the checks' order.
+    pub keys: Vec<Vec<u8>>,
+    pub checks: slidelog_core::Checks,
+    pub mode: Mode,
+    pub now_ms: Option<u64>,
+    pub deadline_ms: Option<u64>,
+}
+
+/// [`run`] for a joint decision.
+pub(crate) async fn run_all<C>(
+    mut conn: C,
+    call: AllCall,
+    timeout: Duration,
+    counters: Arc<Counters>,
+) -> Result<Vec<Outcome>, CallError>
+where
+    C: ConnectionLike + Send + 'static,
+{
+    let mode = call.mode;
+    let work = async move {
+        let joint = crate::joint::JointCall {
+            keys: &call.keys,
+            checks: &call.checks,
+            mode: call.mode,
+            now_ms: call.now_ms,
+            deadline_ms: call.deadline_ms,
+            reserve: false,
+        };
+        call.engine.run_all(&mut conn, joint).await
+    };
+    // All or nothing: the first check admitted means every one recorded.
+    let recorded =
+        move |o: &Vec<Outcome>| mode == Mode::Record && o.iter().all(|o| o.decision.allowed);
+    watch(work, recorded, mode == Mode::Record, timeout, counters).await
+}
+
 /// One settle or charge to run (docs/design.md §4.5), watched as a check is.
 pub(crate) struct UsageCall {
     /// The engine that runs it ([`crate::engine::Engine::run_usage`]).

@@ -80,6 +80,14 @@ extern "C" fn cmd_check(
     run(c, v, n, commands::check)
 }
 
+extern "C" fn cmd_check_all(
+    c: *mut raw::RedisModuleCtx,
+    v: *mut *mut raw::RedisModuleString,
+    n: c_int,
+) -> c_int {
+    run(c, v, n, crate::all::check_all)
+}
+
 extern "C" fn cmd_apply(
     c: *mut raw::RedisModuleCtx,
     v: *mut *mut raw::RedisModuleString,
@@ -294,15 +302,22 @@ extern "C" fn copy(
     }
 }
 
+/// Where a command's keys are: first, last (negative: from the end) and
+/// step, what Cluster routing, `COMMAND INFO` and `COMMAND GETKEYS` use.
+type KeySpec = (c_int, c_int, c_int);
+
 fn create_command(
     ctx: *mut raw::RedisModuleCtx,
     name: &CStr,
     f: raw::RedisModuleCmdFunc,
     flags: &CStr,
+    (first, last, step): KeySpec,
 ) -> bool {
     // SAFETY: a live load context; names and flags are static C strings.
-    // Key position 1..1 step 1 is what Cluster routing and COMMAND INFO use.
-    unsafe { api!(RedisModule_CreateCommand)(ctx, name.as_ptr(), f, flags.as_ptr(), 1, 1, 1) == OK }
+    unsafe {
+        api!(RedisModule_CreateCommand)(ctx, name.as_ptr(), f, flags.as_ptr(), first, last, step)
+            == OK
+    }
 }
 
 /// The module's entry point: `--loadmodule <path to libslidelog_module.so>`.
@@ -393,15 +408,25 @@ fn type_methods() -> raw::RedisModuleTypeMethods {
 fn create_commands(ctx: *mut raw::RedisModuleCtx) -> bool {
     // SETTLE may widen a log's cost sums and CHARGE appends: both can grow
     // memory, so both are refused under maxmemory as CHECK is.
-    let commands: [(&CStr, raw::RedisModuleCmdFunc, &CStr); 6] = [
-        (c"slidelog.check", Some(cmd_check), c"write deny-oom"),
-        (c"slidelog.settle", Some(cmd_settle), c"write deny-oom"),
-        (c"slidelog.charge", Some(cmd_charge), c"write deny-oom"),
-        (c"slidelog.apply", Some(cmd_apply), c"write deny-oom"),
-        (c"slidelog.reset", Some(cmd_reset), c"write fast"),
-        (c"slidelog.info", Some(cmd_info), c"readonly fast"),
+    // One key at position 1, except CHECKALL: `<mode> <now> <deadline>`
+    // then `<key> <limits>` pairs, so its keys are every other argument
+    // from the 4th to the one before last.
+    let one = (1, 1, 1);
+    let commands: [(&CStr, raw::RedisModuleCmdFunc, &CStr, KeySpec); 7] = [
+        (c"slidelog.check", Some(cmd_check), c"write deny-oom", one),
+        (
+            c"slidelog.checkall",
+            Some(cmd_check_all),
+            c"write deny-oom",
+            (4, -2, 2),
+        ),
+        (c"slidelog.settle", Some(cmd_settle), c"write deny-oom", one),
+        (c"slidelog.charge", Some(cmd_charge), c"write deny-oom", one),
+        (c"slidelog.apply", Some(cmd_apply), c"write deny-oom", one),
+        (c"slidelog.reset", Some(cmd_reset), c"write fast", one),
+        (c"slidelog.info", Some(cmd_info), c"readonly fast", one),
     ];
     commands
         .into_iter()
-        .all(|(name, f, flags)| create_command(ctx, name, f, flags))
+        .all(|(name, f, flags, keys)| create_command(ctx, name, f, flags, keys))
 }

@@ -69,6 +69,8 @@ pub enum Kind {
 pub struct Key<'a> {
     ctx: &'a Ctx,
     raw: *mut raw::RedisModuleKey,
+    /// The key's name, one of the call's arguments (for what is replicated).
+    name: *mut raw::RedisModuleString,
 }
 
 fn bytes_of<'a>(s: *const raw::RedisModuleString) -> &'a [u8] {
@@ -104,11 +106,35 @@ impl Ctx {
 
     /// Opens the call's key (argument 1) for reading, or reading and writing.
     pub fn open_key(&self, write: bool) -> Key<'_> {
+        self.open_key_at(0, write)
+    }
+
+    /// Opens the key that is argument `at` after the command name (`0`: the
+    /// first), for reading, or reading and writing.
+    ///
+    /// # Panics
+    /// When the call has no such argument (a parser's bug: every caller's
+    /// parser checked the arity first).
+    pub fn open_key_at(&self, at: usize, write: bool) -> Key<'_> {
+        assert!(
+            at + 1 < self.argc,
+            "argument {at} of {} opened as a key",
+            self.argc
+        );
         let mode = raw::REDISMODULE_READ | if write { raw::REDISMODULE_WRITE } else { 0 };
-        // SAFETY: argc >= 2 is checked by every caller's argument parser
-        // before a key is opened; argv[1] is live for the call.
-        let raw = unsafe { api!(RedisModule_OpenKey)(self.raw, *self.argv.add(1), mode as c_int) };
-        Key { ctx: self, raw }
+        // SAFETY: at + 1 < argc (checked above); argv[at + 1] is live for the call.
+        let (raw, name) = unsafe {
+            let name = *self.argv.add(at + 1);
+            (
+                api!(RedisModule_OpenKey)(self.raw, name, mode as c_int),
+                name,
+            )
+        };
+        Key {
+            ctx: self,
+            raw,
+            name,
+        }
     }
 
     fn string(&self, bytes: &[u8]) -> *mut raw::RedisModuleString {
@@ -137,17 +163,25 @@ impl Ctx {
     }
 
     /// Propagates `SLIDELOG.APPLY <key> <change>` (`crate::args::change`)
-    /// to replicas and the AOF, in place of this call (which may have read
-    /// the clock).
+    /// for the call's key to replicas and the AOF, in place of this call
+    /// (which may have read the clock).
     pub fn replicate_apply(&self, change: &[u8]) {
+        // SAFETY: argv[1] is the call's key, live for the call.
+        self.replicate_apply_to(unsafe { *self.argv.add(1) }, change);
+    }
+
+    /// [`Self::replicate_apply`] for the key `name` (one of the call's
+    /// arguments). Several in one command reach replicas and the AOF as one
+    /// `MULTI`/`EXEC` (the server wraps a command's propagated commands).
+    fn replicate_apply_to(&self, name: *mut raw::RedisModuleString, change: &[u8]) {
         // SAFETY: "sb" is the key string, then a buffer and its length; the
-        // server copies both. argv[1] is the call's key.
+        // server copies both. `name` is one of the call's live arguments.
         unsafe {
             api!(RedisModule_Replicate)(
                 self.raw,
                 c"SLIDELOG.APPLY".as_ptr(),
                 c"sb".as_ptr(),
-                *self.argv.add(1),
+                name,
                 change.as_ptr(),
                 change.len(),
             );
@@ -171,6 +205,12 @@ impl Ctx {
 }
 
 impl Key<'_> {
+    /// Propagates `SLIDELOG.APPLY <this key> <change>` (see
+    /// [`Ctx::replicate_apply`]).
+    pub fn replicate_apply(&self, change: &[u8]) {
+        self.ctx.replicate_apply_to(self.name, change);
+    }
+
     /// What the key holds.
     pub fn kind(&self) -> Kind {
         // SAFETY: an open key.
