@@ -320,7 +320,6 @@ async fn joint_decisions_on_the_memory_store() {
 /// The same scenarios on `redis-server` and `valkey-server`, each with
 /// fresh keys (a new prefix).
 #[tokio::test]
-#[ignore = "needs the Redis stores' joint decisions (Store::decide_all); enable once they land"]
 async fn joint_decisions_on_redis_and_valkey() {
     for kind in ServerKind::ALL {
         let server = RedisServer::start_kind(kind);

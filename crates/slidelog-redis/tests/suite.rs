@@ -3,7 +3,8 @@
 //! on the caller's clock; and the same twice over Valkey 8.
 
 use slidelog_core::{
-    Clock, Decision, Mode, Now, Request, Store, StoreError, SystemClock, TimeMode,
+    Checks, Clock, Decision, JointDecision, Mode, Now, Request, Store, StoreError, SystemClock,
+    TimeMode,
 };
 use slidelog_redis::{RedisOptions, RedisStore};
 use slidelog_testkit::{RedisServer, ServerKind, unique_prefix};
@@ -14,14 +15,28 @@ use std::sync::Arc;
 #[derive(Debug)]
 struct ClientTime(RedisStore, Arc<dyn Clock>);
 
+impl ClientTime {
+    /// `Now::Server` read on the caller's clock.
+    fn now(&self, now: Now) -> Now {
+        match now {
+            Now::Server => Now::At(self.1.now_ms()),
+            at => at,
+        }
+    }
+}
+
 #[async_trait::async_trait]
 impl Store for ClientTime {
     async fn decide(&self, r: &Request, mode: Mode, now: Now) -> Result<Decision, StoreError> {
-        let now = match now {
-            Now::Server => Now::At(self.1.now_ms()),
-            at => at,
-        };
-        self.0.decide(r, mode, now).await
+        self.0.decide(r, mode, self.now(now)).await
+    }
+    async fn decide_all(
+        &self,
+        checks: &Checks,
+        mode: Mode,
+        now: Now,
+    ) -> Result<JointDecision, StoreError> {
+        self.0.decide_all(checks, mode, self.now(now)).await
     }
     async fn reset(&self, key: &str) -> Result<bool, StoreError> {
         self.0.reset(key).await
