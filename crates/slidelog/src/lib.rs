@@ -12,7 +12,8 @@
 //!   ([`Limiter::from_url`]: `memory://`, `redis://…`) or a store
 //!   ([`Limiter::from_store`]); [`check`](Limiter::check),
 //!   [`peek`](Limiter::peek), [`reset`](Limiter::reset); the store-error
-//!   policy ([`FailurePolicy`]) and the clock ([`TimeMode`]). Every decision
+//!   policy ([`FailurePolicy`]) and the clock ([`TimeMode`]); waiting for
+//!   room ([`Limiter::until_ready`], [`Wait`]). Every decision
 //!   is bounded in time, and reported to a [`metrics::MetricsHook`], there.
 //! - [`Limit`], [`Request`], [`Cost`], [`Decision`]: what is asked and what
 //!   is answered.
@@ -71,7 +72,7 @@ pub mod url;
 pub use cost::Cost;
 pub use limiter::{
     BuildError, FailurePolicy, Limiter, LimiterBuilder, LimiterError, StoreHealth, UnknownPolicy,
-    shared_receipt_key,
+    Wait, WaitError, shared_receipt_key,
 };
 #[cfg(feature = "tower")]
 pub use middleware::RateLimitLayer;

@@ -149,7 +149,7 @@ where
         let Some(key) = key else {
             match config.missing {
                 MissingKey::PassThrough => continue,
-                MissingKey::Reject => return Err(missing(config, index)),
+                MissingKey::Reject => return Err(missing(config, index, parts)),
             }
         };
         // A key that breaks the bounds (over 512 bytes with its namespace and
@@ -170,11 +170,21 @@ where
     Ok(found)
 }
 
-/// The reason a request without key `index` is refused.
-fn missing<K, C, U>(config: &Config<K, C, U>, index: usize) -> String {
-    if config.keys.is_empty() {
-        "no key in the request".to_owned()
-    } else {
-        format!("no {} key in the request", config.name_of(index))
+/// The reason a request without key `index` is refused: the extractor's
+/// own when it knows one (the fix for a missing peer address).
+fn missing<K: KeyExtractor, C, U>(
+    config: &Config<K, C, U>,
+    index: usize,
+    parts: &http::request::Parts,
+) -> String {
+    let why = match index {
+        0 => config.extractor.why_missing(parts),
+        i => config.keys[i - 1].extractor.why_missing(parts),
+    };
+    match (why, config.keys.is_empty()) {
+        (Some(why), true) => why,
+        (Some(why), false) => format!("{} key: {why}", config.name_of(index)),
+        (None, true) => "no key in the request".to_owned(),
+        (None, false) => format!("no {} key in the request", config.name_of(index)),
     }
 }

@@ -51,7 +51,7 @@ pub struct NameError(pub String);
 /// limits (`auto-ip-1a2b3c4d`, `auto-header-x-api-key-…`, and `…-2` for a
 /// second layer with the same ones on the same limiter: two layers with
 /// other limits never share logs, in one process or two; a layer without a
-/// name on a store shared over the network warns when built), and the route is the matching [`RouteLimits`] rule
+/// name on a store shared over the network warns when first wrapped around a service), and the route is the matching [`RouteLimits`] rule
 /// (`default` for the default). So two layers on one limiter never share a
 /// log by accident, even when their keys collide.
 ///
@@ -135,15 +135,6 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
     pub fn new(limiter: Limiter, extractor: K, routes: RouteLimits) -> Self {
         let namespace =
             Namespace::derived(limiter.names(), &extractor.kind(), &routes.fingerprint());
-        if limiter.store().in_process().is_none() {
-            // Another service with the same extractor and limits on this
-            // store would derive the same name (super::namespace).
-            tracing::warn!(
-                namespace = namespace.as_str(),
-                store = limiter.store().kind(),
-                "rate limit layer without a name on a shared store: its counts are shared with any layer deriving the same name (same key kind, routes and limits); give it one with .name(...)"
-            );
-        }
         let key_name = super::keys::derived_name(&extractor.kind());
         let config = Config {
             limiter,
@@ -526,6 +517,17 @@ impl<S, K, C, U> Layer<S> for RateLimitLayer<K, C, U> {
     type Service = RateLimitService<S, K, C, U>;
 
     fn layer(&self, inner: S) -> Self::Service {
+        // Warned here, not in `new`: by now `.name(...)` has had its say.
+        let config = &self.config;
+        if config.limiter.store().in_process().is_none() && config.namespace.first_unnamed_use() {
+            // Another service with the same extractor and limits on this
+            // store would derive the same name (super::namespace).
+            tracing::warn!(
+                namespace = config.namespace.as_str(),
+                store = config.limiter.store().kind(),
+                "rate limit layer without a name on a shared store: its counts are shared with any layer deriving the same name (same key kind, routes and limits); give it one with .name(...)"
+            );
+        }
         RateLimitService::new(inner, Arc::new(self.config.clone()))
     }
 }
