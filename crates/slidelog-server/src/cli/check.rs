@@ -1,6 +1,7 @@
 //! `slidelog check KEY --max N --window 60s [--cost N] [--store URL] [--json]`
 //! (or `--limit 3000/minute --limit 1000000/minute --cost 1 --cost 4000`):
-//! one decision, for scripts and for a look by hand.
+//! one decision, for scripts and for a look by hand; `--wait 10s` waits for
+//! room (`Limiter::until_ready`) instead of exiting 1 at once.
 
 use super::{StoreArgs, out, parse_duration};
 use slidelog::{Detailed, Limit, Limiter, Mode, Request};
@@ -16,7 +17,12 @@ outlives the command: give --store redis://... (or SLIDELOG_STORE). Without \
 one it refuses (exit 2) rather than use the in-memory store, which lives only \
 as long as this process: every run would start empty, so `check KEY --max 1` \
 would admit every time. `--store memory://` runs anyway (to try the flags and \
-see a decision), and says on stderr that its log starts empty.";
+see a decision), and says on stderr that its log starts empty.
+
+--wait DURATION waits for room instead: the store is asked again at its \
+retry time until the request is admitted (exit 0), its retry time is past \
+DURATION (exit 1, at once) or, with the store down, DURATION has passed \
+(exit 2).";
 
 /// Arguments of `slidelog check`.
 #[derive(Debug, clap::Args)]
@@ -44,8 +50,14 @@ pub struct CheckArgs {
     pub costs: Vec<u64>,
     /// Show the decision a check would make, recording nothing: the counts
     /// printed are what they would be if this request were admitted.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "wait")]
     pub peek: bool,
+    /// Wait up to DURATION for room instead of exiting 1 at once (e.g. 10s):
+    /// asked again at the store's retry time, then exit 0 once admitted.
+    /// Exits 1 at once when the retry time is past DURATION; with the store
+    /// down, exits 2 once DURATION has passed.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub wait: Option<Duration>,
     /// Print the decision as JSON: the fields of docs/design.md §2, and with
     /// several limits or a named one a `limits` array (as the HTTP API).
     #[arg(long)]
@@ -83,16 +95,26 @@ pub async fn run(args: CheckArgs, store_given: bool) -> anyhow::Result<ExitCode>
              so this decision counts this request alone"
         );
     }
+    let mut options = args.store.options();
+    if args.wait.is_some() {
+        // A store down at start is an outage to wait through, as later.
+        options = options.lazy_connect();
+    }
     // Through the library's Limiter, as every transport; fail-closed: a
     // store failure is an error (exit 2), never a silent admission.
     let limiter = Limiter::builder()
         .timeout(args.store.store_timeout)
         .time_mode(args.store.time_mode())
         .fail_closed()
-        .open(&args.store.store, args.store.options())
+        .open(&args.store.store, options)
         .await?;
-    let mode = if args.peek { Mode::Peek } else { Mode::Record };
-    let each = limiter.decide_each(&request, mode).await?;
+    let each = match args.wait {
+        Some(wait) => waited(&limiter, &request, wait).await?,
+        None => {
+            let mode = if args.peek { Mode::Peek } else { Mode::Record };
+            limiter.decide_each(&request, mode).await?
+        }
+    };
     let allowed = each.decision.allowed;
     let text = if args.json {
         serde_json::to_string(
@@ -103,6 +125,22 @@ pub async fn run(args: CheckArgs, store_given: bool) -> anyhow::Result<ExitCode>
     };
     out::line(&text)?;
     Ok(ExitCode::from(if allowed { 0 } else { 1 }))
+}
+
+/// Waits up to `wait` for `request` to be admitted (a refusal whose retry
+/// time is past `wait` is answered at once, as a refusal).
+async fn waited(limiter: &Limiter, request: &Request, wait: Duration) -> anyhow::Result<Detailed> {
+    let checks = slidelog::Checks::new([request.clone()])?;
+    match limiter
+        .until_ready_all(&checks, slidelog::Wait::up_to(wait))
+        .await
+    {
+        Ok(mut joint) => Ok(joint.checks.swap_remove(0)),
+        Err(slidelog::WaitError::TooLate { decision, .. }) => {
+            Ok(Detailed::deciding_only(request, decision))
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The decision in words. One limit: one line, as `allowed: 1/5 used in 1m
