@@ -22,7 +22,8 @@
 //!   any `http::Request` service; extractors and per-route limits in
 //!   `middleware` (links left out: they exist only with the feature).
 //!
-//! The rest lives in submodules: [`store`] (the `Store` trait, the memory
+//! The rest lives in submodules: [`blocking`] (the same limiter for
+//! programs without an async runtime), [`store`] (the `Store` trait, the memory
 //! store, clocks), `redis` (the Redis stores, including the unsafe pipelined
 //! variant kept for comparison), [`url`] (the store-URL model and
 //! [`url::open_store`]), [`redact`] (passwords out of logs), [`headers`] (the
@@ -57,6 +58,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod blocking;
 mod cost;
 pub mod episode;
 pub mod headers;
