@@ -71,6 +71,7 @@ async fn the_axum_app_starts_and_serves_while_redis_is_down() {
         "degraded: nothing counted"
     );
     assert_eq!(r.headers()["ratelimit-policy"], "\"default\";q=10;w=60");
+    assert_eq!(r.headers()["x-ratelimit-degraded"], "store-unavailable");
 }
 
 #[tokio::test]

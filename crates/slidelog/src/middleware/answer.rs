@@ -184,7 +184,8 @@ where
 }
 
 /// Writes the RateLimit fields of `joint` into `headers` (after those of a
-/// rate limit layer inside this one, when `append`).
+/// rate limit layer inside this one, when `append`), and marks a degraded
+/// answer ([`headers::DEGRADED`]).
 fn write_fields<K, C, U>(
     config: &Config<K, C, U>,
     keys: &[Keyed<'_>],
@@ -192,6 +193,7 @@ fn write_fields<K, C, U>(
     headers: &mut HeaderMap,
     append: bool,
 ) {
+    headers::mark_degraded(headers, joint.degraded());
     let Some(names) = names(config, keys) else {
         // One key, listed as it always was: the route's policy is
         // formatted once, when the layer is built.

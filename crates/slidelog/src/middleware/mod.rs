@@ -72,7 +72,7 @@ mod service;
 mod settle;
 mod stack;
 
-pub use crate::headers::{RATELIMIT, RATELIMIT_POLICY};
+pub use crate::headers::{DEGRADED, RATELIMIT, RATELIMIT_POLICY};
 pub use config::MissingKey;
 pub use cost::{
     BodyCost, BufferedBody, Charge, Cost, CostError, CostListError, HeadCost, UnitCost,
