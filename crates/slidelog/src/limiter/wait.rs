@@ -128,6 +128,22 @@ impl From<LimiterError> for WaitError {
     }
 }
 
+/// Why a wait stopped, with the refusal it stopped on (a retry time past
+/// the deadline), if any.
+pub(crate) struct Stopped<T> {
+    pub(crate) error: WaitError,
+    pub(crate) refusal: Option<T>,
+}
+
+impl<T, E: Into<WaitError>> From<E> for Stopped<T> {
+    fn from(e: E) -> Self {
+        Self {
+            error: e.into(),
+            refusal: None,
+        }
+    }
+}
+
 /// An answer the wait loop can read: admitted, or when to ask again.
 trait Answer {
     /// The wait before the same request fits; `None` when admitted.
@@ -218,6 +234,7 @@ impl Limiter {
         let request = &request;
         self.wait_loop(wait, move || self.decide(request, Mode::Record))
             .await
+            .map_err(|s| s.error)
     }
 
     /// [`until_ready`](Self::until_ready) for a request over several keys
@@ -229,12 +246,22 @@ impl Limiter {
         checks: &Checks,
         wait: Wait,
     ) -> Result<JointDecision, WaitError> {
+        self.wait_all(checks, wait).await.map_err(|s| s.error)
+    }
+
+    /// [`until_ready_all`](Self::until_ready_all), keeping the last refusal
+    /// when it stops on one (the layer answers it as a 429).
+    pub(crate) async fn wait_all(
+        &self,
+        checks: &Checks,
+        wait: Wait,
+    ) -> Result<JointDecision, Stopped<JointDecision>> {
         self.bounds
             .check_all(checks)
-            .map_err(|e| LimiterError::from(InputError::from(e)))?;
+            .map_err(|e| Stopped::from(LimiterError::from(InputError::from(e))))?;
         let keys = checks.as_slice().iter().map(|r| r.key());
         let turn = tokio::time::timeout_at(wait.deadline.into(), self.inner.queue.take(keys));
-        let _turn = turn.await.map_err(|_| WaitError::Queued)?;
+        let _turn = turn.await.map_err(|_| Stopped::from(WaitError::Queued))?;
         self.wait_loop(wait, move || self.decide_all(checks, Mode::Record))
             .await
     }
@@ -245,7 +272,7 @@ impl Limiter {
         &self,
         wait: Wait,
         mut ask: impl FnMut() -> F,
-    ) -> Result<T, WaitError>
+    ) -> Result<T, Stopped<T>>
     where
         F: Future<Output = Result<T, LimiterError>>,
     {
@@ -255,10 +282,14 @@ impl Limiter {
                 Ok(answer) => match answer.refused_for() {
                     None => return Ok(answer),
                     Some(retry_after) if retry_after > wait.left() => {
-                        return Err(WaitError::TooLate {
+                        let error = WaitError::TooLate {
                             decision: answer.refusal(),
                             retry_after,
                             left: wait.left(),
+                        };
+                        return Err(Stopped {
+                            error,
+                            refusal: Some(answer),
                         });
                     }
                     Some(retry_after) => (retry_after + wait.random_jitter(), None),
@@ -267,14 +298,14 @@ impl Limiter {
                     failures += 1;
                     (backoff(failures - 1), Some(e))
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(Stopped::from(e)),
             };
             // Never past the deadline: at it, the last failure is the answer.
             tokio::time::sleep(pause.min(wait.left())).await;
             if wait.left().is_zero()
                 && let Some(e) = failing
             {
-                return Err(WaitError::Store(e));
+                return Err(Stopped::from(WaitError::Store(e)));
             }
         }
     }

@@ -151,6 +151,7 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
             key_name,
             keys: Arc::new([]),
             stacked: Arc::default(),
+            delay: None,
         };
         Self { config }
     }
@@ -171,6 +172,27 @@ impl<K: KeyExtractor, C, U> RateLimitLayer<K, C, U> {
     /// Returns the namespace this layer counts in (its name, or the derived one).
     pub fn namespace(&self) -> &str {
         self.config.namespace.as_str()
+    }
+
+    /// Holds a request that would be refused until it fits, for up to
+    /// `bound`, instead of answering 429 at once (nginx `limit_req` with
+    /// `burst` and `delay`): the layer waits as
+    /// [`Limiter::until_ready_all`] does (in arrival order per key, one
+    /// waiter asking the store at a time) and refuses only a request whose
+    /// retry time is past `bound`, at once. The client sees a slower
+    /// answer, never a 429 it could have waited out. A request dropped by
+    /// its client while held is recorded nowhere.
+    ///
+    /// ```
+    /// use slidelog::{Limiter, RateLimitLayer, middleware::Header};
+    /// use std::time::Duration;
+    /// let layer = RateLimitLayer::new(Limiter::memory(), Header::named("x-api-key")?, "10/second".parse()?)
+    ///     .delay_up_to(Duration::from_millis(500)); // smooth bursts, refuse past half a second
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn delay_up_to(mut self, bound: std::time::Duration) -> Self {
+        self.config.delay = Some(bound);
+        self
     }
 
     /// Sets what to do when the key cannot be extracted. Default
