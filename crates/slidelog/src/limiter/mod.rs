@@ -391,6 +391,11 @@ impl Limiter {
         &self.inner.names
     }
 
+    /// Returns the metrics hook, when one listens.
+    pub(crate) fn metrics(&self) -> Option<&Arc<dyn crate::metrics::MetricsHook>> {
+        self.inner.report.hook()
+    }
+
     /// Returns what callers may ask for ([`LimiterBuilder::bounds`]).
     pub fn bounds(&self) -> &Bounds {
         &self.bounds

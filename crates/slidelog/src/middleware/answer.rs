@@ -124,7 +124,9 @@ where
     }
     parts.extensions.insert(decision);
     parts.extensions.insert(stack::Outer);
-    let Ask { checks, keys, body } = asked;
+    let Ask {
+        checks, keys, body, ..
+    } = asked;
     let called = inner.call(Request::from_parts(parts, body)).await;
     let reserved = Reserved {
         checks: &checks,

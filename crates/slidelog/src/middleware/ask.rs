@@ -8,6 +8,7 @@ use super::cost::Charge;
 use super::extract::KeyExtractor;
 use super::response::Rejection;
 use super::routes::Rule;
+use super::tiers::{Tier, Tiers};
 use slidelog_core::{Checks, Limit};
 use std::sync::Arc;
 
@@ -30,6 +31,9 @@ pub(crate) struct Ask<'a, B> {
     pub(crate) keys: Vec<Keyed<'a>>,
     /// The body, handed on whole (read only by a body cost).
     pub(crate) body: B,
+    /// The first key's tier, on a layer with tiers (`"default"` for a key
+    /// in none).
+    pub(crate) tier: Option<&'a str>,
 }
 
 /// Where one check came from.
@@ -67,7 +71,11 @@ where
     K: KeyExtractor,
     C: Charge<B>,
 {
-    let found = match find_keys(config, parts) {
+    let tier = match &config.tiers {
+        Some(tiers) => Some(tier_of(config, tiers, parts).await),
+        None => None,
+    };
+    let found = match find_keys(config, parts, tier.flatten()) {
         Ok(found) => found,
         Err(missing) => return Asked::Refuse(Rejection::bad_key(missing)),
     };
@@ -108,7 +116,15 @@ where
     // Distinct keys by construction (each key has its own namespace), at
     // most MAX_CHECKS (the builder's bound): `Checks::new` keeps them in order.
     match Checks::new(checks) {
-        Ok(checks) => Asked::Decide(Ask { checks, keys, body }),
+        Ok(checks) => {
+            let tier = tier.map(|t| t.map_or("default", |t| &*t.name));
+            Asked::Decide(Ask {
+                checks,
+                keys,
+                body,
+                tier,
+            })
+        }
         Err(e) => Asked::Refuse(Rejection::input(&e, keys[0].limits())),
     }
 }
@@ -119,12 +135,13 @@ where
 fn find_keys<'a, K, C, U>(
     config: &'a Config<K, C, U>,
     parts: &http::request::Parts,
+    tier: Option<&'a Tier>,
 ) -> Result<Vec<Found<'a>>, String>
 where
     K: KeyExtractor,
 {
     let namespace = config.namespace.as_str();
-    let rule = config.routes.rule_for(parts);
+    let rule = tier.map_or(&*config.routes, |t| &t.routes).rule_for(parts);
     // An unlimited route does not need the key.
     let first = (
         0,
@@ -156,9 +173,11 @@ where
         // scope) is refused when its check is built, whatever `MissingKey`
         // says: passing it through would let a client escape its limit by
         // sending a long key.
-        let key = match index {
-            0 => format!("{namespace}:{}:{key}", rule.scope),
-            _ => format!("{namespace}+{}:{}:{key}", config.name_of(index), rule.scope),
+        let key = match (index, tier) {
+            // Each tier in its own logs: a key has one set of limits.
+            (0, Some(tier)) => format!("{namespace}:tier-{}:{}:{key}", tier.name, rule.scope),
+            (0, None) => format!("{namespace}:{}:{key}", rule.scope),
+            (_, _) => format!("{namespace}+{}:{}:{key}", config.name_of(index), rule.scope),
         };
         found.push(Found {
             index,
@@ -168,6 +187,17 @@ where
         });
     }
     Ok(found)
+}
+
+/// The tier of the request's first key (`None`: no key, or in no tier:
+/// the layer's own limits).
+async fn tier_of<'a, K: KeyExtractor, C, U>(
+    config: &'a Config<K, C, U>,
+    tiers: &'a Tiers,
+    parts: &http::request::Parts,
+) -> Option<&'a Tier> {
+    let key = config.extractor.extract(parts)?;
+    tiers.of(&key).await
 }
 
 /// The reason a request without key `index` is refused: the extractor's

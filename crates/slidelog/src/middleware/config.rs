@@ -59,6 +59,8 @@ pub(crate) struct Config<K, C, U> {
     /// How long a refused request may be held waiting for room
     /// ([`RateLimitLayer::delay_up_to`](super::RateLimitLayer::delay_up_to)).
     pub(crate) delay: Option<std::time::Duration>,
+    /// The first key's limits per tier ([`super::tiers`]).
+    pub(crate) tiers: Option<Arc<super::tiers::Tiers>>,
 }
 
 impl<K, C, U> Config<K, C, U> {
@@ -80,6 +82,7 @@ impl<K, C, U> Config<K, C, U> {
             keys: self.keys,
             stacked: self.stacked,
             delay: self.delay,
+            tiers: self.tiers,
         }
     }
 
@@ -101,6 +104,7 @@ impl<K, C, U> Config<K, C, U> {
             keys: self.keys,
             stacked: self.stacked,
             delay: self.delay,
+            tiers: self.tiers,
         }
     }
 }
@@ -137,6 +141,7 @@ impl<K, C, U> Clone for Config<K, C, U> {
             keys: self.keys.clone(),
             stacked: self.stacked.clone(),
             delay: self.delay,
+            tiers: self.tiers.clone(),
         }
     }
 }

@@ -152,6 +152,7 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
             keys: Arc::new([]),
             stacked: Arc::default(),
             delay: None,
+            tiers: None,
         };
         Self { config }
     }
@@ -238,11 +239,16 @@ impl<K: KeyExtractor, C, U> RateLimitLayer<K, C, U> {
     }
 
     /// Returns this layer with costs given by `names`, resolved against
-    /// every limited route.
+    /// every limited route (of every tier too).
     fn naming(mut self, names: &[&str]) -> Result<Self, CostListError> {
         let mut routes = (*self.config.routes).clone();
         routes.name_costs(names)?;
         self.config.routes = Arc::new(routes);
+        if let Some(tiers) = &mut self.config.tiers {
+            for routes in Arc::make_mut(tiers).routes_mut() {
+                routes.name_costs(names)?;
+            }
+        }
         Ok(self)
     }
 
@@ -377,6 +383,27 @@ impl<K: KeyExtractor, C> RateLimitLayer<K, C, NoBodyUsage> {
 
 /// The cost sources: only on a layer that charges 1 (has none yet).
 impl<K: KeyExtractor, U> RateLimitLayer<K, UnitCost, U> {
+    /// Chooses the first key's limits per request by the key's tier
+    /// ([`Tiers`](super::Tiers): free 100 a minute, paid 10,000): the tier
+    /// [`Tiers`](super::Tiers)'s lookup names (cached) gives its limits; a
+    /// key in no tier gets the layer's own. Each tier counts in its own
+    /// logs; the RateLimit fields list the tier's limits by their names,
+    /// and the limiter's [`MetricsHook::tier_decided`](crate::metrics::MetricsHook::tier_decided)
+    /// hears the tier of every decision. Before any cost source, so that
+    /// costs by name or position are checked against every tier's limits
+    /// too.
+    pub fn tiers(mut self, tiers: super::Tiers) -> Self {
+        self.config.tiers = Some(Arc::new(tiers));
+        self
+    }
+
+    /// Checks a cost list of `n` against every limited route, of every tier.
+    fn check_positional(&self, n: usize) -> Result<(), CostListError> {
+        check_positional(&self.config.routes, n)?;
+        let tiers = self.config.tiers.iter().flat_map(|t| t.routes());
+        tiers.map(|routes| check_positional(routes, n)).collect()
+    }
+
     /// Each request costs what `cost` says of its head, one cost for every
     /// limit. A cost above a limit's `max` (or the limiter's bounds) is
     /// answered 413 with the reason. A cost of 0 charges nothing (as a
@@ -448,7 +475,7 @@ impl<K: KeyExtractor, U> RateLimitLayer<K, UnitCost, U> {
     where
         F: Fn(&Parts) -> [u64; N] + Send + Sync + 'static,
     {
-        check_positional(&self.config.routes, N)?;
+        self.check_positional(N)?;
         Ok(self.charging(HeadCost(cost)))
     }
 
@@ -478,7 +505,7 @@ impl<K: KeyExtractor, U> RateLimitLayer<K, UnitCost, U> {
     where
         F: Fn(&Parts, &[u8]) -> [u64; N] + Send + Sync + 'static,
     {
-        check_positional(&self.config.routes, N)?;
+        self.check_positional(N)?;
         Ok(self.charging(BodyCost { max_bytes, f: cost }))
     }
 

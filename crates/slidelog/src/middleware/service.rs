@@ -132,6 +132,11 @@ where
                 Some(bound) => delayed(&config.limiter, &asked.checks, bound).await,
                 None => decide(&config.limiter, &asked.checks).await,
             };
+            if let (Some(tier), Some(hook), Ok(joint)) =
+                (asked.tier, config.limiter.metrics(), &decided)
+            {
+                hook.tier_decided(tier, &joint.deciding().decision);
+            }
             answer::decided(config, inner, parts, asked, decided).await
         }
     }
