@@ -57,9 +57,9 @@ async fn past_the_bound_the_request_is_refused_at_once() {
 }
 
 /// Awaits every future, concurrently.
-async fn futures_join<F: std::future::Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
+async fn futures_join<F>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
 where
-    F: Send + 'static,
+    F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
 {
     let tasks: Vec<_> = futures.map(tokio::spawn).collect();

@@ -137,7 +137,7 @@ async fn waited(limiter: &Limiter, request: &Request, wait: Duration) -> anyhow:
     {
         Ok(mut joint) => Ok(joint.checks.swap_remove(0)),
         Err(slidelog::WaitError::TooLate { decision, .. }) => {
-            Ok(Detailed::deciding_only(request, decision))
+            Ok(Detailed::deciding_only(request, *decision))
         }
         Err(e) => Err(e.into()),
     }

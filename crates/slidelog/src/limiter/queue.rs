@@ -29,7 +29,14 @@ pub(crate) struct Queue {
 /// blocks the ones behind it.
 pub(crate) struct Held<'a> {
     queue: &'a Queue,
-    turns: Vec<(String, Arc<Turn<()>>, Option<OwnedMutexGuard<()>>)>,
+    turns: Vec<Taken>,
+}
+
+/// One key's turn, held or (while queued) asked for.
+struct Taken {
+    key: String,
+    turn: Arc<Turn<()>>,
+    guard: Option<OwnedMutexGuard<()>>,
 }
 
 impl Queue {
@@ -53,10 +60,14 @@ impl Queue {
         for key in keys {
             let turn = self.turn(key);
             // Registered before the await: a drop while queued releases it.
-            held.turns.push((key.to_owned(), turn.clone(), None));
+            held.turns.push(Taken {
+                key: key.to_owned(),
+                turn: turn.clone(),
+                guard: None,
+            });
             let guard = turn.lock_owned().await;
             if let Some(last) = held.turns.last_mut() {
-                last.2 = Some(guard);
+                last.guard = Some(guard);
             }
         }
         held
@@ -71,7 +82,7 @@ impl Queue {
 
 impl Drop for Held<'_> {
     fn drop(&mut self) {
-        for (key, turn, guard) in self.turns.drain(..) {
+        for Taken { key, turn, guard } in self.turns.drain(..) {
             drop(guard);
             let mut keys = self.queue.keys.lock();
             // Two references: the map's and this one; no one else queued

@@ -98,8 +98,9 @@ pub enum WaitError {
     /// the refusal (its `retry_after_ms` says when it would fit).
     #[error("the request fits again in {retry_after:?}, after the wait's deadline (in {left:?})")]
     TooLate {
-        /// The refusal (the deciding key's, for a joint wait).
-        decision: Decision,
+        /// The refusal (the deciding key's, for a joint wait); boxed, to
+        /// keep the error small.
+        decision: Box<Decision>,
         /// When the request would fit.
         retry_after: Duration,
         /// What was left of the wait when it was refused.
@@ -283,7 +284,7 @@ impl Limiter {
                     None => return Ok(answer),
                     Some(retry_after) if retry_after > wait.left() => {
                         let error = WaitError::TooLate {
-                            decision: answer.refusal(),
+                            decision: Box::new(answer.refusal()),
                             retry_after,
                             left: wait.left(),
                         };

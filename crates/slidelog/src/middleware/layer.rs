@@ -400,8 +400,8 @@ impl<K: KeyExtractor, U> RateLimitLayer<K, UnitCost, U> {
     /// Checks a cost list of `n` against every limited route, of every tier.
     fn check_positional(&self, n: usize) -> Result<(), CostListError> {
         check_positional(&self.config.routes, n)?;
-        let tiers = self.config.tiers.iter().flat_map(|t| t.routes());
-        tiers.map(|routes| check_positional(routes, n)).collect()
+        let mut tiers = self.config.tiers.iter().flat_map(|t| t.routes());
+        tiers.try_for_each(|routes| check_positional(routes, n))
     }
 
     /// Each request costs what `cost` says of its head, one cost for every
