@@ -46,7 +46,11 @@ async fn a_free_and_a_paid_key_each_get_their_own_limit_exactly() {
     let redis = slidelog_testkit::RedisServer::start();
     let hook = Arc::new(ByTier::default());
     let options = StoreOptions::default().prefix(slidelog_testkit::unique_prefix("tiers"));
+    // Behaviour, not latency: generous for a busy machine, and fail-closed
+    // so a slow call is never a degraded admission that counts nothing.
     let limiter = Limiter::builder()
+        .timeout(std::time::Duration::from_secs(5))
+        .fail_closed()
         .metrics(hook.clone())
         .open(&redis.url(), options)
         .await

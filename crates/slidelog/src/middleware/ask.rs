@@ -81,35 +81,17 @@ where
     };
     // Only the first key is priced by the layer's cost (keys added with
     // `.key` count 1 a request): the body is read only when it applies.
-    let (mut first_cost, body) = match found.first() {
+    let (first_cost, body) = match found.first() {
         Some(first) if first.index == 0 => match config.charge.charge(parts, body).await {
             Ok((cost, body)) => (Some(cost), body),
             Err(e) => return Asked::Refuse(Rejection::cost(&e)),
         },
         _ => (None, body),
     };
-    let mut checks = Vec::with_capacity(found.len());
-    let mut keys = Vec::with_capacity(found.len());
-    for f in found {
-        let cost = match first_cost.take().filter(|_| f.index == 0) {
-            // Costs given by name go where the layer resolved them when it was built.
-            Some(cost) => match &f.rule.named {
-                Some(positions) => super::cost::spread(cost, positions, f.limits.len()),
-                None => cost,
-            },
-            None => crate::Cost::ONE,
-        };
-        // A cost of 0 charges nothing in its limit; 0 in every limit, nothing.
-        match super::cost::charged(cost, f.key, f.limits) {
-            None => continue,
-            Some(Ok(request)) => checks.push(request),
-            Some(Err(e)) => return Asked::Refuse(Rejection::input(&e, f.limits.clone())),
-        }
-        keys.push(Keyed {
-            index: f.index,
-            rule: f.rule,
-        });
-    }
+    let (checks, keys) = match checks_of(found, first_cost) {
+        Ok(made) => made,
+        Err(rejection) => return Asked::Refuse(rejection),
+    };
     if checks.is_empty() {
         return Asked::Pass(body);
     }
@@ -127,6 +109,38 @@ where
         }
         Err(e) => Asked::Refuse(Rejection::input(&e, keys[0].limits())),
     }
+}
+
+/// The request of each found key at its cost (the layer's for the first
+/// key, 1 for the others), and where each came from; a key costing 0 in
+/// every limit makes none. A cost its limits refuse: the 413.
+fn checks_of<'a>(
+    found: Vec<Found<'a>>,
+    mut first_cost: Option<crate::Cost>,
+) -> Result<(Vec<slidelog_core::Request>, Vec<Keyed<'a>>), Rejection> {
+    let mut checks = Vec::with_capacity(found.len());
+    let mut keys = Vec::with_capacity(found.len());
+    for f in found {
+        let cost = match first_cost.take().filter(|_| f.index == 0) {
+            // Costs given by name go where the layer resolved them when it was built.
+            Some(cost) => match &f.rule.named {
+                Some(positions) => super::cost::spread(cost, positions, f.limits.len()),
+                None => cost,
+            },
+            None => crate::Cost::ONE,
+        };
+        // A cost of 0 charges nothing in its limit; 0 in every limit, nothing.
+        match super::cost::charged(cost, f.key, f.limits) {
+            None => continue,
+            Some(Ok(request)) => checks.push(request),
+            Some(Err(e)) => return Err(Rejection::input(&e, f.limits.clone())),
+        }
+        keys.push(Keyed {
+            index: f.index,
+            rule: f.rule,
+        });
+    }
+    Ok((checks, keys))
 }
 
 /// Returns the keys of every limited rule that applies to `parts`, the
