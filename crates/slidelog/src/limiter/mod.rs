@@ -391,7 +391,8 @@ impl Limiter {
         &self.inner.names
     }
 
-    /// Returns the metrics hook, when one listens.
+    /// Returns the metrics hook, when one listens (the layer's tiers).
+    #[cfg(feature = "tower")]
     pub(crate) fn metrics(&self) -> Option<&Arc<dyn crate::metrics::MetricsHook>> {
         self.inner.report.hook()
     }

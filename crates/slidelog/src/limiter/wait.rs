@@ -133,6 +133,8 @@ impl From<LimiterError> for WaitError {
 /// the deadline), if any.
 pub(crate) struct Stopped<T> {
     pub(crate) error: WaitError,
+    /// Read by the layer's delay (feature `tower`), which answers it.
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     pub(crate) refusal: Option<T>,
 }
 

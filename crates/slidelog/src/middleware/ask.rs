@@ -90,7 +90,7 @@ where
     };
     let (checks, keys) = match checks_of(found, first_cost) {
         Ok(made) => made,
-        Err(rejection) => return Asked::Refuse(rejection),
+        Err(rejection) => return Asked::Refuse(*rejection),
     };
     if checks.is_empty() {
         return Asked::Pass(body);
@@ -117,7 +117,7 @@ where
 fn checks_of<'a>(
     found: Vec<Found<'a>>,
     mut first_cost: Option<crate::Cost>,
-) -> Result<(Vec<slidelog_core::Request>, Vec<Keyed<'a>>), Rejection> {
+) -> Result<(Vec<slidelog_core::Request>, Vec<Keyed<'a>>), Box<Rejection>> {
     let mut checks = Vec::with_capacity(found.len());
     let mut keys = Vec::with_capacity(found.len());
     for f in found {
@@ -133,7 +133,7 @@ fn checks_of<'a>(
         match super::cost::charged(cost, f.key, f.limits) {
             None => continue,
             Some(Ok(request)) => checks.push(request),
-            Some(Err(e)) => return Err(Rejection::input(&e, f.limits.clone())),
+            Some(Err(e)) => return Err(Box::new(Rejection::input(&e, f.limits.clone()))),
         }
         keys.push(Keyed {
             index: f.index,
