@@ -103,3 +103,44 @@ async fn a_free_and_a_paid_key_each_get_their_own_limit_exactly() {
     assert_eq!(counts["paid"], (21, 10), "{counts:?}");
     assert_eq!(counts["default"], (10, 20), "{counts:?}");
 }
+
+#[tokio::test]
+async fn tiers_price_the_first_key_and_the_other_keys_keep_their_limits() {
+    let tiers = Tiers::new(plan)
+        .tier("paid", "paid-requests=20/minute".parse().unwrap())
+        .unwrap();
+    let key = Header::named("x-api-key").unwrap();
+    let layer = RateLimitLayer::new(Limiter::memory(), key, "10/minute".parse().unwrap())
+        .tiers(tiers)
+        .key_name("api-key")
+        .unwrap()
+        .key(
+            "ip",
+            slidelog::middleware::PeerIp::new(),
+            "3/minute".parse().unwrap(),
+        )
+        .unwrap();
+    let base = serve(
+        Router::new()
+            .route("/", get(|| async { "ok" }))
+            .layer(layer),
+    )
+    .await;
+    let http = common::client();
+    let r = http
+        .get(&base)
+        .header("x-api-key", "pk_1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.headers()["ratelimit-policy"],
+        "\"api-key.paid-requests\";q=20;w=60, \"ip\";q=3;w=60"
+    );
+    let codes = concurrent_gets(&base, 5, &[("x-api-key", "pk_1")]).await;
+    assert_eq!(
+        count(&codes, 200),
+        2,
+        "the IP's 3 a minute decides: {codes:?}"
+    );
+}
