@@ -41,20 +41,25 @@ fn plan(api_key: &str) -> Option<String> {
     }
 }
 
+/// A limiter on `redis` telling `hook`. Behaviour, not latency: generous
+/// for a busy machine, and fail-closed so a slow call is never a degraded
+/// admission that counts nothing.
+async fn on_redis(redis: &slidelog_testkit::RedisServer, hook: Arc<ByTier>) -> Limiter {
+    let options = StoreOptions::default().prefix(slidelog_testkit::unique_prefix("tiers"));
+    Limiter::builder()
+        .timeout(std::time::Duration::from_secs(5))
+        .fail_closed()
+        .metrics(hook)
+        .open(&redis.url(), options)
+        .await
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_free_and_a_paid_key_each_get_their_own_limit_exactly() {
     let redis = slidelog_testkit::RedisServer::start();
     let hook = Arc::new(ByTier::default());
-    let options = StoreOptions::default().prefix(slidelog_testkit::unique_prefix("tiers"));
-    // Behaviour, not latency: generous for a busy machine, and fail-closed
-    // so a slow call is never a degraded admission that counts nothing.
-    let limiter = Limiter::builder()
-        .timeout(std::time::Duration::from_secs(5))
-        .fail_closed()
-        .metrics(hook.clone())
-        .open(&redis.url(), options)
-        .await
-        .unwrap();
+    let limiter = on_redis(&redis, hook.clone()).await;
     let tiers = Tiers::new(plan)
         .tier("free", "free-requests=5/minute".parse().unwrap())
         .unwrap()
