@@ -30,10 +30,18 @@
 //!
 //! `overall_code` is `OVER_LIMIT` when any descriptor is. A rule whose `name`
 //! another matched rule `replaces` is not applied (reported `OK`).
-//! Descriptors are decided independently and concurrently.
+//!
+//! The limited descriptors of one request are decided together, all or
+//! nothing (`joint`, docs/design.md §5.1): a request refused by one
+//! descriptor records nothing in the others' logs. Shadow-mode rules never
+//! refuse the request and record only for an admitted one. With
+//! [`ServiceOptions::independent_descriptors`] (for migration) each
+//! descriptor is decided on its own, concurrently, as before: a descriptor
+//! that admits records even when another refuses the request.
 
 mod counts;
 mod grpc;
+mod joint;
 mod plan;
 mod status;
 
@@ -60,6 +68,10 @@ pub struct ServiceOptions {
     /// to `response_headers_to_add`, from the most restrictive descriptor
     /// (as the reference service's `LIMIT_RESPONSE_HEADERS_ENABLED`).
     pub response_headers: bool,
+    /// Decide each descriptor on its own, as before joint decisions
+    /// (`serve --envoy-independent-descriptors`, for migration): a request
+    /// refused by one descriptor is still recorded in the others' logs.
+    pub independent_descriptors: bool,
 }
 
 /// Why a request got no decision.
@@ -168,7 +180,13 @@ impl RateLimiter {
         // on their way).
         let mut plans = Plans::new();
         self.plan(&config, req, &mut plans)?;
-        let mut answers = self.decide(&plans).await;
+        // One descriptor alone is decided the same either way: by the
+        // cheaper path (a `Decision`, no `Checks` built).
+        let mut answers = if self.options.independent_descriptors || plans.len() == 1 {
+            self.decide(&plans).await
+        } else {
+            self.decide_jointly(&plans).await?
+        };
         self.respond(&req.domain, &plans, &mut answers)
     }
 

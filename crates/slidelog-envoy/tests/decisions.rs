@@ -51,7 +51,7 @@ async fn suite(store: Arc<dyn Store>) {
     assert!((55..=60).contains(&wait.seconds), "retry wait {wait:?}");
     assert_eq!(ask(&l, &[&[("user", "bob")]]).await.overall_code, OK);
 
-    // Several descriptors: decided independently, one status each, in order.
+    // Several descriptors: decided together (tests/joint.rs), one status each, in order.
     let r = ask(
         &l,
         &[
@@ -208,6 +208,7 @@ async fn response_headers_report_the_tightest_descriptor() {
         Arc::new(slidelog_memory::MemoryStore::new()),
         ServiceOptions {
             response_headers: true,
+            ..ServiceOptions::default()
         },
     );
     let r = ask(&l, &[&[("tenant", "t")], &[("user", "u")]]).await;

@@ -35,15 +35,36 @@ pub fn load_config(
     Ok(handle)
 }
 
+/// The Envoy service's options from `serve`'s flags. Warns when
+/// `--max-descriptors` lets through more distinct keys than one joint
+/// decision takes (docs/design.md §5.1): such requests are refused, and the
+/// operator should hear it at start rather than from each client.
+pub fn options(
+    response_headers: bool,
+    independent_descriptors: bool,
+    max_descriptors: usize,
+) -> ServiceOptions {
+    let joint_max = slidelog_core::MAX_CHECKS;
+    if max_descriptors > joint_max {
+        tracing::warn!(
+            max_descriptors,
+            joint_max,
+            "--max-descriptors is above the most distinct keys one joint decision takes: \
+             an HTTP request with more checks is refused, and so is an Envoy request with \
+             more distinct limited keys unless --envoy-independent-descriptors is set"
+        );
+    }
+    ServiceOptions {
+        response_headers,
+        independent_descriptors,
+    }
+}
+
 /// The Envoy service over the app's limiter, counting into the app's metrics.
-pub fn limiter(app: &App, config: Arc<ConfigHandle>, response_headers: bool) -> Arc<RateLimiter> {
+pub fn limiter(app: &App, config: Arc<ConfigHandle>, options: ServiceOptions) -> Arc<RateLimiter> {
     Arc::new(
-        RateLimiter::new(
-            app.limiter().clone(),
-            config,
-            ServiceOptions { response_headers },
-        )
-        .with_recorder(app.metrics().recorder()),
+        RateLimiter::new(app.limiter().clone(), config, options)
+            .with_recorder(app.metrics().recorder()),
     )
 }
 

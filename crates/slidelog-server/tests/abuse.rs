@@ -172,13 +172,31 @@ async fn a_full_store_refuses_new_keys_under_fail_open() {
     let mut client = RateLimitServiceClient::connect(format!("http://{grpc}"))
         .await
         .unwrap();
-    // One request with 64 new descriptors fills the cap of 20 keys.
-    let fill = RateLimitRequest {
+    // Requests of 5 new descriptors each fill the cap of 20 keys; then one
+    // with 64 new descriptors is refused whole (its descriptors are decided
+    // together: none of its keys is added).
+    let descriptors = |from: usize, n: usize| RateLimitRequest {
         domain: "api".into(),
-        descriptors: (0..64).map(|i| descriptor(&format!("u{i}"))).collect(),
+        descriptors: (from..from + n)
+            .map(|i| descriptor(&format!("u{i}")))
+            .collect(),
         hits_addend: 0,
     };
-    let status = client.should_rate_limit(fill).await.unwrap_err();
+    for from in [0, 5, 10, 15] {
+        let r = client
+            .should_rate_limit(descriptors(from, 5))
+            .await
+            .unwrap();
+        assert_eq!(
+            r.into_inner().overall_code,
+            Code::Ok as i32,
+            "{from}: keys fit"
+        );
+    }
+    let status = client
+        .should_rate_limit(descriptors(20, 64))
+        .await
+        .unwrap_err();
     assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
     assert!(status.message().contains("store full"), "{status:?}");
     // A new key is never admitted, though the policy is fail-open: 503 with

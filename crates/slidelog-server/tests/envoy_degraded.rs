@@ -6,7 +6,7 @@
 
 use slidelog::redis::{RedisOptions, RedisStore};
 use slidelog_envoy::proto::{RateLimitRequest, rate_limit_response::Code};
-use slidelog_envoy::{ConfigHandle, RateLimitConfig, ServiceError};
+use slidelog_envoy::{ConfigHandle, RateLimitConfig, ServiceError, ServiceOptions};
 use slidelog_server::app::{App, AppConfig};
 use slidelog_server::policy::FailurePolicy;
 use slidelog_testkit::{RedisServer, unique_prefix};
@@ -40,8 +40,12 @@ async fn degraded_envoy_answers_claim_no_count() {
     let open = app_over(&redis, FailurePolicy::FailOpen).await;
     let closed = app_over(&redis, FailurePolicy::FailClosed).await;
     let config = || ConfigHandle::fixed(RateLimitConfig::from_yaml_str("t.yaml", CONFIG).unwrap());
-    let open_envoy = slidelog_server::envoy::limiter(&open, config(), true);
-    let closed_envoy = slidelog_server::envoy::limiter(&closed, config(), true);
+    let options = || ServiceOptions {
+        response_headers: true,
+        ..ServiceOptions::default()
+    };
+    let open_envoy = slidelog_server::envoy::limiter(&open, config(), options());
+    let closed_envoy = slidelog_server::envoy::limiter(&closed, config(), options());
 
     // While the store answers, the count is real and reported.
     let r = open_envoy.should_rate_limit(&request()).await.unwrap();

@@ -1,7 +1,12 @@
 //! `slidelog check KEY --max N --window 60s [--cost N] [--store URL] [--json]`
 //! (or `--limit 3000/minute --limit 1000000/minute --cost 1 --cost 4000`):
-//! one decision, for scripts and for a look by hand; `--wait 10s` waits for
-//! room (`Limiter::until_ready`) instead of exiting 1 at once.
+//! one decision, for scripts and for a look by hand. `--and KEY2 --limit …`
+//! adds keys decided together, all or nothing (`joint`); `--wait 10s`
+//! waits for room (`Limiter::until_ready`) instead of exiting 1 at once.
+
+mod joint;
+
+pub use joint::Groups;
 
 use super::{StoreArgs, out, parse_duration};
 use slidelog::{Detailed, Limit, Limiter, Mode, Request};
@@ -19,10 +24,19 @@ as long as this process: every run would start empty, so `check KEY --max 1` \
 would admit every time. `--store memory://` runs anyway (to try the flags and \
 see a decision), and says on stderr that its log starts empty.
 
+Several keys in one decision, all or nothing: `--and KEY2` starts the next \
+key, and every --limit and --cost belongs to the nearest --and before it (or \
+to the first KEY when none is before it); --max/--window belong to the first \
+key only. Admitted only if every key admits, and then recorded in each; \
+refused, and recorded in none. A key given twice is one check, its costs \
+added, printed at its first place:
+
+  slidelog check user:alice --limit 10/minute --and path:/login --limit 3/minute --store redis://…
+
 --wait DURATION waits for room instead: the store is asked again at its \
 retry time until the request is admitted (exit 0), its retry time is past \
 DURATION (exit 1, at once) or, with the store down, DURATION has passed \
-(exit 2).";
+(exit 2). With --and, it waits until every key admits.";
 
 /// Arguments of `slidelog check`.
 #[derive(Debug, clap::Args)]
@@ -62,13 +76,23 @@ pub struct CheckArgs {
     /// several limits or a named one a `limits` array (as the HTTP API).
     #[arg(long)]
     pub json: bool,
+    /// Another key decided together with KEY, all or nothing: the --limit
+    /// and --cost after it (up to the next --and) are its own. Repeat for
+    /// more keys (at most 64).
+    #[arg(long = "and", value_name = "KEY")]
+    pub and: Vec<String>,
     #[command(flatten)]
     pub store: StoreArgs,
 }
 
 /// Runs one decision: exit 0 admitted, 1 rejected, 2 error. `store_given`:
 /// --store or SLIDELOG_STORE was set (the default in-memory store is refused).
-pub async fn run(args: CheckArgs, store_given: bool) -> anyhow::Result<ExitCode> {
+pub async fn run(args: CheckArgs, store_given: bool, groups: Groups) -> anyhow::Result<ExitCode> {
+    if !args.and.is_empty() {
+        let checks = joint::checks(&args, &groups)?;
+        let limiter = open(&args, store_given).await?;
+        return run_joint(&args, &limiter, &checks).await;
+    }
     let mut limits = Vec::with_capacity(args.limits.len() + 1);
     if let (Some(max), Some(window)) = (args.max, args.window) {
         limits.push(Limit::per(max, window)?);
@@ -78,9 +102,67 @@ pub async fn run(args: CheckArgs, store_given: bool) -> anyhow::Result<ExitCode>
         anyhow::bail!("give a limit: --max N --window D, or --limit MAX/WINDOW (e.g. 100/minute)");
     }
     let request = match args.costs.as_slice() {
-        [cost] => Request::new(args.key, limits, *cost)?,
-        costs => Request::with_costs(args.key, limits, costs.to_vec())?,
+        [cost] => Request::new(args.key.as_str(), limits, *cost)?,
+        costs => Request::with_costs(args.key.as_str(), limits, costs.to_vec())?,
     };
+    let limiter = open(&args, store_given).await?;
+    let each = match args.wait {
+        Some(wait) => waited(&limiter, &request, wait).await?,
+        None => {
+            let mode = if args.peek { Mode::Peek } else { Mode::Record };
+            limiter.decide_each(&request, mode).await?
+        }
+    };
+    let allowed = each.decision.allowed;
+    let text = if args.json {
+        serde_json::to_string(
+            &crate::http::answer::Answer::new(&each).with_receipt(&request, limiter.receipt_key()),
+        )?
+    } else {
+        describe(&each, args.peek)
+    };
+    out::line(&text)?;
+    Ok(ExitCode::from(if allowed { 0 } else { 1 }))
+}
+
+/// Decides `checks` together and prints the joint answer: every key's
+/// state and which refused (JSON: the HTTP API's joint answer).
+async fn run_joint(
+    args: &CheckArgs,
+    limiter: &Limiter,
+    checks: &slidelog::Checks,
+) -> anyhow::Result<ExitCode> {
+    let mode = if args.peek { Mode::Peek } else { Mode::Record };
+    let joint = match args.wait {
+        Some(wait) => match limiter
+            .until_ready_all(checks, slidelog::Wait::up_to(wait))
+            .await
+        {
+            Ok(joint) => joint,
+            // Every key's state is not kept with a refusal past the wait.
+            Err(e @ slidelog::WaitError::TooLate { .. }) => {
+                out::line(&format!("rejected: {e}"))?;
+                return Ok(ExitCode::from(1));
+            }
+            Err(e) => return Err(e.into()),
+        },
+        None => limiter.decide_all(checks, mode).await?,
+    };
+    let text = if args.json {
+        serde_json::to_string(&crate::http::joint::JointAnswer::new(
+            &joint,
+            checks,
+            limiter.receipt_key(),
+        ))?
+    } else {
+        joint::describe(&joint, checks, args.peek)
+    };
+    out::line(&text)?;
+    Ok(ExitCode::from(if joint.allowed { 0 } else { 1 }))
+}
+
+/// Opens the limiter of `args`' store (refusing the default memory store).
+async fn open(args: &CheckArgs, store_given: bool) -> anyhow::Result<Limiter> {
     // A URL that does not parse is reported when the store is opened.
     if slidelog::url::StoreUrl::parse(&args.store.store).is_ok_and(|u| u.is_memory()) {
         if !store_given {
@@ -102,29 +184,12 @@ pub async fn run(args: CheckArgs, store_given: bool) -> anyhow::Result<ExitCode>
     }
     // Through the library's Limiter, as every transport; fail-closed: a
     // store failure is an error (exit 2), never a silent admission.
-    let limiter = Limiter::builder()
+    Ok(Limiter::builder()
         .timeout(args.store.store_timeout)
         .time_mode(args.store.time_mode())
         .fail_closed()
         .open(&args.store.store, options)
-        .await?;
-    let each = match args.wait {
-        Some(wait) => waited(&limiter, &request, wait).await?,
-        None => {
-            let mode = if args.peek { Mode::Peek } else { Mode::Record };
-            limiter.decide_each(&request, mode).await?
-        }
-    };
-    let allowed = each.decision.allowed;
-    let text = if args.json {
-        serde_json::to_string(
-            &crate::http::answer::Answer::new(&each).with_receipt(&request, limiter.receipt_key()),
-        )?
-    } else {
-        describe(&each, args.peek)
-    };
-    out::line(&text)?;
-    Ok(ExitCode::from(if allowed { 0 } else { 1 }))
+        .await?)
 }
 
 /// Waits up to `wait` for `request` to be admitted (a refusal whose retry
@@ -147,13 +212,18 @@ async fn waited(limiter: &Limiter, request: &Request, wait: Duration) -> anyhow:
 /// window, …`. Several: that line for the deciding limit, then one line per
 /// limit, named. A peek says the counts are what a check would leave.
 fn describe(each: &Detailed, peek: bool) -> String {
-    let d = &each.decision;
-    let verdict = match (peek, d.allowed) {
+    let verdict = match (peek, each.decision.allowed) {
         (false, true) => "allowed",
         (false, false) => "rejected",
         (true, true) => "would be allowed (peek, nothing recorded)",
         (true, false) => "would be rejected (peek, nothing recorded)",
     };
+    describe_with(each, verdict)
+}
+
+/// [`describe`] under the words `verdict`.
+fn describe_with(each: &Detailed, verdict: &str) -> String {
+    let d = &each.decision;
     let mut text = format!(
         "{verdict}: {}",
         state(

@@ -133,6 +133,11 @@ pub fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // Which key each --limit and --cost of `check` belongs to (`--and`).
+    let check_groups = matches
+        .subcommand_matches("check")
+        .map(check::Groups::of)
+        .unwrap_or_default();
     // Whether --store (or SLIDELOG_STORE) was given, not defaulted: `check`
     // refuses the default in-memory store (see check::LONG_ABOUT).
     let store_given = matches.subcommand().is_some_and(|(_, sub)| {
@@ -152,7 +157,7 @@ pub fn main() -> ExitCode {
     runtime.block_on(async move {
         let result = match cli.command {
             Command::Serve(args) => serve::run(args).await,
-            Command::Check(args) => check::run(args, store_given).await,
+            Command::Check(args) => check::run(args, store_given, check_groups).await,
             Command::Inspect(args) => inspect::run(args).await,
             Command::Bench(args) => bench::run(args).await,
         };

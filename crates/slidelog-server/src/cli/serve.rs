@@ -63,6 +63,13 @@ pub struct ServeArgs {
     /// (response_headers_to_add), as the reference service's option.
     #[arg(long)]
     pub envoy_response_headers: bool,
+    /// Decide each descriptor of an Envoy request on its own, as before
+    /// joint decisions: a descriptor that admits records even when another
+    /// refuses the request. Off by default: the limited descriptors of one
+    /// request are decided together, and a refused request records nothing
+    /// (docs/design.md §5.1). For migration only.
+    #[arg(long)]
+    pub envoy_independent_descriptors: bool,
     #[command(flatten)]
     pub store: StoreArgs,
     #[command(flatten)]
@@ -129,8 +136,9 @@ pub struct ServeArgs {
     /// Most limits in one HTTP request. 1 to 16.
     #[arg(long, env = "SLIDELOG_MAX_LIMITS", default_value_t = slidelog::Bounds::SERVICE.max_limits)]
     pub max_limits: usize,
-    /// Most descriptors in one Envoy rate limit request (gRPC or POST /json).
-    /// 1 to 1000.
+    /// Most descriptors in one Envoy rate limit request (gRPC or POST /json),
+    /// and most checks in one joint HTTP request (`checks`). 1 to 1000; a
+    /// joint decision takes at most 64 distinct keys.
     #[arg(long, env = "SLIDELOG_MAX_DESCRIPTORS", default_value_t = slidelog::Bounds::SERVICE.max_descriptors)]
     pub max_descriptors: usize,
     /// Scan the Redis key space this often and export the slidelog_inspect_*
@@ -192,7 +200,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let app = open::build_app(&args).await?;
     // Loaded before any listener is bound: no decision sees an empty store.
     let snapshots = crate::snapshot::start(&args.snapshot, &app)?;
-    let limiter = crate::envoy::limiter(&app, envoy_config, args.envoy_response_headers);
+    let service_options = crate::envoy::options(
+        args.envoy_response_headers,
+        args.envoy_independent_descriptors,
+        args.max_descriptors,
+    );
+    let limiter = crate::envoy::limiter(&app, envoy_config, service_options);
     let secured = secure::Secured::from_flags(&args, &app)?;
     let bound = listen::bind(&args, limiter.clone(), &secured).await?;
     listen::announce(&args, &bound);

@@ -1,7 +1,7 @@
 //! The handlers of the HTTP API (docs/design.md §5): check, peek, reset, health,
 //! readiness and metrics.
 
-use super::body::{BodyCap, DecisionBody, JsonBytes, MAX_NOW_MS, Text, parse};
+use super::body::{BodyCap, DecisionBody, JsonBytes, MAX_NOW_MS, Text};
 use super::error::ApiError;
 use crate::app::App;
 use axum::Json;
@@ -44,7 +44,10 @@ async fn decide_inner(
 ) -> Result<Response, ApiError> {
     let JsonBytes(bytes) = body?;
     // The key and names borrowed from the body's bytes.
-    let body: DecisionBody<Text<'_>> = parse(&bytes)?;
+    let body: DecisionBody<Text<'_>> = match super::joint::parse_body(&bytes)? {
+        super::joint::Parsed::Single(body) => body,
+        super::joint::Parsed::Joint(body) => return super::joint::decide(app, body, mode).await,
+    };
     let now = client_now(app, body.now_ms)?;
     let request = body.to_request()?;
     drop(body);
@@ -85,7 +88,7 @@ pub(super) fn client_now(app: &App, now_ms: Option<u64>) -> Result<Now, ApiError
 /// the first held log expires, at most 60 s (docs/design.md §6; not an
 /// outage: no policy admits past it); any other store error reached us
 /// because the policy is fail-closed.
-fn decision_error(app: &App, error: LimiterError) -> ApiError {
+pub(super) fn decision_error(app: &App, error: LimiterError) -> ApiError {
     match error {
         LimiterError::Input(e) => {
             app.metrics().bad_request(e.field());

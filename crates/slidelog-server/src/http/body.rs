@@ -476,6 +476,16 @@ fn not_json(e: serde_json::Error) -> ApiError {
 /// `key``): it has no typed accessor for it, so the name is read from there,
 /// and only ever picks this label.
 fn field_at_fault(path: &str, message: &str) -> &'static str {
+    // A joint body: `checks[2].limits[0].max` is the entry's own path,
+    // `checks[2]` an entry's shape (a missing or unknown field, named in
+    // the message as at the root), `checks` the list itself.
+    if let Some(rest) = path.strip_prefix("checks") {
+        return match rest.split_once("].") {
+            Some((_, inner)) => field_at_fault(inner, message),
+            None if rest.starts_with('[') => field_at_fault(".", message),
+            None => "checks",
+        };
+    }
     if path.starts_with("limits") {
         // "limits[0].max" is about a bound of one entry; "limits" or
         // "limits[0]" is about the list or an entry's shape.
@@ -500,6 +510,7 @@ fn field_at_fault(path: &str, message: &str) -> &'static str {
         "limits" => "limits",
         "now_ms" => "now_ms",
         "receipt" => "receipt",
+        "checks" => "checks",
         _ => "body",
     }
 }
@@ -516,6 +527,7 @@ fn bound_hint(field: &str, costs: Costs) -> Option<&'static str> {
             "an array of 1 to 16 objects {\"max\": …, \"window_ms\": …, \"cost\": … (optional)}"
         }
         "now_ms" => "an integer from 0 to 9007199254740991 (Unix ms)",
+        "checks" => "an array of 1 to 64 objects, each the body of a single check",
         _ => return None,
     })
 }

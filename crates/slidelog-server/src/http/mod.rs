@@ -2,7 +2,7 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `POST /v1/check` | decide and record: 200 admitted, 429 rejected, decision JSON |
+//! | `POST /v1/check` | decide and record: 200 admitted, 429 rejected, decision JSON; `{"checks": […]}` decides several keys all or nothing (`joint`) |
 //! | `POST /v1/peek` | the same decision, recording nothing |
 //! | `POST /v1/settle` | change a checked record's costs to the actual ones (docs/design.md §4.6) |
 //! | `POST /v1/charge` | record usage without deciding |
@@ -16,6 +16,7 @@ pub mod api;
 pub mod body;
 pub mod error;
 pub mod headers;
+pub mod joint;
 pub mod respond;
 pub mod usage;
 
