@@ -83,13 +83,15 @@ impl Wait {
     }
 }
 
-/// Why [`Limiter::until_ready`] gave up.
+/// Why [`Limiter::until_ready`] gave up. The cause of
+/// [`InsufficientCapacity`](Self::InsufficientCapacity) and
+/// [`Store`](Self::Store) is their `source()` (anyhow's `{:#}` prints it).
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum WaitError {
     /// The cost is above a limit's `max` (or the limiter's bounds): no wait
     /// can ever admit it (governor's `InsufficientCapacity`). Failed at once.
-    #[error("no wait can admit this request: {0}")]
+    #[error("no wait can admit this request")]
     InsufficientCapacity(#[source] InputError),
     /// The request is not one the limiter takes (a bad key or limit).
     #[error(transparent)]
@@ -113,7 +115,7 @@ pub enum WaitError {
     /// The store failed: at the deadline after an outage under fail-closed
     /// (it was asked until then), or at once when waiting cannot help (a
     /// full store, a misconfiguration).
-    #[error("the store failed while waiting: {0}")]
+    #[error("the store failed while waiting")]
     Store(#[source] StoreError),
 }
 
