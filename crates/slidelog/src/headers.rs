@@ -20,7 +20,10 @@
 //!   (`reset_after_ms`), an upper bound that a sliding log may improve on as
 //!   older records expire.
 //! - A degraded (fail-open) answer carries the policy but no `RateLimit`
-//!   field: the store did not say what is left.
+//!   field: the store did not say what is left, and a count made up here
+//!   would be a guess. It carries `X-RateLimit-Degraded: store-unavailable`
+//!   instead ([`DEGRADED`]), so a client (or a proxy's log) can tell an
+//!   answer nothing limited from one that was counted (docs/design.md §6).
 //! - With every limit's state ([`insert_each`], from `Limiter::decide_each`),
 //!   `RateLimit` lists every limit the store reported, the deciding one
 //!   first (a client that reads one item reads what it read before); each
@@ -59,6 +62,21 @@ use std::fmt::Write as _;
 pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 /// `RateLimit`.
 pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+
+/// `X-RateLimit-Degraded`: on an answer admitted while the store failed
+/// (fail-open), which counted nothing (docs/design.md §6).
+pub const DEGRADED: HeaderName = HeaderName::from_static("x-ratelimit-degraded");
+
+/// The value of [`DEGRADED`]: the store failed or is known to be down.
+pub const STORE_UNAVAILABLE: &str = "store-unavailable";
+
+/// Writes [`DEGRADED`] when `degraded`: what every `insert` function and the
+/// tower layer add to a degraded answer.
+pub fn mark_degraded(headers: &mut HeaderMap, degraded: bool) {
+    if degraded {
+        headers.insert(DEGRADED, HeaderValue::from_static(STORE_UNAVAILABLE));
+    }
+}
 
 /// The header values for one decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -193,11 +211,13 @@ pub fn ratelimit_fields(limits: &[Limit], decision: &Decision) -> RateLimitField
     }
 }
 
-/// Writes `RateLimit-Policy`, `RateLimit` (not for a degraded decision) and,
-/// when rejected, `Retry-After` into `headers`, replacing any earlier values.
+/// Writes `RateLimit-Policy`, `RateLimit` (not for a degraded decision: then
+/// [`DEGRADED`]) and, when rejected, `Retry-After` into `headers`, replacing
+/// any earlier values.
 /// The same fields as the tower layer and `slidelog serve` write.
 pub fn insert(headers: &mut HeaderMap, limits: &[Limit], decision: &Decision) {
     insert_fields(headers, &ratelimit_fields(limits, decision));
+    mark_degraded(headers, decision.degraded);
 }
 
 /// Returns the `RateLimit` value listing every limit `each` has counts
@@ -275,6 +295,7 @@ pub fn ratelimit_fields_each(each: &Detailed) -> RateLimitFields {
 /// [`insert`] does.
 pub fn insert_each(headers: &mut HeaderMap, each: &Detailed) {
     insert_fields(headers, &ratelimit_fields_each(each));
+    mark_degraded(headers, each.decision.degraded);
 }
 
 /// Returns every header value for a joint decision (`Limiter::decide_all`),
@@ -331,6 +352,7 @@ pub fn ratelimit_fields_joint(joint: &JointDecision, keys: &[&str]) -> RateLimit
 /// [`insert`] does.
 pub fn insert_joint(headers: &mut HeaderMap, joint: &JointDecision, keys: &[&str]) {
     insert_fields(headers, &ratelimit_fields_joint(joint, keys));
+    mark_degraded(headers, joint.degraded());
 }
 
 /// Returns the `RateLimit-Policy` value of several keys' limits, each

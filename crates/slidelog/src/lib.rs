@@ -12,7 +12,8 @@
 //!   ([`Limiter::from_url`]: `memory://`, `redis://…`) or a store
 //!   ([`Limiter::from_store`]); [`check`](Limiter::check),
 //!   [`peek`](Limiter::peek), [`reset`](Limiter::reset); the store-error
-//!   policy ([`FailurePolicy`]) and the clock ([`TimeMode`]). Every decision
+//!   policy ([`FailurePolicy`]) and the clock ([`TimeMode`]); waiting for
+//!   room ([`Limiter::until_ready`], [`Wait`]). Every decision
 //!   is bounded in time, and reported to a [`metrics::MetricsHook`], there.
 //! - [`Limit`], [`Request`], [`Cost`], [`Decision`]: what is asked and what
 //!   is answered.
@@ -21,7 +22,8 @@
 //!   any `http::Request` service; extractors and per-route limits in
 //!   `middleware` (links left out: they exist only with the feature).
 //!
-//! The rest lives in submodules: [`store`] (the `Store` trait, the memory
+//! The rest lives in submodules: [`blocking`] (the same limiter for
+//! programs without an async runtime), [`store`] (the `Store` trait, the memory
 //! store, clocks), `redis` (the Redis stores, including the unsafe pipelined
 //! variant kept for comparison), [`url`] (the store-URL model and
 //! [`url::open_store`]), [`redact`] (passwords out of logs), [`headers`] (the
@@ -56,6 +58,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod blocking;
 mod cost;
 pub mod episode;
 pub mod headers;
@@ -71,7 +74,7 @@ pub mod url;
 pub use cost::Cost;
 pub use limiter::{
     BuildError, FailurePolicy, Limiter, LimiterBuilder, LimiterError, StoreHealth, UnknownPolicy,
-    shared_receipt_key,
+    Wait, WaitError, shared_receipt_key,
 };
 #[cfg(feature = "tower")]
 pub use middleware::RateLimitLayer;

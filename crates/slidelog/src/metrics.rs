@@ -115,6 +115,15 @@ pub trait MetricsHook: Send + Sync + std::fmt::Debug {
     fn store_recovered(&self, down_for: Duration) {
         let _ = down_for;
     }
+
+    /// Called by a rate limit layer with tiers
+    /// (`RateLimitLayer::tiers`) for each request it decided, with the
+    /// tier its key was in (`"free"`, `"paid"`, or `"default"` for a key no
+    /// tier holds): a recorder labels its counters with it. Also told of
+    /// the decision [`decided`](Self::decided) already saw.
+    fn tier_decided(&self, tier: &str, decision: &Decision) {
+        let _ = (tier, decision);
+    }
 }
 
 /// The hook that records nothing (the default of a limiter).

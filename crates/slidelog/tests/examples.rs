@@ -2,7 +2,7 @@
 //! two servers' routers (`app`) on a loopback port with a real HTTP client,
 //! on the memory store and on a Redis that is down when the app starts. The
 //! README shows each example's code as it is in `examples/`; the last test
-//! holds them equal.
+//! holds them equal (the worker example runs in tests/worker_processes.rs).
 
 mod common;
 
@@ -71,6 +71,7 @@ async fn the_axum_app_starts_and_serves_while_redis_is_down() {
         "degraded: nothing counted"
     );
     assert_eq!(r.headers()["ratelimit-policy"], "\"default\";q=10;w=60");
+    assert_eq!(r.headers()["x-ratelimit-degraded"], "store-unavailable");
 }
 
 #[tokio::test]
@@ -106,7 +107,7 @@ fn code_of(example: &str) -> String {
 fn the_readme_shows_each_example_as_it_is() {
     let dir = env!("CARGO_MANIFEST_DIR");
     let readme = std::fs::read_to_string(format!("{dir}/../../README.md")).unwrap();
-    for example in ["check", "axum_app", "tokens_per_minute"] {
+    for example in ["check", "axum_app", "tokens_per_minute", "worker"] {
         let code = code_of(&format!("{dir}/examples/{example}.rs"));
         assert!(
             readme.contains(&format!("```rust\n{code}\n```")),

@@ -1,7 +1,8 @@
 //! `slidelog check KEY --max N --window 60s [--cost N] [--store URL] [--json]`
 //! (or `--limit 3000/minute --limit 1000000/minute --cost 1 --cost 4000`):
 //! one decision, for scripts and for a look by hand. `--and KEY2 --limit …`
-//! adds keys decided together, all or nothing (`joint`).
+//! adds keys decided together, all or nothing (`joint`); `--wait 10s`
+//! waits for room (`Limiter::until_ready`) instead of exiting 1 at once.
 
 mod joint;
 
@@ -30,7 +31,12 @@ key only. Admitted only if every key admits, and then recorded in each; \
 refused, and recorded in none. A key given twice is one check, its costs \
 added, printed at its first place:
 
-  slidelog check user:alice --limit 10/minute --and path:/login --limit 3/minute --store redis://…";
+  slidelog check user:alice --limit 10/minute --and path:/login --limit 3/minute --store redis://…
+
+--wait DURATION waits for room instead: the store is asked again at its \
+retry time until the request is admitted (exit 0), its retry time is past \
+DURATION (exit 1, at once) or, with the store down, DURATION has passed \
+(exit 2). With --and, it waits until every key admits.";
 
 /// Arguments of `slidelog check`.
 #[derive(Debug, clap::Args)]
@@ -58,8 +64,14 @@ pub struct CheckArgs {
     pub costs: Vec<u64>,
     /// Show the decision a check would make, recording nothing: the counts
     /// printed are what they would be if this request were admitted.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "wait")]
     pub peek: bool,
+    /// Wait up to DURATION for room instead of exiting 1 at once (e.g. 10s):
+    /// asked again at the store's retry time, then exit 0 once admitted.
+    /// Exits 1 at once when the retry time is past DURATION; with the store
+    /// down, exits 2 once DURATION has passed.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub wait: Option<Duration>,
     /// Print the decision as JSON: the fields of docs/design.md §2, and with
     /// several limits or a named one a `limits` array (as the HTTP API).
     #[arg(long)]
@@ -94,8 +106,13 @@ pub async fn run(args: CheckArgs, store_given: bool, groups: Groups) -> anyhow::
         costs => Request::with_costs(args.key.as_str(), limits, costs.to_vec())?,
     };
     let limiter = open(&args, store_given).await?;
-    let mode = if args.peek { Mode::Peek } else { Mode::Record };
-    let each = limiter.decide_each(&request, mode).await?;
+    let each = match args.wait {
+        Some(wait) => waited(&limiter, &request, wait).await?,
+        None => {
+            let mode = if args.peek { Mode::Peek } else { Mode::Record };
+            limiter.decide_each(&request, mode).await?
+        }
+    };
     let allowed = each.decision.allowed;
     let text = if args.json {
         serde_json::to_string(
@@ -116,7 +133,21 @@ async fn run_joint(
     checks: &slidelog::Checks,
 ) -> anyhow::Result<ExitCode> {
     let mode = if args.peek { Mode::Peek } else { Mode::Record };
-    let joint = limiter.decide_all(checks, mode).await?;
+    let joint = match args.wait {
+        Some(wait) => match limiter
+            .until_ready_all(checks, slidelog::Wait::up_to(wait))
+            .await
+        {
+            Ok(joint) => joint,
+            // Every key's state is not kept with a refusal past the wait.
+            Err(e @ slidelog::WaitError::TooLate { .. }) => {
+                out::line(&format!("rejected: {e}"))?;
+                return Ok(ExitCode::from(1));
+            }
+            Err(e) => return Err(e.into()),
+        },
+        None => limiter.decide_all(checks, mode).await?,
+    };
     let text = if args.json {
         serde_json::to_string(&crate::http::joint::JointAnswer::new(
             &joint,
@@ -146,14 +177,35 @@ async fn open(args: &CheckArgs, store_given: bool) -> anyhow::Result<Limiter> {
              so this decision counts this request alone"
         );
     }
+    let mut options = args.store.options();
+    if args.wait.is_some() {
+        // A store down at start is an outage to wait through, as later.
+        options = options.lazy_connect();
+    }
     // Through the library's Limiter, as every transport; fail-closed: a
     // store failure is an error (exit 2), never a silent admission.
     Ok(Limiter::builder()
         .timeout(args.store.store_timeout)
         .time_mode(args.store.time_mode())
         .fail_closed()
-        .open(&args.store.store, args.store.options())
+        .open(&args.store.store, options)
         .await?)
+}
+
+/// Waits up to `wait` for `request` to be admitted (a refusal whose retry
+/// time is past `wait` is answered at once, as a refusal).
+async fn waited(limiter: &Limiter, request: &Request, wait: Duration) -> anyhow::Result<Detailed> {
+    let checks = slidelog::Checks::new([request.clone()])?;
+    match limiter
+        .until_ready_all(&checks, slidelog::Wait::up_to(wait))
+        .await
+    {
+        Ok(mut joint) => Ok(joint.checks.swap_remove(0)),
+        Err(slidelog::WaitError::TooLate { decision, .. }) => {
+            Ok(Detailed::deciding_only(request, *decision))
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The decision in words. One limit: one line, as `allowed: 1/5 used in 1m

@@ -220,6 +220,7 @@ impl LimiterBuilder {
                 receipts: self
                     .receipts
                     .unwrap_or_else(|| Arc::new(ReceiptKey::random())),
+                queue: Default::default(),
                 #[cfg(feature = "tower")]
                 names: Default::default(),
             }),

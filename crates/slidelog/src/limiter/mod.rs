@@ -17,7 +17,8 @@
 //! 7. the report ([`report`]): the metrics hook, and outages logged once per
 //!    episode ([`crate::episode`]), which readiness reads.
 //!
-//! The options live in [`LimiterBuilder`] ([`builder`]).
+//! The options live in [`LimiterBuilder`] ([`builder`]). Waiting for room
+//! ([`Limiter::until_ready`]) is a loop over this pipeline ([`wait`]).
 
 mod all;
 mod bounded;
@@ -26,13 +27,16 @@ mod each;
 mod error;
 mod health;
 mod policy;
+mod queue;
 mod report;
 mod usage;
+mod wait;
 
 pub use builder::{LimiterBuilder, shared_receipt_key};
 pub use error::{BuildError, LimiterError};
 pub use health::StoreHealth;
 pub use policy::{FailurePolicy, UnknownPolicy};
+pub use wait::{Wait, WaitError};
 
 use crate::Cost;
 use crate::metrics::Op;
@@ -80,6 +84,8 @@ struct Inner {
     report: Report,
     /// Seals the receipts this limiter issues and opens those it settles.
     receipts: Arc<ReceiptKey>,
+    /// The waiters of [`Limiter::until_ready`], in turn per key.
+    queue: queue::Queue,
     /// The layer namespaces derived on this limiter (never process-wide).
     #[cfg(feature = "tower")]
     names: Arc<crate::middleware::Names>,
@@ -383,6 +389,12 @@ impl Limiter {
     #[cfg(feature = "tower")]
     pub(crate) fn names(&self) -> &Arc<crate::middleware::Names> {
         &self.inner.names
+    }
+
+    /// Returns the metrics hook, when one listens (the layer's tiers).
+    #[cfg(feature = "tower")]
+    pub(crate) fn metrics(&self) -> Option<&Arc<dyn crate::metrics::MetricsHook>> {
+        self.inner.report.hook()
     }
 
     /// Returns what callers may ask for ([`LimiterBuilder::bounds`]).

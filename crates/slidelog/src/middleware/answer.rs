@@ -124,7 +124,9 @@ where
     }
     parts.extensions.insert(decision);
     parts.extensions.insert(stack::Outer);
-    let Ask { checks, keys, body } = asked;
+    let Ask {
+        checks, keys, body, ..
+    } = asked;
     let called = inner.call(Request::from_parts(parts, body)).await;
     let reserved = Reserved {
         checks: &checks,
@@ -184,7 +186,8 @@ where
 }
 
 /// Writes the RateLimit fields of `joint` into `headers` (after those of a
-/// rate limit layer inside this one, when `append`).
+/// rate limit layer inside this one, when `append`), and marks a degraded
+/// answer ([`headers::DEGRADED`]).
 fn write_fields<K, C, U>(
     config: &Config<K, C, U>,
     keys: &[Keyed<'_>],
@@ -192,6 +195,7 @@ fn write_fields<K, C, U>(
     headers: &mut HeaderMap,
     append: bool,
 ) {
+    headers::mark_degraded(headers, joint.degraded());
     let Some(names) = names(config, keys) else {
         // One key, listed as it always was: the route's policy is
         // formatted once, when the layer is built.

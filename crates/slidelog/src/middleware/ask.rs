@@ -8,6 +8,7 @@ use super::cost::Charge;
 use super::extract::KeyExtractor;
 use super::response::Rejection;
 use super::routes::Rule;
+use super::tiers::{Tier, Tiers};
 use slidelog_core::{Checks, Limit};
 use std::sync::Arc;
 
@@ -30,6 +31,9 @@ pub(crate) struct Ask<'a, B> {
     pub(crate) keys: Vec<Keyed<'a>>,
     /// The body, handed on whole (read only by a body cost).
     pub(crate) body: B,
+    /// The first key's tier, on a layer with tiers (`"default"` for a key
+    /// in none).
+    pub(crate) tier: Option<&'a str>,
 }
 
 /// Where one check came from.
@@ -67,19 +71,53 @@ where
     K: KeyExtractor,
     C: Charge<B>,
 {
-    let found = match find_keys(config, parts) {
+    let tier = match &config.tiers {
+        Some(tiers) => Some(tier_of(config, tiers, parts).await),
+        None => None,
+    };
+    let found = match find_keys(config, parts, tier.flatten()) {
         Ok(found) => found,
         Err(missing) => return Asked::Refuse(Rejection::bad_key(missing)),
     };
     // Only the first key is priced by the layer's cost (keys added with
     // `.key` count 1 a request): the body is read only when it applies.
-    let (mut first_cost, body) = match found.first() {
+    let (first_cost, body) = match found.first() {
         Some(first) if first.index == 0 => match config.charge.charge(parts, body).await {
             Ok((cost, body)) => (Some(cost), body),
             Err(e) => return Asked::Refuse(Rejection::cost(&e)),
         },
         _ => (None, body),
     };
+    let (checks, keys) = match checks_of(found, first_cost) {
+        Ok(made) => made,
+        Err(rejection) => return Asked::Refuse(*rejection),
+    };
+    if checks.is_empty() {
+        return Asked::Pass(body);
+    }
+    // Distinct keys by construction (each key has its own namespace), at
+    // most MAX_CHECKS (the builder's bound): `Checks::new` keeps them in order.
+    match Checks::new(checks) {
+        Ok(checks) => {
+            let tier = tier.map(|t| t.map_or("default", |t| &*t.name));
+            Asked::Decide(Ask {
+                checks,
+                keys,
+                body,
+                tier,
+            })
+        }
+        Err(e) => Asked::Refuse(Rejection::input(&e, keys[0].limits())),
+    }
+}
+
+/// The request of each found key at its cost (the layer's for the first
+/// key, 1 for the others), and where each came from; a key costing 0 in
+/// every limit makes none. A cost its limits refuse: the 413.
+fn checks_of<'a>(
+    found: Vec<Found<'a>>,
+    mut first_cost: Option<crate::Cost>,
+) -> Result<(Vec<slidelog_core::Request>, Vec<Keyed<'a>>), Box<Rejection>> {
     let mut checks = Vec::with_capacity(found.len());
     let mut keys = Vec::with_capacity(found.len());
     for f in found {
@@ -95,22 +133,14 @@ where
         match super::cost::charged(cost, f.key, f.limits) {
             None => continue,
             Some(Ok(request)) => checks.push(request),
-            Some(Err(e)) => return Asked::Refuse(Rejection::input(&e, f.limits.clone())),
+            Some(Err(e)) => return Err(Box::new(Rejection::input(&e, f.limits.clone()))),
         }
         keys.push(Keyed {
             index: f.index,
             rule: f.rule,
         });
     }
-    if checks.is_empty() {
-        return Asked::Pass(body);
-    }
-    // Distinct keys by construction (each key has its own namespace), at
-    // most MAX_CHECKS (the builder's bound): `Checks::new` keeps them in order.
-    match Checks::new(checks) {
-        Ok(checks) => Asked::Decide(Ask { checks, keys, body }),
-        Err(e) => Asked::Refuse(Rejection::input(&e, keys[0].limits())),
-    }
+    Ok((checks, keys))
 }
 
 /// Returns the keys of every limited rule that applies to `parts`, the
@@ -119,12 +149,13 @@ where
 fn find_keys<'a, K, C, U>(
     config: &'a Config<K, C, U>,
     parts: &http::request::Parts,
+    tier: Option<&'a Tier>,
 ) -> Result<Vec<Found<'a>>, String>
 where
     K: KeyExtractor,
 {
     let namespace = config.namespace.as_str();
-    let rule = config.routes.rule_for(parts);
+    let rule = tier.map_or(&*config.routes, |t| &t.routes).rule_for(parts);
     // An unlimited route does not need the key.
     let first = (
         0,
@@ -149,16 +180,18 @@ where
         let Some(key) = key else {
             match config.missing {
                 MissingKey::PassThrough => continue,
-                MissingKey::Reject => return Err(missing(config, index)),
+                MissingKey::Reject => return Err(missing(config, index, parts)),
             }
         };
         // A key that breaks the bounds (over 512 bytes with its namespace and
         // scope) is refused when its check is built, whatever `MissingKey`
         // says: passing it through would let a client escape its limit by
         // sending a long key.
-        let key = match index {
-            0 => format!("{namespace}:{}:{key}", rule.scope),
-            _ => format!("{namespace}+{}:{}:{key}", config.name_of(index), rule.scope),
+        let key = match (index, tier) {
+            // Each tier in its own logs: a key has one set of limits.
+            (0, Some(tier)) => format!("{namespace}:tier-{}:{}:{key}", tier.name, rule.scope),
+            (0, None) => format!("{namespace}:{}:{key}", rule.scope),
+            (_, _) => format!("{namespace}+{}:{}:{key}", config.name_of(index), rule.scope),
         };
         found.push(Found {
             index,
@@ -170,11 +203,32 @@ where
     Ok(found)
 }
 
-/// The reason a request without key `index` is refused.
-fn missing<K, C, U>(config: &Config<K, C, U>, index: usize) -> String {
-    if config.keys.is_empty() {
-        "no key in the request".to_owned()
-    } else {
-        format!("no {} key in the request", config.name_of(index))
+/// The tier of the request's first key (`None`: no key, or in no tier:
+/// the layer's own limits).
+async fn tier_of<'a, K: KeyExtractor, C, U>(
+    config: &'a Config<K, C, U>,
+    tiers: &'a Tiers,
+    parts: &http::request::Parts,
+) -> Option<&'a Tier> {
+    let key = config.extractor.extract(parts)?;
+    tiers.of(&key).await
+}
+
+/// The reason a request without key `index` is refused: the extractor's
+/// own when it knows one (the fix for a missing peer address).
+fn missing<K: KeyExtractor, C, U>(
+    config: &Config<K, C, U>,
+    index: usize,
+    parts: &http::request::Parts,
+) -> String {
+    let why = match index {
+        0 => config.extractor.why_missing(parts),
+        i => config.keys[i - 1].extractor.why_missing(parts),
+    };
+    match (why, config.keys.is_empty()) {
+        (Some(why), true) => why,
+        (Some(why), false) => format!("{} key: {why}", config.name_of(index)),
+        (None, true) => "no key in the request".to_owned(),
+        (None, false) => format!("no {} key in the request", config.name_of(index)),
     }
 }

@@ -2,7 +2,8 @@
 //! and read by its service on every request: the limiter, the key
 //! extractor, the route limits, what a missing key does, the namespace, how
 //! a request is charged, how it is settled after the response, the hooks,
-//! and the keys decided with the first ([`super::keys`]).
+//! the keys decided with the first ([`super::keys`]), and how long a
+//! refused request may wait for room.
 
 use super::keys::Keyed;
 use super::namespace::Namespace;
@@ -55,6 +56,11 @@ pub(crate) struct Config<K, C, U> {
     /// ([`super::stack`]): from then on its limits are listed by key, so
     /// they never share a name with the other layer's.
     pub(crate) stacked: Arc<AtomicBool>,
+    /// How long a refused request may be held waiting for room
+    /// ([`RateLimitLayer::delay_up_to`](super::RateLimitLayer::delay_up_to)).
+    pub(crate) delay: Option<std::time::Duration>,
+    /// The first key's limits per tier ([`super::tiers`]).
+    pub(crate) tiers: Option<Arc<super::tiers::Tiers>>,
 }
 
 impl<K, C, U> Config<K, C, U> {
@@ -75,6 +81,8 @@ impl<K, C, U> Config<K, C, U> {
             key_name: self.key_name,
             keys: self.keys,
             stacked: self.stacked,
+            delay: self.delay,
+            tiers: self.tiers,
         }
     }
 
@@ -95,6 +103,8 @@ impl<K, C, U> Config<K, C, U> {
             key_name: self.key_name,
             keys: self.keys,
             stacked: self.stacked,
+            delay: self.delay,
+            tiers: self.tiers,
         }
     }
 }
@@ -108,6 +118,7 @@ impl<K, C, U> std::fmt::Debug for Config<K, C, U> {
             .field("settles", &self.settles)
             .field("key_name", &self.key_name)
             .field("keys", &self.keys)
+            .field("delay", &self.delay)
             .finish_non_exhaustive()
     }
 }
@@ -129,6 +140,8 @@ impl<K, C, U> Clone for Config<K, C, U> {
             key_name: self.key_name.clone(),
             keys: self.keys.clone(),
             stacked: self.stacked.clone(),
+            delay: self.delay,
+            tiers: self.tiers.clone(),
         }
     }
 }

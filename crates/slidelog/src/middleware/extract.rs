@@ -30,6 +30,14 @@ pub trait KeyExtractor: Send + Sync + 'static {
     fn kind(&self) -> String {
         "key".to_owned()
     }
+
+    /// Returns why the request `parts` has no key, when this extractor can
+    /// tell more than "no key" (the layer's 400 says it): [`PeerIp`] names
+    /// the server setting that gives it the peer address.
+    fn why_missing(&self, parts: &Parts) -> Option<String> {
+        let _ = parts;
+        None
+    }
 }
 
 impl<F> KeyExtractor for F
@@ -54,6 +62,12 @@ impl<A: KeyExtractor, B: KeyExtractor> KeyExtractor for (A, B) {
 
     fn kind(&self) -> String {
         format!("{}-{}", self.0.kind(), self.1.kind())
+    }
+
+    fn why_missing(&self, parts: &Parts) -> Option<String> {
+        self.0
+            .why_missing(parts)
+            .or_else(|| self.1.why_missing(parts))
     }
 }
 
@@ -234,7 +248,18 @@ impl KeyExtractor for PeerIp {
     fn kind(&self) -> String {
         "ip".to_owned()
     }
+
+    fn why_missing(&self, parts: &Parts) -> Option<String> {
+        // The usual cause: an axum app served without connect info, so no
+        // request carries its peer and every one would be refused.
+        peer_addr(parts).is_none().then(|| NO_PEER.to_owned())
+    }
 }
+
+/// The reason [`PeerIp`] gives for a request without a peer address.
+pub(crate) const NO_PEER: &str = "no peer address in the request: serve an axum app with \
+`app.into_make_service_with_connect_info::<SocketAddr>()` (axum::serve), or put the \
+peer's `SocketAddr` in the request's extensions";
 
 /// IPv4-mapped IPv6 (`::ffff:1.2.3.4`) as IPv4, so one client has one key
 /// on a dual-stack listener.

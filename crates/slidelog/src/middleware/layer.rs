@@ -51,7 +51,7 @@ pub struct NameError(pub String);
 /// limits (`auto-ip-1a2b3c4d`, `auto-header-x-api-key-…`, and `…-2` for a
 /// second layer with the same ones on the same limiter: two layers with
 /// other limits never share logs, in one process or two; a layer without a
-/// name on a store shared over the network warns when built), and the route is the matching [`RouteLimits`] rule
+/// name on a store shared over the network warns when first wrapped around a service), and the route is the matching [`RouteLimits`] rule
 /// (`default` for the default). So two layers on one limiter never share a
 /// log by accident, even when their keys collide.
 ///
@@ -135,15 +135,6 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
     pub fn new(limiter: Limiter, extractor: K, routes: RouteLimits) -> Self {
         let namespace =
             Namespace::derived(limiter.names(), &extractor.kind(), &routes.fingerprint());
-        if limiter.store().in_process().is_none() {
-            // Another service with the same extractor and limits on this
-            // store would derive the same name (super::namespace).
-            tracing::warn!(
-                namespace = namespace.as_str(),
-                store = limiter.store().kind(),
-                "rate limit layer without a name on a shared store: its counts are shared with any layer deriving the same name (same key kind, routes and limits); give it one with .name(...)"
-            );
-        }
         let key_name = super::keys::derived_name(&extractor.kind());
         let config = Config {
             limiter,
@@ -160,6 +151,8 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
             key_name,
             keys: Arc::new([]),
             stacked: Arc::default(),
+            delay: None,
+            tiers: None,
         };
         Self { config }
     }
@@ -180,6 +173,27 @@ impl<K: KeyExtractor, C, U> RateLimitLayer<K, C, U> {
     /// Returns the namespace this layer counts in (its name, or the derived one).
     pub fn namespace(&self) -> &str {
         self.config.namespace.as_str()
+    }
+
+    /// Holds a request that would be refused until it fits, for up to
+    /// `bound`, instead of answering 429 at once (nginx `limit_req` with
+    /// `burst` and `delay`): the layer waits as
+    /// [`Limiter::until_ready_all`] does (in arrival order per key, one
+    /// waiter asking the store at a time) and refuses only a request whose
+    /// retry time is past `bound`, at once. The client sees a slower
+    /// answer, never a 429 it could have waited out. A request dropped by
+    /// its client while held is recorded nowhere.
+    ///
+    /// ```
+    /// use slidelog::{Limiter, RateLimitLayer, middleware::Header};
+    /// use std::time::Duration;
+    /// let layer = RateLimitLayer::new(Limiter::memory(), Header::named("x-api-key")?, "10/second".parse()?)
+    ///     .delay_up_to(Duration::from_millis(500)); // smooth bursts, refuse past half a second
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn delay_up_to(mut self, bound: std::time::Duration) -> Self {
+        self.config.delay = Some(bound);
+        self
     }
 
     /// Sets what to do when the key cannot be extracted. Default
@@ -225,11 +239,16 @@ impl<K: KeyExtractor, C, U> RateLimitLayer<K, C, U> {
     }
 
     /// Returns this layer with costs given by `names`, resolved against
-    /// every limited route.
+    /// every limited route (of every tier too).
     fn naming(mut self, names: &[&str]) -> Result<Self, CostListError> {
         let mut routes = (*self.config.routes).clone();
         routes.name_costs(names)?;
         self.config.routes = Arc::new(routes);
+        if let Some(tiers) = &mut self.config.tiers {
+            for routes in Arc::make_mut(tiers).routes_mut() {
+                routes.name_costs(names)?;
+            }
+        }
         Ok(self)
     }
 
@@ -364,6 +383,27 @@ impl<K: KeyExtractor, C> RateLimitLayer<K, C, NoBodyUsage> {
 
 /// The cost sources: only on a layer that charges 1 (has none yet).
 impl<K: KeyExtractor, U> RateLimitLayer<K, UnitCost, U> {
+    /// Chooses the first key's limits per request by the key's tier
+    /// ([`Tiers`](super::Tiers): free 100 a minute, paid 10,000): the tier
+    /// [`Tiers`](super::Tiers)'s lookup names (cached) gives its limits; a
+    /// key in no tier gets the layer's own. Each tier counts in its own
+    /// logs; the RateLimit fields list the tier's limits by their names,
+    /// and the limiter's [`MetricsHook::tier_decided`](crate::metrics::MetricsHook::tier_decided)
+    /// hears the tier of every decision. Before any cost source, so that
+    /// costs by name or position are checked against every tier's limits
+    /// too.
+    pub fn tiers(mut self, tiers: super::Tiers) -> Self {
+        self.config.tiers = Some(Arc::new(tiers));
+        self
+    }
+
+    /// Checks a cost list of `n` against every limited route, of every tier.
+    fn check_positional(&self, n: usize) -> Result<(), CostListError> {
+        check_positional(&self.config.routes, n)?;
+        let mut tiers = self.config.tiers.iter().flat_map(|t| t.routes());
+        tiers.try_for_each(|routes| check_positional(routes, n))
+    }
+
     /// Each request costs what `cost` says of its head, one cost for every
     /// limit. A cost above a limit's `max` (or the limiter's bounds) is
     /// answered 413 with the reason. A cost of 0 charges nothing (as a
@@ -435,7 +475,7 @@ impl<K: KeyExtractor, U> RateLimitLayer<K, UnitCost, U> {
     where
         F: Fn(&Parts) -> [u64; N] + Send + Sync + 'static,
     {
-        check_positional(&self.config.routes, N)?;
+        self.check_positional(N)?;
         Ok(self.charging(HeadCost(cost)))
     }
 
@@ -465,7 +505,7 @@ impl<K: KeyExtractor, U> RateLimitLayer<K, UnitCost, U> {
     where
         F: Fn(&Parts, &[u8]) -> [u64; N] + Send + Sync + 'static,
     {
-        check_positional(&self.config.routes, N)?;
+        self.check_positional(N)?;
         Ok(self.charging(BodyCost { max_bytes, f: cost }))
     }
 
@@ -526,6 +566,17 @@ impl<S, K, C, U> Layer<S> for RateLimitLayer<K, C, U> {
     type Service = RateLimitService<S, K, C, U>;
 
     fn layer(&self, inner: S) -> Self::Service {
+        // Warned here, not in `new`: by now `.name(...)` has had its say.
+        let config = &self.config;
+        if config.limiter.store().in_process().is_none() && config.namespace.first_unnamed_use() {
+            // Another service with the same extractor and limits on this
+            // store would derive the same name (super::namespace).
+            tracing::warn!(
+                namespace = config.namespace.as_str(),
+                store = config.limiter.store().kind(),
+                "rate limit layer without a name on a shared store: its counts are shared with any layer deriving the same name (same key kind, routes and limits); give it one with .name(...)"
+            );
+        }
         RateLimitService::new(inner, Arc::new(self.config.clone()))
     }
 }

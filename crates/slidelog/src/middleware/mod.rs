@@ -20,6 +20,8 @@
 //! [`RateLimitLayer::cost_by_position`] lists them in order; both checked
 //! when the layer is built); a cost no limit admits is answered 413 with the
 //! reason.
+//! Limits per key's tier (free 100 a minute, paid 10,000):
+//! [`RateLimitLayer::tiers`] with [`Tiers`].
 //! Usage known only after the response (tokens an LLM used) settles the
 //! reservation: [`RateLimitLayer::settle_from_header`],
 //! [`settle_from_extension`](RateLimitLayer::settle_from_extension),
@@ -71,8 +73,9 @@ mod routes;
 mod service;
 mod settle;
 mod stack;
+mod tiers;
 
-pub use crate::headers::{RATELIMIT, RATELIMIT_POLICY};
+pub use crate::headers::{DEGRADED, RATELIMIT, RATELIMIT_POLICY};
 pub use config::MissingKey;
 pub use cost::{
     BodyCost, BufferedBody, Charge, Cost, CostError, CostListError, HeadCost, UnitCost,
@@ -86,3 +89,4 @@ pub use response::{Rejection, RejectionBody, RejectionKind};
 pub use routes::RouteLimits;
 pub use service::{RateLimitService, ResponseFuture};
 pub use settle::{BodyUsage, NoBodyUsage, ReadUsage, SettleOutcome, Usage};
+pub use tiers::{TierError, TierFuture, TierLookup, Tiers};

@@ -19,7 +19,7 @@
 //! share their counts, as they should. Two *different* services with the
 //! same extractor and the same limits on one store would still share: a
 //! layer on a store shared over the network without a name logs a warning
-//! when it is built; name layers explicitly there, and when the build order
+//! when it is first wrapped around a service; name layers explicitly there, and when the build order
 //! may differ between versions that run side by side (a rolling deploy that
 //! adds a layer).
 
@@ -64,12 +64,19 @@ pub(crate) struct Namespace {
     name: String,
     /// `Some` for a derived name: released on drop.
     held: Option<(Arc<Names>, String, u32)>,
+    /// Set when a derived name was first used on a service (its warning
+    /// is logged once per layer, not once per route it wraps).
+    used: std::sync::atomic::AtomicBool,
 }
 
 impl Namespace {
     /// Returns a name of the user's own.
     pub(crate) fn named(name: String) -> Arc<Self> {
-        Arc::new(Self { name, held: None })
+        Arc::new(Self {
+            name,
+            held: None,
+            used: Default::default(),
+        })
     }
 
     /// Returns the first free derived name for the extractor `base` and the
@@ -85,11 +92,18 @@ impl Namespace {
         Arc::new(Self {
             name,
             held: Some((names.clone(), base, ordinal)),
+            used: Default::default(),
         })
     }
 
     pub(crate) fn as_str(&self) -> &str {
         &self.name
+    }
+
+    /// True the first time a derived name is used on a service, false after
+    /// that and always for a name of the user's own.
+    pub(crate) fn first_unnamed_use(&self) -> bool {
+        self.held.is_some() && !self.used.swap(true, std::sync::atomic::Ordering::Relaxed)
     }
 }
 

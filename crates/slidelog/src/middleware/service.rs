@@ -128,7 +128,15 @@ where
         Asked::Pass(body) => answer::pass(inner, parts, body).await,
         Asked::Refuse(rejection) => Ok(answer::refuse(config, &parts, rejection)),
         Asked::Decide(asked) => {
-            let decided = decide(&config.limiter, &asked.checks).await;
+            let decided = match config.delay {
+                Some(bound) => delayed(&config.limiter, &asked.checks, bound).await,
+                None => decide(&config.limiter, &asked.checks).await,
+            };
+            if let (Some(tier), Some(hook), Ok(joint)) =
+                (asked.tier, config.limiter.metrics(), &decided)
+            {
+                hook.tier_decided(tier, &joint.deciding().decision);
+            }
             answer::decided(config, inner, parts, asked, decided).await
         }
     }
@@ -144,5 +152,28 @@ async fn decide(limiter: &Limiter, checks: &Checks) -> Result<JointDecision, Lim
             Ok(JointDecision::of(vec![each]))
         }
         _ => limiter.decide_all(checks, Mode::Record).await,
+    }
+}
+
+/// Decides every check at once, waiting up to `bound` for room
+/// ([`RateLimitLayer::delay_up_to`](super::RateLimitLayer::delay_up_to)): the
+/// admission, or the refusal whose retry time is past `bound`.
+async fn delayed(
+    limiter: &Limiter,
+    checks: &Checks,
+    bound: std::time::Duration,
+) -> Result<JointDecision, LimiterError> {
+    use crate::WaitError;
+    match limiter.wait_all(checks, crate::Wait::up_to(bound)).await {
+        Ok(joint) => Ok(joint),
+        Err(stopped) => match (stopped.refusal, stopped.error) {
+            (Some(refused), _) => Ok(refused),
+            (None, WaitError::Store(e)) => Err(LimiterError::Store(e)),
+            (None, WaitError::Input(e) | WaitError::InsufficientCapacity(e)) => {
+                Err(LimiterError::Input(e))
+            }
+            // Still queued at the bound: answered as without a delay.
+            (None, _) => decide(limiter, checks).await,
+        },
     }
 }
