@@ -1,7 +1,6 @@
 //! The shared behavioural suite (docs/design.md §1–§2) through the blocking
 //! limiter (`slidelog::blocking::Limiter`), on the memory store and on a
-//! real Redis started by the testkit (every case but the joint decisions
-//! over two keys, which the Redis store does not make yet): a `Store` adapter runs each blocking
+//! real Redis started by the testkit: a `Store` adapter runs each blocking
 //! call in `spawn_blocking`, as an async program would call it.
 
 use slidelog::store::Store;
@@ -94,10 +93,7 @@ mod redis {
     use super::*;
     use slidelog_testkit::{RedisServer, unique_prefix};
 
-    // Every case but the two of a joint decision over two keys: the Redis
-    // store does not decide several keys yet (Store::decide_all answers
-    // Unsupported there, through the async limiter alike).
-    slidelog_testkit::store_suite!(@cases || async {
+    slidelog_testkit::store_suite!(|| async {
         let server = RedisServer::start();
         let (url, prefix) = (server.url(), unique_prefix("blocking-suite"));
         let open = move || {
@@ -106,26 +102,7 @@ mod redis {
         let limiter = tokio::task::spawn_blocking(open).await.unwrap();
         let limiter = limiter.expect("blocking limiter on redis");
         (Arc::new(Blocking(limiter)) as Arc<dyn Store>, server)
-    };
-        a_record_exactly_window_old_has_expired,
-        rejected_is_admitted_at_retry_after_and_not_before,
-        first_decision_reports_the_full_window,
-        cost_waits_for_the_kth_oldest_record,
-        a_large_cost_is_one_weighted_record,
-        weighted_records_wait_for_enough_units,
-        each_limit_is_charged_its_own_cost,
-        several_limits_report_the_deciding_limit,
-        ties_go_to_the_shorter_window,
-        peek_appends_nothing,
-        rejected_requests_append_nothing,
-        reset_deletes_the_log,
-        a_clock_that_steps_back_never_frees_capacity,
-        more_live_than_max_after_a_step_back,
-        store_time_decides_without_a_given_time,
-        a_lowered_max_rejects_until_enough_expire,
-        keys_are_independent,
-        the_same_key_twice_is_one_check
-    );
+    });
 }
 
 #[test]
