@@ -78,7 +78,8 @@ fi
 # builds the module crate and so needs clang already).
 [ "${1:-}" = "--install-only" ] && exit 0
 
-cargo test --workspace --all-targets
+# Every failing binary reported in one run, not only the first.
+cargo test --workspace --all-targets --no-fail-fast
 cargo test --workspace --doc
 # Every library crate's rustdoc must build without warnings (every public item documented, links resolve),
 # with default features and with all features.

@@ -1,16 +1,14 @@
 //! `Limiter::until_ready`: waiters of one process are served in arrival
 //! order, one store call per admission plus at most one per waiter; a wait
 //! that cannot succeed fails at once; a dropped waiter records nothing and
-//! blocks no one; with a real Redis down, fail-closed errors at the
-//! deadline and fail-open answers degraded (docs/design.md §6).
+//! blocks no one. With a real Redis down: `until_ready_outage.rs` (a binary
+//! of its own, so that the thousand waiters here never share its timing).
 
 #[path = "support/counting.rs"]
 mod counting;
 
 use counting::Counting;
-use slidelog::url::StoreOptions;
-use slidelog::{FailurePolicy, Limit, Limiter, Wait, WaitError};
-use slidelog_testkit::{RedisServer, unique_prefix};
+use slidelog::{Limit, Limiter, Wait, WaitError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -101,60 +99,6 @@ async fn a_dropped_waiter_records_nothing_and_blocks_no_one() {
     limiter.until_ready("k", &limits, 1, wait()).await.unwrap();
     assert!(
         started.elapsed() < Duration::from_millis(290),
-        "{:?}",
-        started.elapsed()
-    );
-}
-
-async fn on_redis(redis: &RedisServer, policy: FailurePolicy, test: &str) -> Limiter {
-    Limiter::builder()
-        .timeout(Duration::from_millis(100))
-        .failure_policy(policy)
-        .open(
-            &redis.url(),
-            StoreOptions::default().prefix(unique_prefix(test)),
-        )
-        .await
-        .expect("open the test redis")
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_redis_down_fail_closed_errors_at_the_deadline_and_fail_open_says_degraded() {
-    let mut redis = RedisServer::start();
-    let closed = on_redis(&redis, FailurePolicy::FailClosed, "wait-closed").await;
-    let open = on_redis(&redis, FailurePolicy::FailOpen, "wait-open").await;
-    let limits = [Limit::new(5, 1_000).unwrap()];
-    let deadline = Duration::from_millis(1_500);
-    closed
-        .until_ready("k", &limits, 1, Wait::up_to(deadline))
-        .await
-        .unwrap();
-    redis.kill();
-    for _ in 0..3 {
-        let started = Instant::now();
-        let answer = closed
-            .until_ready("k", &limits, 1, Wait::up_to(deadline))
-            .await;
-        let took = started.elapsed();
-        assert!(
-            matches!(answer, Err(WaitError::Store(ref e)) if e.is_transient()),
-            "{answer:?}"
-        );
-        // Not before the deadline; after it by less than one store timeout
-        // (the bound of a call in flight) and scheduling on a loaded machine.
-        assert!(
-            took >= deadline && took < deadline + Duration::from_millis(300),
-            "{took:?}"
-        );
-    }
-    let started = Instant::now();
-    let d = open
-        .until_ready("k", &limits, 1, Wait::up_to(deadline))
-        .await
-        .unwrap();
-    assert!(d.allowed && d.degraded, "{d:?}");
-    assert!(
-        started.elapsed() < Duration::from_millis(500),
         "{:?}",
         started.elapsed()
     );
