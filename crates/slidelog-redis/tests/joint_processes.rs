@@ -1,7 +1,7 @@
 //! Joint decisions across OS processes (docs/design.md §4.7): 3 processes
 //! (this test binary run again as children) x 16 concurrent tasks send
-//! joint checks of one route key (max 20 per minute) and one of 5 user keys
-//! (max 6 per minute each), through the scripts and through the module, on
+//! joint checks of one route key (max 30 per minute) and one of 5 user keys
+//! (max 20 per minute each), through the scripts and through the module, on
 //! Redis and on Valkey. The route admits exactly its max; each user's log
 //! holds exactly the requests admitted for that user: no over-admission,
 //! and no refused request recorded in any key. A `harness = false` target
@@ -18,11 +18,11 @@ use std::sync::Arc;
 
 const PROCESSES: usize = 3;
 const TASKS: usize = 16;
-/// Attempts per task: 3 x 16 x 12 = 576 joint checks for 20 admissions.
+/// Attempts per task: 3 x 16 x 12 = 576 joint checks for 30 admissions.
 const ATTEMPTS: usize = 12;
 const USERS: usize = 5;
-const ROUTE_MAX: u64 = 20;
-const USER_MAX: u64 = 6;
+const ROUTE_MAX: u64 = 30;
+const USER_MAX: u64 = 20;
 
 fn main() -> ExitCode {
     common::children::main(

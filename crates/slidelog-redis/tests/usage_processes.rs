@@ -450,6 +450,11 @@ fn costs_at(args: &[String], at: usize) -> [u64; 2] {
     [0, 1].map(|p| args[at + 3 + 3 * p].parse().unwrap())
 }
 
+/// The `numkeys` of a monitored `EVALSHA`.
+fn keys(args: &[String]) -> usize {
+    args[2].parse().expect("numkeys")
+}
+
 fn cost_list(text: &str) -> [u64; 2] {
     let costs: Vec<u64> = text.split(',').map(|c| c.parse().unwrap()).collect();
     match costs[..] {
@@ -471,10 +476,16 @@ fn replay(commands: &[Vec<String>]) -> Replay {
         let (check, settle) = match args[0].to_ascii_uppercase().as_str() {
             "SLIDELOG.CHECK" => (Some(costs_at(args, 5)), None),
             "SLIDELOG.SETTLE" => (None, Some((cost_list(&args[5]), costs_at(args, 6)))),
-            "EVALSHA" | "EVAL" if args[5] == "settle" => {
-                (None, Some((cost_list(&args[17]), costs_at(args, 8))))
+            // The script's arguments start after its keys (`numkeys` of
+            // them: the log, its weights, and for a check its pending set).
+            "EVALSHA" | "EVAL" if args[3 + keys(args)] == "settle" => {
+                let at = 3 + keys(args);
+                (
+                    None,
+                    Some((cost_list(&args[at + 12]), costs_at(args, at + 3))),
+                )
             }
-            "EVALSHA" | "EVAL" => (Some(costs_at(args, 7)), None),
+            "EVALSHA" | "EVAL" => (Some(costs_at(args, 5 + keys(args))), None),
             _ => continue,
         };
         if let Some(cost) = check {

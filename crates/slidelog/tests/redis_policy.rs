@@ -162,8 +162,13 @@ async fn a_redis_slower_than_the_timeout_is_a_store_failure() {
     let d = open.check("k", &limits, 1).await.unwrap();
     assert!(d.allowed && d.degraded);
     let err = closed.check("k", &limits, 1).await.unwrap_err();
+    // The call's own timeout, or the same timeout met first by the
+    // limiter's probe (started when the limiter was built: on a loaded
+    // machine its PING can meet the pause), which then answers it as
+    // known down.
     assert!(
-        matches!(err, LimiterError::Store(StoreError::Timeout(_))),
+        matches!(&err, LimiterError::Store(StoreError::Timeout(_)))
+            || matches!(&err, LimiterError::Store(StoreError::Unavailable(m)) if m.contains("timed out")),
         "{err:?}"
     );
     // Both answered within about their timeout, not after the pause.
