@@ -77,20 +77,42 @@ async fn a_refund_takes_only_the_refused_requests_share() {
     let (cluster, store, prefix) = module_cluster("modx-share").await;
     let route = "path=/login";
     let user = keys_away_from(&cluster, &prefix, "user", route).remove(0);
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
     // The route full at `now - 1`, then the user alone at `now`.
     let full = Request::new(route, vec![Limit::new(2, MINUTE).unwrap()], 2).unwrap();
-    assert!(store.decide(&full, Mode::Record, Now::At(now - 1)).await.unwrap().allowed);
-    assert!(store.decide(&req(&user, 10), Mode::Record, Now::At(now)).await.unwrap().allowed);
+    assert!(
+        store
+            .decide(&full, Mode::Record, Now::At(now - 1))
+            .await
+            .unwrap()
+            .allowed
+    );
+    assert!(
+        store
+            .decide(&req(&user, 10), Mode::Record, Now::At(now))
+            .await
+            .unwrap()
+            .allowed
+    );
     // The joint request at the same ms: the user's slot merges it into that
     // record, the route refuses, the user's share is refunded.
     let checks = Checks::new([req(&user, 10), req(route, 2)]).unwrap();
     let joint = store.decide_all(&checks, Mode::Record, Now::At(now)).await;
     let joint = joint.unwrap();
     assert_eq!(joint.refused_by, Some(RefusedBy { check: 1, limit: 0 }));
-    assert_eq!(joint.checks[0].decision.count, 2, "its evaluation, as admitted");
+    assert_eq!(
+        joint.checks[0].decision.count, 2,
+        "its evaluation, as admitted"
+    );
     assert!(joint.checks.iter().all(|d| d.decision.record.is_none()));
-    assert_eq!(units(&cluster, &prefix, &user), 1, "the user's own request stays");
+    assert_eq!(
+        units(&cluster, &prefix, &user),
+        1,
+        "the user's own request stays"
+    );
     assert_eq!(units(&cluster, &prefix, route), 2);
 }
 
@@ -129,7 +151,10 @@ async fn concurrent_cross_slot_requests_never_over_admit() {
         per_user[u] += admitted;
     }
     let total: u64 = per_user.iter().sum();
-    assert!(total <= ROUTE_MAX, "the route admitted {total} of {ROUTE_MAX}");
+    assert!(
+        total <= ROUTE_MAX,
+        "the route admitted {total} of {ROUTE_MAX}"
+    );
     assert_eq!(units(&cluster, &prefix, route), total, "{per_user:?}");
     for (u, user) in users.iter().enumerate().take(USERS) {
         assert!(per_user[u] <= USER_MAX, "{user}: {}", per_user[u]);

@@ -98,8 +98,14 @@ where
                 let mut conn = conn.clone();
                 async move {
                     let usage = Usage::Settle(r.receipt);
-                    let settle =
-                        crate::module::run_usage(&mut conn, &r.redis_key, &r.usage, &usage, now_ms, None);
+                    let settle = crate::module::run_usage(
+                        &mut conn,
+                        &r.redis_key,
+                        &r.usage,
+                        &usage,
+                        now_ms,
+                        None,
+                    );
                     crate::errors::bounded(timeout, settle).await
                 }
             });
