@@ -98,6 +98,8 @@ where
                 let mut conn = conn.clone();
                 async move {
                     let usage = Usage::Settle(r.receipt);
+                    // No deadline: a refund that lands late still takes
+                    // back only this request's share, never another's.
                     let settle = crate::module::run_usage(
                         &mut conn,
                         &r.redis_key,
