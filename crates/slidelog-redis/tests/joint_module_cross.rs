@@ -162,3 +162,54 @@ async fn concurrent_cross_slot_requests_never_over_admit() {
     }
     assert!(total > 0);
 }
+
+/// A slot that cannot answer in time (its master paused for writes): the
+/// call fails with a timeout and the paused slot's check, run after its
+/// deadline, records nothing. The other slot's record is refunded when the
+/// refund gets through; the stalled call makes the cluster connection
+/// suspect, and the refund (or that slot's own reply) may then time out,
+/// leaving at most that one record counted until it slides out
+/// (conservative, docs/design.md §4.7): seen in most runs on this host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_that_times_out_records_nothing_there_and_over_counts_at_most_once() {
+    let (cluster, _, prefix) = module_cluster("modx-pause").await;
+    let options = RedisOptions::default()
+        .with_prefix(&prefix)
+        .with_timeout(Duration::from_millis(500));
+    let url = format!("{}?engine=module", cluster.url());
+    let store = ClusterStore::connect_cluster(&url, options).await.unwrap();
+    let route = "path=/slow";
+    let user = keys_away_from(&cluster, &prefix, "user", route)
+        .into_iter()
+        .find(|u| {
+            let master =
+                |k: &str| cluster.master_of_slot(cluster.key_slot(&format!("{prefix}{k}")));
+            master(u) != master(route)
+        })
+        .unwrap();
+    let route_master = cluster.master_of_slot(cluster.key_slot(&format!("{prefix}{route}")));
+    let mut paused = cluster.node(route_master).client();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1_500)
+        .arg("WRITE")
+        .query(&mut paused)
+        .unwrap();
+    let checks = Checks::new([req(&user, 10), req(route, 10)]).unwrap();
+    let err = store
+        .decide_all(&checks, Mode::Record, Now::Server)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, slidelog_core::StoreError::Timeout(_)),
+        "{err}"
+    );
+    let left = units(&cluster, &prefix, &user);
+    assert!(left <= 1, "at most its own record: {left}");
+    tokio::time::sleep(Duration::from_millis(1_600)).await;
+    assert_eq!(
+        units(&cluster, &prefix, route),
+        0,
+        "refused past its deadline"
+    );
+}
