@@ -57,6 +57,7 @@ pub use crate::watched::LATE_WINDOW;
 
 mod all;
 mod cross;
+mod cross_module;
 
 /// The connection of [`RedisStore`]: a redis-rs `ConnectionManager` (one
 /// multiplexed connection, reconnecting when it drops), replaced as a whole

@@ -1,11 +1,13 @@
 //! Joint decisions on Redis (docs/design.md §1 "One request, several
 //! keys", §4.7): a user's limit and a route's limit decided as one request,
 //! all or nothing, through the scripts (`check_all.lua`) and the module
-//! (`SLIDELOG.CHECKALL`), on Redis, Valkey and Cluster (keys of one slot).
+//! (`SLIDELOG.CHECKALL`), on Redis, Valkey and Cluster (keys of one slot,
+//! and of several: reservations on the scripts, record-then-refund on the
+//! module).
 
 mod common;
 
-use slidelog_core::{Checks, Limit, Mode, Now, RefusedBy, Request, Store, StoreError};
+use slidelog_core::{Checks, Limit, Mode, Now, RefusedBy, Request, Store};
 use slidelog_redis::{ClusterStore, Engine, RedisOptions, RedisStore, SentinelStore};
 use slidelog_testkit::{
     RedisCluster, RedisServer, SentinelGroup, ServerKind, module_path, unique_prefix,
@@ -223,10 +225,11 @@ async fn cluster_keys_of_several_slots_through_reservations() {
     assert_eq!(left, 0, "every reservation confirmed or cancelled");
 }
 
-/// The module keeps no reservations: keys of several slots are refused,
-/// never decided one by one.
+/// The scenario with keys in two slots on the module engine: each slot
+/// records, and a refused request's admitted slot is refunded its share
+/// (docs/design.md §4.7), so the user's log holds only the admitted ones.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cluster_keys_of_several_slots_on_the_module_are_refused_as_unsupported() {
+async fn cluster_keys_of_several_slots_on_the_module_record_then_refund() {
     let path = module_path();
     let cluster = tokio::task::spawn_blocking(move || {
         RedisCluster::start_with_node_args(3, 0, &|| {
@@ -240,11 +243,17 @@ async fn cluster_keys_of_several_slots_on_the_module_are_refused_as_unsupported(
     let store = ClusterStore::connect_cluster(&url, cluster_options(&prefix))
         .await
         .unwrap();
-    let checks = Checks::new([user("user:42"), route("path=/login")]).unwrap();
-    let err = store
-        .decide_all(&checks, Mode::Record, Now::Server)
+    assert_eq!(store.engine_in_use(), Some(Engine::Module));
+    let (u, r) = ("user:42", "path=/login");
+    let slot = |k: &str| cluster.key_slot(&format!("{prefix}{k}"));
+    assert_ne!(slot(u), slot(r), "the two keys must be in two slots");
+    user_and_route(&store, u, r).await;
+    // A joint peek across slots records nothing.
+    let checks = Checks::new([user(u), route(r)]).unwrap();
+    let peek = store
+        .decide_all(&checks, Mode::Peek, Now::Server)
         .await
-        .unwrap_err();
-    assert!(matches!(err, StoreError::Unsupported { .. }), "{err}");
-    assert!(err.to_string().contains("several Cluster slots"), "{err}");
+        .unwrap();
+    assert_eq!(peek.refused_by, Some(RefusedBy { check: 0, limit: 0 }));
+    assert!(peek.checks.iter().all(|d| d.decision.record.is_none()));
 }

@@ -7,8 +7,10 @@
 //! the scripts (`check_all.lua`) and the module (`SLIDELOG.CHECKALL`), and
 //! on a Cluster whose keys spread over slots, through reservations
 //! (docs/design.md §4.7: a refused request's reservations cancelled, their
-//! weights with them, an admitted one's confirmed). Across slots the
-//! clock never steps back: a slot that reserved drops its expired records
+//! weights with them, an admitted one's confirmed) and, on the module
+//! engine, by record-then-refund (a refused request's admitted slots
+//! settle its share to 0). Across slots the
+//! clock never steps back: a slot that recorded drops its expired records
 //! as a check does, which the engine's joint refusal does not, and only a
 //! clock stepping back can tell (§4.7).
 
@@ -166,5 +168,26 @@ async fn reservations_across_cluster_slots_decide_as_the_engine() {
     let url = format!("{}?engine=script", cluster.url());
     let store = ClusterStore::connect_cluster(&url, options).await.unwrap();
     let compared = traces(&store, 200..206, "c", false).await;
+    assert!(compared > 500, "{compared}");
+}
+
+/// The module engine across slots: each slot records, a refused request's
+/// admitted slots refund their share (docs/design.md §4.7).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_then_refund_across_module_cluster_slots_decides_as_the_engine() {
+    let path = slidelog_testkit::module_path();
+    let cluster = tokio::task::spawn_blocking(move || {
+        RedisCluster::start_with_node_args(3, 0, &|| {
+            vec!["--loadmodule".into(), path.display().to_string()]
+        })
+    })
+    .await
+    .unwrap();
+    let options = RedisOptions::default()
+        .with_prefix(unique_prefix("joint-diff-cross-module"))
+        .with_timeout(std::time::Duration::from_secs(2));
+    let url = format!("{}?engine=module", cluster.url());
+    let store = ClusterStore::connect_cluster(&url, options).await.unwrap();
+    let compared = traces(&store, 300..306, "cm", false).await;
     assert!(compared > 500, "{compared}");
 }

@@ -9,19 +9,14 @@ use crate::watched::AllCall;
 use redis::aio::ConnectionLike;
 use slidelog_core::{Checks, Clock, JointDecision, Mode, Now, StoreError, SystemClock};
 
-/// Why the module engine refuses a joint decision of keys in several
-/// Cluster slots: no one command can hold them, it keeps no reservations
-/// yet (docs/design.md §4.7), and deciding them one by one could record a
-/// request another key refuses.
-const CROSS_SLOT: &str = "decide_all over keys in several Cluster slots on the module engine (give the keys one hash tag, or use engine=script)";
-
 impl<C> ScriptStore<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
     /// [`slidelog_core::Store::decide_all`]: one atomic call over every
     /// check's key; on a Cluster, keys of several slots go through
-    /// reservations ([`super::cross`], the scripts only).
+    /// reservations on the scripts ([`super::cross`]) and record-then-refund
+    /// on the module ([`super::cross_module`]).
     pub(crate) async fn decide_joint(
         &self,
         checks: &Checks,
@@ -39,10 +34,9 @@ where
         let engine = self.engine.select(&self.conn)?;
         if crate::cluster::is_cluster(&self.conn) && !one_slot(&keys) {
             if engine == Engine::Module {
-                return Err(StoreError::Unsupported {
-                    store: self.kind,
-                    operation: CROSS_SLOT,
-                });
+                return self
+                    .decide_cross_slot_module(checks, keys, mode, now_ms)
+                    .await;
             }
             return self.decide_cross_slot(checks, keys, mode, now).await;
         }

@@ -28,10 +28,10 @@ use std::time::{Duration, Instant};
 
 /// One slot's share of a joint request: its checks' positions in the
 /// request, their Redis keys and the checks themselves.
-struct Slot {
-    at: Vec<usize>,
-    keys: Vec<Vec<u8>>,
-    checks: Checks,
+pub(super) struct Slot {
+    pub(super) at: Vec<usize>,
+    pub(super) keys: Vec<Vec<u8>>,
+    pub(super) checks: Checks,
 }
 
 impl Slot {
@@ -41,7 +41,7 @@ impl Slot {
 }
 
 /// Groups the checks by their key's slot, in the order slots first appear.
-fn slots(checks: &Checks, keys: Vec<Vec<u8>>) -> Result<Vec<Slot>, StoreError> {
+pub(super) fn slots(checks: &Checks, keys: Vec<Vec<u8>>) -> Result<Vec<Slot>, StoreError> {
     let slot_of: Vec<u16> = keys.iter().map(|k| crate::cluster::key_slot(k)).collect();
     let mut order: Vec<u16> = Vec::new();
     for s in &slot_of {
@@ -171,7 +171,7 @@ where
     }
 
     /// `work` within what is left of the call's timeout.
-    async fn within<T>(
+    pub(super) async fn within<T>(
         &self,
         started: Instant,
         work: impl Future<Output = T>,
@@ -182,7 +182,7 @@ where
             .map_err(|_| StoreError::Timeout(self.timeout))
     }
 
-    fn redis_error(&self, error: redis::RedisError) -> StoreError {
+    pub(super) fn redis_error(&self, error: redis::RedisError) -> StoreError {
         self.store_error(crate::watched::CallError::Redis(error))
     }
 }
