@@ -70,7 +70,7 @@ pub mod url;
 
 pub use cost::Cost;
 pub use limiter::{
-    BuildError, FailurePolicy, Limiter, LimiterBuilder, LimiterError, StoreHealth, UnknownPolicy,
+    BadShare, BuildError, DEFAULT_JOURNAL_CAP, FailurePolicy, Limiter, LimiterBuilder, LimiterError, StoreHealth, UnknownPolicy,
     shared_receipt_key,
 };
 #[cfg(feature = "tower")]

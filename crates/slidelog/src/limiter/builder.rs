@@ -40,6 +40,8 @@ pub struct LimiterBuilder {
     rejections: Setting,
     /// Seals and opens receipts; `None`: from the store, else random.
     receipts: Option<Arc<ReceiptKey>>,
+    /// The local policy's journal cap.
+    journal_cap: usize,
 }
 
 impl Default for LimiterBuilder {
@@ -52,6 +54,7 @@ impl Default for LimiterBuilder {
             bounds: Bounds::default(),
             rejections: Setting::default(),
             receipts: None,
+            journal_cap: super::DEFAULT_JOURNAL_CAP,
         }
     }
 }
@@ -80,6 +83,15 @@ impl LimiterBuilder {
     /// Sets what a store failure does. Default [`FailurePolicy::FailOpen`].
     pub fn failure_policy(mut self, policy: FailurePolicy) -> Self {
         self.policy = policy;
+        self
+    }
+
+    /// Sets the most records the local policy's journal holds awaiting
+    /// charge-back ([`FailurePolicy::Local`], docs/design.md §6); past it a
+    /// local admission is refused with an error. Default
+    /// [`DEFAULT_JOURNAL_CAP`](super::DEFAULT_JOURNAL_CAP).
+    pub fn local_journal_cap(mut self, records: usize) -> Self {
+        self.journal_cap = records;
         self
     }
 
@@ -174,7 +186,7 @@ impl LimiterBuilder {
         options: StoreOptions,
     ) -> Result<Limiter, super::BuildError> {
         let store = match open_store(url, &options, self.timeout).await {
-            Err(e) if e.is_transient() && self.policy == FailurePolicy::FailOpen => {
+            Err(e) if e.is_transient() && self.policy != FailurePolicy::FailClosed => {
                 tracing::warn!(
                     error = %e.with_causes(),
                     "store unreachable at startup; fail-open: starting anyway, decisions are degraded until it answers"
@@ -202,6 +214,9 @@ impl LimiterBuilder {
         // Exact (and worth it) only for a remote store on its own clock.
         let rejections = self.rejections.resolve(remote && self.time.is_store());
         let health = Arc::new(Health::new(store.kind(), self.metrics.clone()));
+        let local = remote
+            .then(|| super::local::Local::new(self.policy, self.journal_cap, self.metrics.clone()))
+            .flatten();
         let report = Report::new(&store, self.policy, self.metrics, health.clone());
         let bound = CallBound(remote.then_some(self.timeout));
         if remote {
@@ -216,6 +231,7 @@ impl LimiterBuilder {
                 bound,
                 rejections,
                 health,
+                local,
                 report,
                 receipts: self
                     .receipts

@@ -61,6 +61,11 @@ impl Report {
         }
     }
 
+    /// Returns the hook, when one listens.
+    pub(crate) fn metrics(&self) -> Option<&Arc<dyn MetricsHook>> {
+        self.metrics.as_ref()
+    }
+
     /// Returns the start of a call, read only when a hook will be told.
     pub(crate) fn start(&self) -> Started {
         self.metrics.as_ref().map(|_| self.stopwatch.start())
