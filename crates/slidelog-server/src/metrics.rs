@@ -48,6 +48,10 @@ pub const LATENCY_BUCKETS: &[f64] = &[
 // The names are defined once, in slidelog_inspect::names, which the
 // dashboard and alert tests check against what is really exported.
 use slidelog_inspect::names::{
+    LOCAL_CHARGE_BACK_TOTAL, LOCAL_DECISIONS_TOTAL, LOCAL_JOURNAL_FULL_TOTAL,
+    LOCAL_JOURNAL_RECORDS,
+};
+use slidelog_inspect::names::{
     BAD_REQUESTS_TOTAL as BAD_REQUESTS, DECISION_DURATION_SECONDS as LATENCY,
     DECISIONS_TOTAL as DECISIONS, DEGRADED_DECISIONS_TOTAL as DEGRADED, MEMORY_BYTES, MEMORY_FULL,
     MEMORY_FULL_REFUSALS_TOTAL as MEMORY_FULL_REFUSALS, MEMORY_KEY_CAP, MEMORY_KEYS,
@@ -208,6 +212,22 @@ impl Metrics {
             describe_counter!(
                 DEGRADED,
                 "Decisions answered by the fail-open policy because the store failed."
+            );
+            describe_counter!(
+                LOCAL_DECISIONS_TOTAL,
+                "Decisions answered by the local policy in this instance's memory, at its share of each limit (degraded)."
+            );
+            describe_counter!(
+                LOCAL_CHARGE_BACK_TOTAL,
+                "Local records the charge-back answered: charged, duplicate (the store had it), expired, failed."
+            );
+            describe_gauge!(
+                LOCAL_JOURNAL_RECORDS,
+                "Local records awaiting charge-back to the store."
+            );
+            describe_counter!(
+                LOCAL_JOURNAL_FULL_TOTAL,
+                "Local admissions refused because the journal of records awaiting charge-back was at its cap."
             );
             describe_counter!(
                 STORE_ERRORS,
@@ -741,6 +761,31 @@ impl MetricsHook for Metrics {
     fn store_recovered(&self, _down_for: Duration) {
         *self.down_since.lock() = None;
         Metrics::store_up(self, true);
+    }
+
+    fn local_decided(&self, op: Op, decision: &Decision) {
+        let result = if decision.allowed { "allowed" } else { "rejected" };
+        metrics::with_local_recorder(self.recorder.as_ref(), || {
+            counter!(LOCAL_DECISIONS_TOTAL, "op" => op.as_str(), "result" => result).increment(1);
+        });
+    }
+
+    fn local_charged_back(&self, outcome: slidelog::metrics::ChargeBack) {
+        metrics::with_local_recorder(self.recorder.as_ref(), || {
+            counter!(LOCAL_CHARGE_BACK_TOTAL, "outcome" => outcome.as_str()).increment(1);
+        });
+    }
+
+    fn local_pending(&self, records: usize) {
+        metrics::with_local_recorder(self.recorder.as_ref(), || {
+            gauge!(LOCAL_JOURNAL_RECORDS).set(records as f64);
+        });
+    }
+
+    fn local_journal_full(&self) {
+        metrics::with_local_recorder(self.recorder.as_ref(), || {
+            counter!(LOCAL_JOURNAL_FULL_TOTAL).increment(1);
+        });
     }
 }
 
