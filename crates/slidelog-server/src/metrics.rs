@@ -48,10 +48,6 @@ pub const LATENCY_BUCKETS: &[f64] = &[
 // The names are defined once, in slidelog_inspect::names, which the
 // dashboard and alert tests check against what is really exported.
 use slidelog_inspect::names::{
-    LOCAL_CHARGE_BACK_TOTAL, LOCAL_DECISIONS_TOTAL, LOCAL_JOURNAL_FULL_TOTAL,
-    LOCAL_JOURNAL_RECORDS,
-};
-use slidelog_inspect::names::{
     BAD_REQUESTS_TOTAL as BAD_REQUESTS, DECISION_DURATION_SECONDS as LATENCY,
     DECISIONS_TOTAL as DECISIONS, DEGRADED_DECISIONS_TOTAL as DEGRADED, MEMORY_BYTES, MEMORY_FULL,
     MEMORY_FULL_REFUSALS_TOTAL as MEMORY_FULL_REFUSALS, MEMORY_KEY_CAP, MEMORY_KEYS,
@@ -60,6 +56,9 @@ use slidelog_inspect::names::{
     STORE_DOWN_SECONDS as STORE_DOWN, STORE_ERRORS_TOTAL as STORE_ERRORS,
     STORE_LATE_RECORDS_TOTAL as LATE_RECORDS, STORE_NODES, STORE_NODES_DOWN,
     STORE_NODES_DOWN_SECONDS, STORE_UNKNOWN_OUTCOMES_TOTAL as UNKNOWN_OUTCOMES, STORE_UP,
+};
+use slidelog_inspect::names::{
+    LOCAL_CHARGE_BACK_TOTAL, LOCAL_DECISIONS_TOTAL, LOCAL_JOURNAL_FULL_TOTAL, LOCAL_JOURNAL_RECORDS,
 };
 
 /// One server's metrics: its own recorder, and the handle that renders it.
@@ -764,7 +763,11 @@ impl MetricsHook for Metrics {
     }
 
     fn local_decided(&self, op: Op, decision: &Decision) {
-        let result = if decision.allowed { "allowed" } else { "rejected" };
+        let result = if decision.allowed {
+            "allowed"
+        } else {
+            "rejected"
+        };
         metrics::with_local_recorder(self.recorder.as_ref(), || {
             counter!(LOCAL_DECISIONS_TOTAL, "op" => op.as_str(), "result" => result).increment(1);
         });

@@ -64,7 +64,11 @@ impl std::fmt::Display for PolicyName {
 /// the error for any other value.
 pub fn parser() -> impl clap::builder::TypedValueParser<Value = PolicyName> {
     use clap::builder::TypedValueParser;
-    let names = [PolicyName::FailOpen, PolicyName::FailClosed, PolicyName::Local];
+    let names = [
+        PolicyName::FailOpen,
+        PolicyName::FailClosed,
+        PolicyName::Local,
+    ];
     clap::builder::PossibleValuesParser::new(names.map(PolicyName::as_str)).map(|name| {
         match name.as_str() {
             "fail-closed" => PolicyName::FailClosed,
@@ -98,9 +102,15 @@ mod tests {
         assert!(missing.contains("requires --local-share"), "{missing}");
         for bad in [0.0, 1.5, -1.0, f64::NAN] {
             let e = local.policy(Some(bad)).unwrap_err().to_string();
-            assert!(e.contains("--local-share must be greater than 0 and at most 1"), "{e}");
+            assert!(
+                e.contains("--local-share must be greater than 0 and at most 1"),
+                "{e}"
+            );
         }
-        let stray = PolicyName::FailOpen.policy(Some(0.5)).unwrap_err().to_string();
+        let stray = PolicyName::FailOpen
+            .policy(Some(0.5))
+            .unwrap_err()
+            .to_string();
         assert!(stray.contains("--local-share applies only"), "{stray}");
     }
 }

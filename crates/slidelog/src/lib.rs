@@ -70,8 +70,8 @@ pub mod url;
 
 pub use cost::Cost;
 pub use limiter::{
-    BadShare, BuildError, DEFAULT_JOURNAL_CAP, FailurePolicy, Limiter, LimiterBuilder, LimiterError, StoreHealth, UnknownPolicy,
-    shared_receipt_key,
+    BadShare, BuildError, DEFAULT_JOURNAL_CAP, FailurePolicy, Limiter, LimiterBuilder,
+    LimiterError, StoreHealth, UnknownPolicy, shared_receipt_key,
 };
 #[cfg(feature = "tower")]
 pub use middleware::RateLimitLayer;

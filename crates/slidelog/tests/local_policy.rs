@@ -8,9 +8,7 @@
 
 use slidelog::store::MemoryStore;
 use slidelog::{Checks, FailurePolicy, Limit, Limiter, LimiterError, Mode, Request};
-use slidelog_core::{
-    Decision, Detailed, JointDecision, Now, OnceMark, Store, StoreError,
-};
+use slidelog_core::{Decision, Detailed, JointDecision, Now, OnceMark, Store, StoreError};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -53,7 +51,9 @@ impl Store for Switched {
         self.up()?;
         self.charges.fetch_add(1, Ordering::SeqCst);
         let charged = self.memory.charge_once(r, n, o).await?;
-        let lost = self.lose.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        let lost = self
+            .lose
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
         match lost {
             Ok(_) => Err(StoreError::Timeout(Duration::from_millis(100))),
             Err(_) => Ok(charged),
@@ -85,7 +85,13 @@ fn per_minute(max: u64) -> [Limit; 1] {
 /// Live units of `key` on the store behind, as a peek sees them.
 async fn stored(store: &Switched, key: &str, max: u64) -> u64 {
     let r = Request::new(key, per_minute(max).to_vec(), 1).unwrap();
-    store.memory.decide(&r, Mode::Peek, Now::Server).await.unwrap().count - 1
+    store
+        .memory
+        .decide(&r, Mode::Peek, Now::Server)
+        .await
+        .unwrap()
+        .count
+        - 1
 }
 
 /// Waits until `key` counts `want` on the store (the charge-back ran).
@@ -134,7 +140,13 @@ async fn a_lost_charge_reply_is_sent_again_and_counted_once() {
     let limiter = limiter(&store, 0.5);
     store.down.store(true, Ordering::SeqCst);
     for _ in 0..4 {
-        assert!(limiter.check("k", &per_minute(10), 1).await.unwrap().allowed);
+        assert!(
+            limiter
+                .check("k", &per_minute(10), 1)
+                .await
+                .unwrap()
+                .allowed
+        );
     }
     // The first three charges are made but their replies are lost.
     store.lose.store(3, Ordering::SeqCst);
@@ -150,14 +162,26 @@ async fn a_key_awaiting_charge_back_is_answered_locally_and_others_on_the_store(
     let store = Arc::new(Switched::default());
     let limiter = limiter(&store, 0.5);
     store.down.store(true, Ordering::SeqCst);
-    assert!(limiter.check("held", &per_minute(10), 1).await.unwrap().degraded);
+    assert!(
+        limiter
+            .check("held", &per_minute(10), 1)
+            .await
+            .unwrap()
+            .degraded
+    );
     // Back, but the charge-back cannot run before the next await point.
     store.down.store(false, Ordering::SeqCst);
     let held = limiter.check("held", &per_minute(10), 1).await.unwrap();
     let other = limiter.check("other", &per_minute(10), 1).await.unwrap();
     assert!(held.degraded && !other.degraded);
     until_stored(&store, "held", 10, 2).await;
-    assert!(!limiter.check("held", &per_minute(10), 1).await.unwrap().degraded);
+    assert!(
+        !limiter
+            .check("held", &per_minute(10), 1)
+            .await
+            .unwrap()
+            .degraded
+    );
 }
 
 #[tokio::test]
@@ -189,13 +213,31 @@ async fn the_journal_cap_refuses_a_local_admission_rather_than_grow() {
         .build(store.clone());
     store.down.store(true, Ordering::SeqCst);
     for _ in 0..3 {
-        assert!(limiter.check("k", &per_minute(100), 1).await.unwrap().allowed);
+        assert!(
+            limiter
+                .check("k", &per_minute(100), 1)
+                .await
+                .unwrap()
+                .allowed
+        );
     }
     let refused = limiter.check("k", &per_minute(100), 1).await.unwrap_err();
-    assert!(matches!(refused, LimiterError::Store(StoreError::Unavailable(_))));
-    assert!(refused.to_string().contains("local journal full"), "{refused}");
+    assert!(matches!(
+        refused,
+        LimiterError::Store(StoreError::Unavailable(_))
+    ));
+    assert!(
+        refused.to_string().contains("local journal full"),
+        "{refused}"
+    );
     // A peek records nothing: still answered.
-    assert!(limiter.peek("k", &per_minute(100), 1).await.unwrap().degraded);
+    assert!(
+        limiter
+            .peek("k", &per_minute(100), 1)
+            .await
+            .unwrap()
+            .degraded
+    );
 }
 
 #[tokio::test]
@@ -205,5 +247,11 @@ async fn a_cost_above_the_local_share_is_refused_locally() {
     store.down.store(true, Ordering::SeqCst);
     let d = limiter.check("k", &per_minute(30), 5).await.unwrap();
     assert!(!d.allowed && d.degraded && d.limit == 3, "{d:?}");
-    assert!(limiter.check("k", &per_minute(30), 3).await.unwrap().allowed);
+    assert!(
+        limiter
+            .check("k", &per_minute(30), 3)
+            .await
+            .unwrap()
+            .allowed
+    );
 }

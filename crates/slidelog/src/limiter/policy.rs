@@ -122,7 +122,11 @@ impl std::fmt::Display for FailurePolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Local { share_ppm } => {
-                write!(f, "local (share {})", f64::from(*share_ppm) / f64::from(PPM))
+                write!(
+                    f,
+                    "local (share {})",
+                    f64::from(*share_ppm) / f64::from(PPM)
+                )
             }
             other => f.write_str(other.as_str()),
         }
@@ -131,7 +135,9 @@ impl std::fmt::Display for FailurePolicy {
 
 /// A policy name that is neither `fail-open` nor `fail-closed`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown store-error policy {0:?}: use fail-open or fail-closed (local needs a share: FailurePolicy::local)")]
+#[error(
+    "unknown store-error policy {0:?}: use fail-open or fail-closed (local needs a share: FailurePolicy::local)"
+)]
 pub struct UnknownPolicy(pub String);
 
 impl std::str::FromStr for FailurePolicy {
@@ -198,7 +204,10 @@ mod tests {
     fn a_local_share_is_refused_outside_0_to_1_and_scales_by_ceiling() {
         for bad in [0.0, -0.1, 1.000_001, f64::NAN, f64::INFINITY, 1e-9] {
             let e = FailurePolicy::local(bad).unwrap_err().to_string();
-            assert!(e.contains("--local-share") && e.contains("at most 1"), "{e}");
+            assert!(
+                e.contains("--local-share") && e.contains("at most 1"),
+                "{e}"
+            );
         }
         let whole = FailurePolicy::local(1.0).unwrap();
         assert_eq!(whole.local_max(10_000_000), Some(10_000_000));

@@ -118,12 +118,10 @@ impl Local {
             let scaled: Result<Vec<Request>, InputError> =
                 checks.as_slice().iter().map(|r| self.scaled(r)).collect();
             let joint = match scaled.and_then(Checks::new) {
-                Ok(scaled) => store
-                    .decide_all_at(&scaled, mode, ts)
-                    .map(|mut j| {
-                        j.checks.iter_mut().for_each(mark);
-                        j
-                    }),
+                Ok(scaled) => store.decide_all_at(&scaled, mode, ts).map(|mut j| {
+                    j.checks.iter_mut().for_each(mark);
+                    j
+                }),
                 // Some cost is above its local share: never admitted here.
                 Err(_) => Ok(JointDecision::of(
                     checks
@@ -150,7 +148,11 @@ impl Local {
     ) -> Result<T, StoreError> {
         let ts = now.or_clock(&SystemClock);
         let mut journal = self.journal.lock();
-        let adding = if mode == Mode::Record { requests.len() } else { 0 };
+        let adding = if mode == Mode::Record {
+            requests.len()
+        } else {
+            0
+        };
         if journal.len() + adding > self.cap {
             if let Some(m) = &self.metrics {
                 m.local_journal_full();
@@ -234,8 +236,8 @@ impl Local {
     /// The journal entry of `request` admitted locally at `ts`.
     fn entry(&self, request: &Request, ts: u64) -> Result<Entry, StoreError> {
         let costs = request.costs().to_vec();
-        let charge = Request::usage(request.key(), request.limits().to_vec(), costs)
-            .map_err(input_error)?;
+        let charge =
+            Request::usage(request.key(), request.limits().to_vec(), costs).map_err(input_error)?;
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
         let ttl = request.longest_window_ms().saturating_add(ONCE_MARGIN_MS);
         let once = OnceMark::new(format!("{}:{seq}", self.instance), ttl)

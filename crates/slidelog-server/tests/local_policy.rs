@@ -1,0 +1,276 @@
+//! The local policy through the built `slidelog serve` (docs/design.md §6,
+//! "Local answers"): three instances on one Redis with `--on-store-error
+//! local --local-share 0.34` and a limit of 30 per minute. With Redis
+//! killed each instance admits at most ceil(30 × 0.34) = 11 (and some),
+//! answered at once; with Redis restarted empty, the store counts exactly
+//! what the outage admitted within 3 s, and the checks after it admit
+//! exactly what is left of the 30. A charge-back whose replies are lost
+//! (Redis frozen past the store timeout mid-charge) counts each record
+//! once. Start-up refuses `local` without a share, or with one outside
+//! (0, 1].
+
+use slidelog_testkit::RedisServer;
+use std::time::{Duration, Instant};
+
+mod common;
+
+use common::{child, raw_http};
+
+/// The limit of every check here.
+const MAX: u64 = 30;
+/// ceil(30 × 0.34).
+const SHARE_MAX: u64 = 11;
+
+fn body(key: &str) -> String {
+    format!(r#"{{"key":"{key}","max":{MAX},"window_ms":60000}}"#)
+}
+
+fn serve(url: &str, extra: &[&str]) -> child::Serve {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_slidelog"));
+    command
+        .args(["serve", "--http", "127.0.0.1:0", "--no-grpc"])
+        .args(["--store", url, "--store-timeout", "100ms"])
+        .args(["--on-store-error", "local", "--local-share", "0.34"])
+        .args(extra)
+        .env_remove("SLIDELOG_STORE")
+        .env("RUST_LOG", "info");
+    child::spawn(command)
+}
+
+/// One check: (admitted, degraded, how long it took).
+fn check(service: &child::Serve, key: &str) -> (bool, bool, Duration) {
+    let started = Instant::now();
+    let (status, answer) = raw_http::check(&service.addr, &body(key));
+    let took = started.elapsed();
+    assert!(status == 200 || status == 429, "{status} {answer}");
+    let degraded = answer.contains(r#""degraded":true"#);
+    (status == 200, degraded, took)
+}
+
+/// The units `key`'s log holds on Redis: the sum of its members' costs
+/// (a plain member costs 1, `<id>#c` costs c: a charge into a full log
+/// merges into the newest record).
+fn stored(conn: &mut redis::Connection, key: &str) -> u64 {
+    let members: Vec<String> = redis::cmd("ZRANGE")
+        .arg(format!("rate:sliding:{key}"))
+        .arg(0)
+        .arg(-1)
+        .query(conn)
+        .unwrap_or_default();
+    members
+        .iter()
+        .map(|m| match m.split_once('#') {
+            None => 1,
+            Some((_, costs)) => costs
+                .split(',')
+                .next()
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(1),
+        })
+        .sum()
+}
+
+/// A series of `/metrics`, 0 when absent.
+fn metric(service: &child::Serve, series: &str) -> f64 {
+    let text = raw_http::get(&service.addr, "/metrics").1;
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix(series)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0.0)
+}
+
+/// Waits until Redis holds `want` units for `key` and no instance has a
+/// record left to charge back; returns how long that took.
+fn until_charged_back(
+    redis: &RedisServer,
+    services: &[&child::Serve],
+    key: &str,
+    want: u64,
+) -> Duration {
+    let started = Instant::now();
+    let mut conn = loop {
+        if let Ok(c) = redis::Client::open(redis.url()).and_then(|c| c.get_connection()) {
+            break c;
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "no connection");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    loop {
+        let have = stored(&mut conn, key);
+        let pending: f64 = services
+            .iter()
+            .map(|s| metric(s, "slidelog_local_journal_records"))
+            .sum();
+        if have == want && pending == 0.0 {
+            return started.elapsed();
+        }
+        assert!(
+            have <= want,
+            "Redis holds {have} units of {key}, more than {want}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "after 10 s Redis holds {have} of {want}; {pending} records pending"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The p99 of `samples`.
+fn p99(samples: &mut [Duration]) -> Duration {
+    samples.sort();
+    samples[(samples.len() * 99).div_ceil(100) - 1]
+}
+
+#[test]
+fn three_instances_admit_their_share_while_redis_is_down_and_charge_it_back_exactly() {
+    let mut redis = RedisServer::start();
+    let fleet: Vec<child::Serve> = (0..3).map(|_| serve(&redis.url(), &[])).collect();
+    let key = "outage";
+    // Exact before the outage: three admissions on the store.
+    for service in &fleet {
+        let (admitted, degraded, _) = check(service, key);
+        assert!(admitted && !degraded);
+    }
+    redis.kill();
+    let mut samples = Vec::new();
+    let mut outage = 0;
+    for service in &fleet {
+        let mut admitted = 0;
+        for _ in 0..20 {
+            let (ok, degraded, took) = check(service, key);
+            assert!(degraded, "an outage answer is degraded");
+            admitted += u64::from(ok);
+            samples.push(took);
+        }
+        assert!((1..=SHARE_MAX).contains(&admitted), "{admitted} admitted");
+        outage += admitted;
+    }
+    let p99 = p99(&mut samples);
+    eprintln!("outage: {outage} admitted by 3 instances; p99 {p99:?} over 60 checks");
+    redis.restart();
+    // Restarted empty: the three admissions before the outage are gone.
+    let took = until_charged_back(&redis, &fleet.iter().collect::<Vec<_>>(), key, outage);
+    eprintln!("Redis restarted empty: the store counts the outage's {outage} within {took:?}");
+    // Exact again: what is left of the 30 (none when the outage took it).
+    let mut after = 0;
+    for _ in 0..20 {
+        for service in &fleet {
+            let (ok, degraded, _) = check(service, key);
+            assert!(!degraded, "decided on the store again");
+            after += u64::from(ok);
+        }
+    }
+    assert_eq!(after, MAX.saturating_sub(outage));
+    for service in &fleet {
+        assert!(
+            metric(
+                service,
+                r#"slidelog_local_decisions_total{op="check",result="allowed"}"#
+            ) >= 1.0
+        );
+        assert!(
+            metric(
+                service,
+                r#"slidelog_local_charge_back_total{outcome="charged"}"#
+            ) >= 1.0
+        );
+    }
+    assert!(
+        took <= Duration::from_secs(3),
+        "charged back after {took:?}"
+    );
+    assert!(p99 <= Duration::from_millis(5), "outage p99 {p99:?}");
+}
+
+/// Redis frozen (SIGSTOP) past the store timeout while the charge-back's
+/// first charges are in flight: Redis runs them when it resumes, their
+/// replies are gone, the charge-back sends them again, and the store
+/// answers "already": each record counts once.
+#[test]
+fn a_charge_back_whose_replies_are_lost_counts_each_record_once() {
+    let redis = RedisServer::start();
+    let service = serve(&redis.url(), &[]);
+    let key = "frozen";
+    assert!(check(&service, key).0);
+    // A charge loads usage.lua into Redis's script cache, so a charge sent
+    // to the frozen Redis runs when it resumes (rather than answering
+    // NOSCRIPT, which would change nothing and prove nothing).
+    let warm = r#"{"key":"warm","max":10,"window_ms":60000,"cost":1}"#;
+    let (status, answer) = raw_http::request(&service.addr, "POST", "/v1/charge", warm, "");
+    assert_eq!(status, 200, "{answer}");
+    redis.pause();
+    let mut admitted = 0;
+    for _ in 0..20 {
+        let (ok, degraded, _) = check(&service, key);
+        assert!(degraded);
+        admitted += u64::from(ok);
+    }
+    assert_eq!(admitted, SHARE_MAX);
+    // Past several store timeouts: every charge sent so far timed out.
+    std::thread::sleep(Duration::from_millis(800));
+    redis.resume();
+    let took = until_charged_back(&redis, &[&service], key, 1 + admitted);
+    // Nothing more arrives later (a late reply, a charge sent again).
+    std::thread::sleep(Duration::from_millis(500));
+    let mut conn = redis.client();
+    assert_eq!(stored(&mut conn, key), 1 + admitted, "each record once");
+    let duplicates = metric(
+        &service,
+        r#"slidelog_local_charge_back_total{outcome="duplicate"}"#,
+    );
+    let charged = metric(
+        &service,
+        r#"slidelog_local_charge_back_total{outcome="charged"}"#,
+    );
+    eprintln!("charged back in {took:?}: {charged} charged, {duplicates} answered already");
+    assert!(
+        duplicates >= 1.0,
+        "no reply was lost: the test proved nothing"
+    );
+    assert_eq!(charged + duplicates, admitted as f64);
+}
+
+/// `local` needs `--local-share` in (0, 1]; the error names the flag.
+#[test]
+fn local_without_a_share_in_0_to_1_refuses_to_start_naming_the_flag() {
+    let cases: [(&[&str], &str); 5] = [
+        (&["--on-store-error", "local"], "requires --local-share"),
+        (
+            &["--on-store-error", "local", "--local-share", "0"],
+            "--local-share must be greater than 0 and at most 1",
+        ),
+        (
+            &["--on-store-error", "local", "--local-share", "1.5"],
+            "--local-share must be greater than 0 and at most 1",
+        ),
+        (
+            &["--on-store-error", "local", "--local-share=-0.2"],
+            "--local-share must be greater than 0",
+        ),
+        (&["--local-share", "0.5"], "--local-share applies only"),
+    ];
+    for (args, says) in cases {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_slidelog"))
+            .args([
+                "serve",
+                "--http",
+                "127.0.0.1:0",
+                "--no-grpc",
+                "--store",
+                "memory://",
+            ])
+            .args(args)
+            .env_remove("SLIDELOG_STORE")
+            .output()
+            .expect("run slidelog");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} started");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}
