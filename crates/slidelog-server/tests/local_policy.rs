@@ -10,122 +10,12 @@
 //! (0, 1].
 
 use slidelog_testkit::RedisServer;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod common;
 
+use common::local::{MAX, SHARE_MAX, check, metric, p99, serve, stored, until_charged_back};
 use common::{child, raw_http};
-
-/// The limit of every check here.
-const MAX: u64 = 30;
-/// ceil(30 × 0.34).
-const SHARE_MAX: u64 = 11;
-
-fn body(key: &str) -> String {
-    format!(r#"{{"key":"{key}","max":{MAX},"window_ms":60000}}"#)
-}
-
-fn serve(url: &str, extra: &[&str]) -> child::Serve {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_slidelog"));
-    command
-        .args(["serve", "--http", "127.0.0.1:0", "--no-grpc"])
-        .args(["--store", url, "--store-timeout", "100ms"])
-        .args(["--on-store-error", "local", "--local-share", "0.34"])
-        .args(extra)
-        .env_remove("SLIDELOG_STORE")
-        .env("RUST_LOG", "info");
-    child::spawn(command)
-}
-
-/// One check: (admitted, degraded, how long it took).
-fn check(service: &child::Serve, key: &str) -> (bool, bool, Duration) {
-    let started = Instant::now();
-    let (status, answer) = raw_http::check(&service.addr, &body(key));
-    let took = started.elapsed();
-    assert!(status == 200 || status == 429, "{status} {answer}");
-    let degraded = answer.contains(r#""degraded":true"#);
-    (status == 200, degraded, took)
-}
-
-/// The units `key`'s log holds on Redis: the sum of its members' costs
-/// (a plain member costs 1, `<id>#c` costs c: a charge into a full log
-/// merges into the newest record).
-fn stored(conn: &mut redis::Connection, key: &str) -> u64 {
-    let members: Vec<String> = redis::cmd("ZRANGE")
-        .arg(format!("rate:sliding:{key}"))
-        .arg(0)
-        .arg(-1)
-        .query(conn)
-        .unwrap_or_default();
-    members
-        .iter()
-        .map(|m| match m.split_once('#') {
-            None => 1,
-            Some((_, costs)) => costs
-                .split(',')
-                .next()
-                .and_then(|c| c.parse().ok())
-                .unwrap_or(1),
-        })
-        .sum()
-}
-
-/// A series of `/metrics`, 0 when absent.
-fn metric(service: &child::Serve, series: &str) -> f64 {
-    let text = raw_http::get(&service.addr, "/metrics").1;
-    text.lines()
-        .find_map(|l| {
-            l.strip_prefix(series)?
-                .strip_prefix(' ')?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0.0)
-}
-
-/// Waits until Redis holds `want` units for `key` and no instance has a
-/// record left to charge back; returns how long that took.
-fn until_charged_back(
-    redis: &RedisServer,
-    services: &[&child::Serve],
-    key: &str,
-    want: u64,
-) -> Duration {
-    let started = Instant::now();
-    let mut conn = loop {
-        if let Ok(c) = redis::Client::open(redis.url()).and_then(|c| c.get_connection()) {
-            break c;
-        }
-        assert!(started.elapsed() < Duration::from_secs(5), "no connection");
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    loop {
-        let have = stored(&mut conn, key);
-        let pending: f64 = services
-            .iter()
-            .map(|s| metric(s, "slidelog_local_journal_records"))
-            .sum();
-        if have == want && pending == 0.0 {
-            return started.elapsed();
-        }
-        assert!(
-            have <= want,
-            "Redis holds {have} units of {key}, more than {want}"
-        );
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "after 10 s Redis holds {have} of {want}; {pending} records pending"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// The p99 of `samples`.
-fn p99(samples: &mut [Duration]) -> Duration {
-    samples.sort();
-    samples[(samples.len() * 99).div_ceil(100) - 1]
-}
 
 #[test]
 fn three_instances_admit_their_share_while_redis_is_down_and_charge_it_back_exactly() {
@@ -155,7 +45,7 @@ fn three_instances_admit_their_share_while_redis_is_down_and_charge_it_back_exac
     eprintln!("outage: {outage} admitted by 3 instances; p99 {p99:?} over 60 checks");
     redis.restart();
     // Restarted empty: the three admissions before the outage are gone.
-    let took = until_charged_back(&redis, &fleet.iter().collect::<Vec<_>>(), key, outage);
+    let took = until_charged_back(&redis.url(), &fleet.iter().collect::<Vec<_>>(), key, outage);
     eprintln!("Redis restarted empty: the store counts the outage's {outage} within {took:?}");
     // Exact again: what is left of the 30 (none when the outage took it).
     let mut after = 0;
@@ -215,7 +105,7 @@ fn a_charge_back_whose_replies_are_lost_counts_each_record_once() {
     // Past several store timeouts: every charge sent so far timed out.
     std::thread::sleep(Duration::from_millis(800));
     redis.resume();
-    let took = until_charged_back(&redis, &[&service], key, 1 + admitted);
+    let took = until_charged_back(&redis.url(), &[&service], key, 1 + admitted);
     // Nothing more arrives later (a late reply, a charge sent again).
     std::thread::sleep(Duration::from_millis(500));
     let mut conn = redis.client();
