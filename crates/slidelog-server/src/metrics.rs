@@ -343,6 +343,31 @@ impl Metrics {
         })
     }
 
+    /// Registers the local policy's series at 0 (`--on-store-error local`
+    /// on a remote store), so they are there before the first outage.
+    pub fn local_policy(&self) {
+        use slidelog::metrics::ChargeBack;
+        metrics::with_local_recorder(self.recorder.as_ref(), || {
+            for op in [Op::Check, Op::Peek] {
+                for result in ["allowed", "rejected"] {
+                    counter!(LOCAL_DECISIONS_TOTAL, "op" => op.as_str(), "result" => result)
+                        .absolute(0);
+                }
+            }
+            let outcomes = [
+                ChargeBack::Charged,
+                ChargeBack::Duplicate,
+                ChargeBack::Expired,
+                ChargeBack::Failed,
+            ];
+            for outcome in outcomes {
+                counter!(LOCAL_CHARGE_BACK_TOTAL, "outcome" => outcome.as_str()).absolute(0);
+            }
+            gauge!(LOCAL_JOURNAL_RECORDS).set(0.0);
+            counter!(LOCAL_JOURNAL_FULL_TOTAL).absolute(0);
+        });
+    }
+
     /// Counts a failed store call, and whether fail-open answered for it.
     pub fn store_error(&self, op: Op, error: &StoreError, degraded: bool, elapsed: Duration) {
         let kind = match error {
