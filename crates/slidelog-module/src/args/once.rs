@@ -22,7 +22,7 @@ const MAX_ONCE_KEY_BYTES: usize = 1_024;
 pub struct Once {
     /// The key marking the charge made (the log key's slot).
     pub key: Vec<u8>,
-    /// How long the mark is kept, ms (1 ..= [`MAX_ONCE_TTL_MS`]).
+    /// How long the mark is kept, ms (1 ..= `MAX_ONCE_TTL_MS`: 367 days).
     pub ttl_ms: u64,
 }
 
