@@ -86,7 +86,8 @@ mod tests {
         assert!(store.charge_once_at(&other, 5_500, &once).unwrap());
         let peek = Request::new("k", limits, 1).unwrap();
         let d = store.decide_at(&peek, Mode::Peek, 5_900).unwrap();
-        assert_eq!(d.count, 1, "charged once");
+        // A peek counts as if admitted: one charged, plus the peek's own.
+        assert_eq!(d.count, 2, "charged once");
         // Past its TTL the id is forgotten (the record it marked expired
         // with its window long before a charge-back would repeat it).
         clock.advance(Duration::from_millis(501));
