@@ -4,7 +4,8 @@
 //! answers at ceil(max × share), degraded; the charge-back counts each
 //! local record exactly once on the store, even when a reply is lost; a
 //! key awaiting charge-back is answered locally; joint decisions go local
-//! as a whole; the journal's cap refuses rather than grows.
+//! as a whole; a charge is recorded locally and charged back; the
+//! journal's cap refuses rather than grows.
 
 use slidelog::store::MemoryStore;
 use slidelog::{Checks, FailurePolicy, Limit, Limiter, LimiterError, Mode, Request};
@@ -46,6 +47,10 @@ impl Store for Switched {
     async fn decide_all(&self, c: &Checks, m: Mode, n: Now) -> Result<JointDecision, StoreError> {
         self.up()?;
         self.memory.decide_all(c, m, n).await
+    }
+    async fn charge(&self, r: &Request, n: Now) -> Result<Detailed, StoreError> {
+        self.up()?;
+        self.memory.charge(r, n).await
     }
     async fn charge_once(&self, r: &Request, n: Now, o: &OnceMark) -> Result<bool, StoreError> {
         self.up()?;
@@ -254,4 +259,19 @@ async fn a_cost_above_the_local_share_is_refused_locally() {
             .unwrap()
             .allowed
     );
+}
+
+#[tokio::test]
+async fn a_charge_during_the_outage_is_recorded_locally_and_charged_back() {
+    let store = Arc::new(Switched::default());
+    let limiter = limiter(&store, 0.5);
+    let tokens = per_minute(1_000);
+    store.down.store(true, Ordering::SeqCst);
+    let charged = limiter.charge("llm", &tokens, 300).await.unwrap();
+    assert!(charged.decision.degraded);
+    // The local share (500) counts it: 200 more fit locally, 201 do not.
+    assert!(!limiter.check("llm", &tokens, 201).await.unwrap().allowed);
+    assert!(limiter.check("llm", &tokens, 200).await.unwrap().allowed);
+    store.down.store(false, Ordering::SeqCst);
+    until_stored(&store, "llm", 1_000, 500).await;
 }

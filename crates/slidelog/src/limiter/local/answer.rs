@@ -55,6 +55,20 @@ impl Limiter {
         Ok(answer?)
     }
 
+    /// Charges `request` locally: recorded in the limiter's own memory and
+    /// journaled for charge-back (the store's failure, if any, was
+    /// reported by the call that failed).
+    pub(crate) fn charge_locally(
+        &self,
+        request: &Request,
+        now: Now,
+    ) -> Result<Detailed, LimiterError> {
+        let Some(local) = &self.inner.local else {
+            return Err(not_local().into());
+        };
+        Ok(local.charge(&self.inner, request, now)?)
+    }
+
     /// Reports a local answer: the store's failure that caused it, if any
     /// (degraded when answered), and the answer by policy.
     fn report_local(

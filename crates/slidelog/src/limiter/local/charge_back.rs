@@ -51,6 +51,16 @@ struct Task {
     bound: CallBound,
 }
 
+/// What one round of charges came to.
+#[derive(Debug, Default)]
+struct Round {
+    /// Some charge failed transiently: wait before the next round.
+    failed: bool,
+    /// The store refused a record (not an outage): logged once per round.
+    refused: Option<(String, slidelog_core::StoreError)>,
+    dropped: usize,
+}
+
 impl Task {
     /// Charges back until the journal is empty.
     async fn run(self) {
@@ -68,9 +78,17 @@ impl Task {
             if batch.is_empty() && local.finish() {
                 return;
             }
-            let failed = self.round(&local, batch).await;
+            let round = self.round(&local, batch).await;
             drop(local);
-            if failed {
+            if let Some((key, error)) = &round.refused {
+                tracing::error!(
+                    key,
+                    error = %error,
+                    dropped = round.dropped,
+                    "local records not charged back: the store refused them (not an outage); dropped from the journal"
+                );
+            }
+            if round.failed {
                 tokio::time::sleep(wait).await;
                 wait = (wait * 2).min(LAST_RETRY);
             } else {
@@ -79,9 +97,12 @@ impl Task {
         }
     }
 
-    /// Charges `batch`, one record at a time; a key whose charge failed
-    /// transiently is left for the next round. Returns whether one did.
-    async fn round(&self, local: &Local, batch: Vec<Entry>) -> bool {
+    /// Charges `batch`, one record at a time. A key whose charge failed
+    /// transiently is left for the next round (the other keys go on: one
+    /// Cluster master down fails its keys at once); a timeout ends the
+    /// round (a silent store would cost a timeout per key).
+    async fn round(&self, local: &Local, batch: Vec<Entry>) -> Round {
+        let mut round = Round::default();
         let mut failed_keys: Vec<String> = Vec::new();
         for entry in batch {
             let key = entry.charge.key();
@@ -92,21 +113,22 @@ impl Task {
                 Ok(outcome) => outcome,
                 Err(e) if e.is_transient() => {
                     self.health.failed(&e, &self.store, self.bound);
+                    round.failed = true;
+                    if matches!(e, slidelog_core::StoreError::Timeout(_)) {
+                        break;
+                    }
                     failed_keys.push(key.to_owned());
                     continue;
                 }
                 Err(e) => {
-                    tracing::error!(
-                        key = entry.charge.key(),
-                        error = %e,
-                        "local record not charged back: the store refused it (not an outage); dropped from the journal"
-                    );
+                    round.dropped += 1;
+                    round.refused.get_or_insert((key.to_owned(), e));
                     ChargeBack::Failed
                 }
             };
             local.charged(&entry, outcome);
         }
-        !failed_keys.is_empty()
+        round
     }
 
     /// One record's charge: skipped when it has expired already (it would

@@ -136,6 +136,23 @@ impl Local {
         })
     }
 
+    /// Charges `request` (a [`Request::usage`]) locally, unchecked as the
+    /// store would, and journals it (costs 0 everywhere: nothing).
+    pub(crate) fn charge(
+        self: &Arc<Self>,
+        inner: &Inner,
+        request: &Request,
+        now: Now,
+    ) -> Result<Detailed, StoreError> {
+        let requests = std::slice::from_ref(request);
+        self.journaled(inner, requests, Mode::Record, now, |store, ts| {
+            let mut each = store.charge_at(request, ts)?;
+            mark(&mut each);
+            let recorded = request.costs().iter().any(|&c| c > 0);
+            Ok((each, recorded))
+        })
+    }
+
     /// Runs `decide` under the journal's lock, refusing past the cap, and
     /// journals `requests` when it admitted in [`Mode::Record`].
     fn journaled<T>(
