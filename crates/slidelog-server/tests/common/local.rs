@@ -5,7 +5,74 @@
 #![allow(dead_code)]
 
 use super::{child, raw_http};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
+
+/// One kept-alive HTTP/1.1 connection to a service: what a client that
+/// pools its connections sees, so a check's time is the service's answer,
+/// not a TCP handshake and teardown per request.
+pub struct KeepAlive {
+    reader: BufReader<TcpStream>,
+    addr: String,
+}
+
+impl KeepAlive {
+    /// Connects to `service`.
+    pub fn to(service: &child::Serve) -> Self {
+        let tcp = TcpStream::connect(&service.addr).expect("connect");
+        tcp.set_read_timeout(Some(raw_http::TIMEOUT)).unwrap();
+        tcp.set_nodelay(true).unwrap();
+        Self {
+            reader: BufReader::new(tcp),
+            addr: service.addr.clone(),
+        }
+    }
+
+    /// One check of `key` on this connection: (admitted, degraded, time).
+    pub fn check(&mut self, key: &str) -> (bool, bool, Duration) {
+        let body = body(key);
+        let started = Instant::now();
+        write!(
+            self.reader.get_mut(),
+            "POST /v1/check HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            self.addr,
+            body.len()
+        )
+        .expect("send");
+        let (status, answer) = self.answer();
+        let took = started.elapsed();
+        assert!(status == 200 || status == 429, "{status} {answer}");
+        (status == 200, answer.contains(r#""degraded":true"#), took)
+    }
+
+    /// Reads one answer: its status and its body (by Content-Length).
+    fn answer(&mut self) -> (u16, String) {
+        let mut line = String::new();
+        self.reader.read_line(&mut line).expect("status line");
+        let status = line
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .expect("status");
+        let mut length = 0;
+        loop {
+            line.clear();
+            self.reader.read_line(&mut line).expect("header");
+            if line == "\r\n" {
+                break;
+            }
+            let lower = line.to_ascii_lowercase();
+            if let Some(v) = lower.strip_prefix("content-length:") {
+                length = v.trim().parse().expect("content-length");
+            }
+        }
+        let mut body = vec![0; length];
+        self.reader.read_exact(&mut body).expect("body");
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+}
 
 /// The limit of every check here.
 pub const MAX: u64 = 30;
