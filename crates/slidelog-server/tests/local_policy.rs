@@ -2,9 +2,10 @@
 //! "Local answers"): three instances on one Redis with `--on-store-error
 //! local --local-share 0.34` and a limit of 30 per minute. With Redis
 //! killed each instance admits at most ceil(30 × 0.34) = 11 (and some),
-//! answered at once (p99 under 5 ms on kept-alive connections); with Redis restarted empty, the store counts exactly
-//! what the outage admitted within 3 s, and the checks after it admit
-//! exactly what is left of the 30. A charge-back whose replies are lost
+//! answered at once (p99 under 5 ms on kept-alive connections); with Redis
+//! restarted empty, the store counts exactly what the outage admitted
+//! within 3 s, and the checks after it admit exactly what is left of the
+//! 30. A charge-back whose replies are lost
 //! (Redis frozen past the store timeout mid-charge) counts each record
 //! once. Start-up refuses `local` without a share, or with one outside
 //! (0, 1].

@@ -100,7 +100,10 @@ impl FailurePolicy {
 
     /// [`answer`](Self::answer) for a joint decision: the policy answers the
     /// whole request (every check degraded and admitted under fail-open; the
-    /// error otherwise), never one key apart from the others.
+    /// error otherwise), never one key apart from the others. Under the
+    /// local policy the limiter decides a transient failure's joint request
+    /// locally, as a whole, before asking this (which then answers the
+    /// error, as for one key).
     pub fn answer_all(
         self,
         checks: &slidelog_core::Checks,
