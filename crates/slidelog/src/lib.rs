@@ -88,7 +88,7 @@ pub use url::OpenError;
 /// clocks a [`TimeMode::Client`] limiter can read.
 pub mod store {
     pub use slidelog_core::{
-        Clock, DEFAULT_KEY_PREFIX, MAX_NOW_MS, ManualClock, Store, SystemClock,
+        Clock, DEFAULT_KEY_PREFIX, MAX_NOW_MS, ManualClock, OnceMark, Store, SystemClock,
     };
     pub use slidelog_memory::MemoryStore;
 }
