@@ -14,8 +14,9 @@ pub const ONCE: &[u8] = b"ONCE";
 /// The longest once TTL: the longest window (366 days) and a day.
 pub const MAX_ONCE_TTL_MS: u64 = slidelog_core::MAX_WINDOW_MS + 86_400_000;
 
-/// The longest once key, in bytes.
-const MAX_ONCE_KEY_BYTES: usize = 1_024;
+/// The longest once key, in bytes: a log key (a prefix and a key of up to
+/// 512 bytes) with its tag's braces and `#o:<id>` (an id of up to 64).
+const MAX_ONCE_KEY_BYTES: usize = 4_096;
 
 /// The once key of a charge and how long it is kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
