@@ -182,3 +182,25 @@ fn local_without_a_share_in_0_to_1_refuses_to_start_naming_the_flag() {
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
 }
+
+/// Started while Redis is down: local answers from the first check, and
+/// the charge-back when Redis comes up.
+#[test]
+fn started_on_a_dead_redis_answers_locally_and_charges_back() {
+    let mut redis = RedisServer::start();
+    redis.kill();
+    let service = serve(&redis.url(), &[]);
+    let key = "from-start";
+    let mut admitted = 0;
+    for _ in 0..20 {
+        let (ok, degraded, _) = check(&service, key);
+        assert!(degraded);
+        admitted += u64::from(ok);
+    }
+    assert_eq!(admitted, SHARE_MAX);
+    redis.restart();
+    let took = until_charged_back(&redis.url(), &[&service], key, admitted);
+    eprintln!("started on a dead Redis: charged back {admitted} within {took:?}");
+    let (ok, degraded, _) = check(&service, key);
+    assert!(ok && !degraded, "exact: 11 of 30 taken");
+}

@@ -171,11 +171,12 @@ impl LimiterBuilder {
     ///
     /// A store that cannot be reached at startup is a matter for the failure
     /// policy, as it is on every later call. Under fail-open (the default)
-    /// `open` does not fail: after one attempt (at most
+    /// and local `open` does not fail: after one attempt (at most
     /// [`StoreOptions::connect_timeout`]) it returns a limiter that connects
     /// lazily, whose decisions are admitted `degraded` until the store
-    /// answers and exact from then on. Under fail-closed it fails fast with
-    /// the connect error ([`OpenError::is_transient`](crate::OpenError::is_transient)
+    /// answers and exact from then on (under local: decided at the share in
+    /// the limiter's own memory, and charged back when the store answers).
+    /// Under fail-closed it fails fast with the connect error ([`OpenError::is_transient`](crate::OpenError::is_transient)
     /// is true), so a service that must not run unlimited does not start;
     /// set [`StoreOptions::lazy_connect`] to start anyway and answer errors
     /// (503) until the store answers. A bad URL, or a store that refuses the
