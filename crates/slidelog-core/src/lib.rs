@@ -52,4 +52,6 @@ pub use seal::{
     DEFAULT_RECEIPT_TTL_MS, MAX_RECEIPT_TTL_MS, MIN_SECRET_BYTES, ReceiptKey, SEALED_VERSION,
     SecretTooShort,
 };
-pub use store::{DEFAULT_KEY_PREFIX, MAX_NOW_MS, Mode, Now, Settled, Store, StoreStats};
+pub use store::{
+    BadOnceMark, DEFAULT_KEY_PREFIX, MAX_NOW_MS, Mode, Now, OnceMark, Settled, Store, StoreStats,
+};

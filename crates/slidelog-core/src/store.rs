@@ -80,6 +80,45 @@ impl Settled {
     }
 }
 
+/// The id under which [`Store::charge_once`] charges at most once, and how
+/// long the store remembers it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OnceMark {
+    /// Unique per charged record: an instance's id and a sequence number
+    /// (`<instance hex>:<seq>`), at most [`OnceMark::MAX_ID_BYTES`] bytes
+    /// of `[0-9a-zA-Z:_-]`.
+    pub id: String,
+    /// How long the store remembers the id, in ms (at least 1).
+    pub ttl_ms: u64,
+}
+
+impl OnceMark {
+    /// The longest id, in bytes.
+    pub const MAX_ID_BYTES: usize = 64;
+
+    /// Returns the mark, or why it is not one: an empty or too long id, a
+    /// byte outside `[0-9a-zA-Z:_-]`, or a TTL of 0.
+    pub fn new(id: impl Into<String>, ttl_ms: u64) -> Result<Self, BadOnceMark> {
+        let id = id.into();
+        let fits = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b':' | b'_' | b'-');
+        if id.is_empty() || id.len() > Self::MAX_ID_BYTES || !id.bytes().all(fits) {
+            return Err(BadOnceMark(format!(
+                "once id must be 1 to {} bytes of [0-9a-zA-Z:_-], got {id:?}",
+                Self::MAX_ID_BYTES
+            )));
+        }
+        if ttl_ms == 0 {
+            return Err(BadOnceMark("once ttl_ms must be at least 1, got 0".into()));
+        }
+        Ok(Self { id, ttl_ms })
+    }
+}
+
+/// Why an id and TTL are no [`OnceMark`], naming the field and the bound.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadOnceMark(String);
+
 /// What a store counted about its own calls since it was made, for the
 /// metrics export ([`Store::stats`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -249,6 +288,27 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         Err(StoreError::Unsupported {
             store: self.kind(),
             operation: "charge",
+        })
+    }
+
+    /// [`charge`](Self::charge) at most once per `once.id` (docs/design.md
+    /// §6, "Local answers"): the store checks the id and charges
+    /// atomically, and remembers it for `once.ttl_ms`, so a charge sent
+    /// again (its reply was lost, the store failed mid-way) is a no-op.
+    /// Answers `true` when this call charged, `false` when the id had
+    /// charged already (nothing changed).
+    ///
+    /// The default refuses with [`StoreError::Unsupported`].
+    async fn charge_once(
+        &self,
+        request: &Request,
+        now: Now,
+        once: &OnceMark,
+    ) -> Result<bool, StoreError> {
+        let _ = (request, now, once);
+        Err(StoreError::Unsupported {
+            store: self.kind(),
+            operation: "charge_once",
         })
     }
 

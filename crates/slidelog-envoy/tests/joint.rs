@@ -7,8 +7,7 @@
 //! decision takes are refused naming the flags.
 //!
 //! Every scenario runs on the memory store, and on Redis and Valkey in
-//! [`joint_decisions_on_redis_and_valkey`], which needs the Redis stores'
-//! joint decisions (`Store::decide_all`) and is ignored until they land.
+//! [`joint_decisions_on_redis_and_valkey`].
 
 mod common;
 

@@ -107,6 +107,17 @@ pub const REJECTION_CACHE_LOCAL_ANSWERS_TOTAL: &str =
     "slidelog_rejection_cache_local_answers_total";
 /// Rejections held by the local rejection cache (service, when it is on).
 pub const REJECTION_CACHE_ENTRIES: &str = "slidelog_rejection_cache_entries";
+/// Decisions answered by the local policy in the instance's own memory, by
+/// op and result (service, `--on-store-error local`).
+pub const LOCAL_DECISIONS_TOTAL: &str = "slidelog_local_decisions_total";
+/// Local records the charge-back answered, by outcome: charged, duplicate
+/// (the store had it already), expired, failed (service, `--on-store-error local`).
+pub const LOCAL_CHARGE_BACK_TOTAL: &str = "slidelog_local_charge_back_total";
+/// Local records awaiting charge-back (service, `--on-store-error local`).
+pub const LOCAL_JOURNAL_RECORDS: &str = "slidelog_local_journal_records";
+/// Local admissions refused because the journal was at its cap (service,
+/// `--on-store-error local`).
+pub const LOCAL_JOURNAL_FULL_TOTAL: &str = "slidelog_local_journal_full_total";
 /// Unix time of the last memory snapshot written (service, `--memory-snapshot`).
 pub const MEMORY_SNAPSHOT_LAST_SUCCESS_TIMESTAMP_SECONDS: &str =
     "slidelog_memory_snapshot_last_success_timestamp_seconds";
@@ -146,6 +157,10 @@ pub const SERVICE: &[&str] = &[
     STORE_UNKNOWN_OUTCOMES_TOTAL,
     REJECTION_CACHE_LOCAL_ANSWERS_TOTAL,
     REJECTION_CACHE_ENTRIES,
+    LOCAL_DECISIONS_TOTAL,
+    LOCAL_CHARGE_BACK_TOTAL,
+    LOCAL_JOURNAL_RECORDS,
+    LOCAL_JOURNAL_FULL_TOTAL,
     MEMORY_SNAPSHOT_LAST_SUCCESS_TIMESTAMP_SECONDS,
     MEMORY_SNAPSHOT_AGE_SECONDS,
     MEMORY_SNAPSHOT_DURATION_SECONDS,

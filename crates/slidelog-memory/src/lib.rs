@@ -39,6 +39,7 @@
 
 mod all;
 mod full;
+mod once;
 mod outcome;
 mod shard;
 mod snapshot;
@@ -79,6 +80,8 @@ pub struct MemoryStore {
     clock: Arc<dyn Clock>,
     /// New keys refused at a bound, logged once per episode.
     full: full::FullEpisodes,
+    /// The ids [`Store::charge_once`] has charged, until they expire.
+    onces: once::Onces,
 }
 
 impl Default for MemoryStore {
@@ -104,6 +107,7 @@ impl MemoryStore {
             memory_limit: DEFAULT_MEMORY_LIMIT,
             clock: Arc::new(MonotonicClock::new()),
             full: full::FullEpisodes::default(),
+            onces: once::Onces::default(),
         }
     }
 
@@ -369,6 +373,15 @@ impl Store for MemoryStore {
 
     async fn charge(&self, request: &Request, now: Now) -> Result<Detailed, StoreError> {
         self.charge_at(request, now.or_clock(&*self.clock))
+    }
+
+    async fn charge_once(
+        &self,
+        request: &Request,
+        now: Now,
+        once: &slidelog_core::OnceMark,
+    ) -> Result<bool, StoreError> {
+        self.charge_once_at(request, now.or_clock(&*self.clock), once)
     }
 
     async fn reset(&self, key: &str) -> Result<bool, StoreError> {

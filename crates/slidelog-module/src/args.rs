@@ -9,8 +9,11 @@ use slidelog_core::{
 };
 
 mod all;
+mod once;
 mod spend;
+
 pub use all::{CheckAll, check_all};
+pub use once::{Once, once_key_position};
 pub use spend::{SPENT_PER_APPLY, put_spent};
 
 /// A parsed `SLIDELOG.CHECK`.
@@ -172,6 +175,8 @@ pub struct Usage {
     /// The costs to settle to or to charge ([`Request::usage`]: 0 allowed,
     /// above a limit's max allowed, each at most [`MAX_COST`]).
     pub request: Request,
+    /// A charge made once: its once key and TTL (`ONCE <key> <ttl_ms>`).
+    pub once: Option<Once>,
 }
 
 /// The `<now_ms|*> <deadline_ms|0>` pair of a settle or charge.
@@ -252,8 +257,7 @@ fn record_costs(list: &[u8], n: usize) -> Result<Vec<u64>, CommandError> {
 }
 
 const SETTLE_USAGE: &str = "SLIDELOG.SETTLE <key> <now_ms|*> <deadline_ms|0> <record_ts> <record_cost_1,...> <n> <max_1> <window_ms_1> <cost_1> ... [SPEND <nonce> <until_ms>]";
-const CHARGE_USAGE: &str =
-    "SLIDELOG.CHARGE <key> <now_ms|*> <deadline_ms|0> <n> <max_1> <window_ms_1> <cost_1> ...";
+const CHARGE_USAGE: &str = "SLIDELOG.CHARGE <key> <now_ms|*> <deadline_ms|0> <n> <max_1> <window_ms_1> <cost_1> ... [ONCE <once_key> <ttl_ms>]";
 
 /// `<key> <now_ms|*> <deadline_ms|0> <record_ts> <record_costs> <n> (<max> <window_ms> <cost>){n} [SPEND <nonce> <until_ms>]`
 /// (`args` without the command name): the record a receipt names (its
@@ -279,12 +283,17 @@ pub fn settle(args: &[&[u8]]) -> Result<Usage, CommandError> {
         deadline_ms,
         receipt: Some(Receipt::new(&named, RecordRef { ts, id: None }).with_spend(spend)),
         request,
+        once: None,
     })
 }
 
-/// `<key> <now_ms|*> <deadline_ms|0> <n> (<max> <window_ms> <cost>){n}`
+/// `<key> <now_ms|*> <deadline_ms|0> <n> (<max> <window_ms> <cost>){n} [ONCE <once_key> <ttl_ms>]`
 /// (`args` without the command name).
 pub fn charge(args: &[&[u8]]) -> Result<Usage, CommandError> {
+    let (args, once) = match args.first() {
+        Some(log_key) => once::split_once(args, log_key)?,
+        None => (args, None),
+    };
     if args.len() < 4 {
         return Err(CommandError::Arity {
             command: "slidelog.charge",
@@ -298,6 +307,7 @@ pub fn charge(args: &[&[u8]]) -> Result<Usage, CommandError> {
         deadline_ms,
         receipt: None,
         request: usage_limits(args, 3, "slidelog.charge", CHARGE_USAGE)?,
+        once,
     })
 }
 

@@ -20,10 +20,14 @@
 //!   `engine::standing` gives them after the change; `settled` is `2` for
 //!   a receipt settled already and `3` for a key holding its most settled
 //!   receipts (nothing changed).
-//! - `SLIDELOG.CHARGE <key> <now_ms|*> <deadline_ms|0> <n> (<max> <window_ms> <cost>){n}`:
+//! - `SLIDELOG.CHARGE <key> <now_ms|*> <deadline_ms|0> <n> (<max> <window_ms> <cost>){n} [ONCE <once_key> <ttl_ms>]`:
 //!   `engine::charge`, the costs recorded unchecked (into the newest record,
 //!   moved to now, when a limit they cost in is full; costs 0 everywhere:
 //!   nothing). Answers as SETTLE, its first field 1 when costs were recorded.
+//!   With `ONCE` (a key in the log key's slot): when the once key exists
+//!   nothing changes and the first field is `4`; else the charge is made
+//!   and the once key set for `ttl_ms` (`SET ... PXAT` propagated beside
+//!   the charge's APPLY), so a charge sent again counts once.
 //! - `SLIDELOG.APPLY <key> <now_ms>:<expire_window_ms|0>:<expire_in_ms|_>:<cost_1,cost_2,...|0>[:<record_ts>/<n>/<record_cost_1,...>[/<nonce>/<until_ms>]|:merge|:spent/<nonce>/<until_ms>/...|:sweep]`:
 //!   the change a decision, a settle or a charge made, with the time it
 //!   used (and a settle's receipt's nonce); what they propagate to
@@ -283,9 +287,36 @@ pub fn settle(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
     usage(ctx, argv, args::settle(argv)?)
 }
 
-/// `SLIDELOG.CHARGE`.
+/// `SLIDELOG.CHARGE`: with `ONCE`, a no-op answered `4` when its once key
+/// exists, else the charge and the once key set (docs/design.md §6, "Local
+/// answers").
 pub fn charge(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
-    usage(ctx, argv, args::charge(argv)?)
+    let call = args::charge(argv)?;
+    let Some(once) = call.once.clone() else {
+        return usage(ctx, argv, call);
+    };
+    let server = ctx.server_ms();
+    usage_times(&call, server)?;
+    if ctx.exists_named(&once.key) {
+        return Ok(already(ctx, &call, server));
+    }
+    let reply = usage(ctx, argv, call)?;
+    ctx.mark_once(&once.key, server.saturating_add(once.ttl_ms))?;
+    Ok(reply)
+}
+
+/// The answer of a charge made already: `4`, then the limits as they
+/// stand (a module log's, or none counted for another key), nothing changed.
+fn already(ctx: &Ctx, call: &args::Usage, server: u64) -> Reply {
+    let now = call.now_ms.unwrap_or(server);
+    let mut key = ctx.open_key(false);
+    let log = key.log_mut().cloned().unwrap_or_default();
+    let detailed = engine::standing_each(&log, now, call.request.limits());
+    let mut reply = Vec::with_capacity(9 + 4 * detailed.limits.len());
+    reply.push(4);
+    reply.extend(decision_fields(&detailed.decision, now));
+    each_limit(&detailed, &mut reply);
+    Reply::Integers(reply)
 }
 
 /// What a settle or charge did on the log, to be answered and replicated.

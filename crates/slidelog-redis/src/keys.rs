@@ -58,6 +58,12 @@ pub fn pending_key(log_key: &[u8]) -> Vec<u8> {
     key
 }
 
+/// The once key of the record `once_id` charged into the log at `log_key`
+/// (same slot): [`slidelog_core::slot::once_key`].
+pub fn once_key(log_key: &[u8], once_id: &str) -> Vec<u8> {
+    slidelog_core::slot::once_key(log_key, once_id, |s| SLOT_TAGS[s as usize].as_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

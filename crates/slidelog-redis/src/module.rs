@@ -122,7 +122,7 @@ pub fn usage_command(
 ) -> redis::Cmd {
     let mut cmd = redis::cmd(match usage {
         Usage::Settle(_) => SETTLE,
-        Usage::Charge => CHARGE,
+        Usage::Charge | Usage::ChargeOnce(_) => CHARGE,
     });
     cmd.arg(redis_key);
     match now_ms {
@@ -139,6 +139,12 @@ pub fn usage_command(
         && let Some(spend) = receipt.spend()
     {
         cmd.arg("SPEND").arg(spend.nonce).arg(spend.until_ms);
+    }
+    // The once key is declared beside the log (same slot), so Cluster
+    // routes and checks it as the log.
+    if let Usage::ChargeOnce(once) = usage {
+        let key = crate::keys::once_key(redis_key, &once.id);
+        cmd.arg("ONCE").arg(key).arg(once.ttl_ms);
     }
     cmd
 }

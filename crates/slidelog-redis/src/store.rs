@@ -365,6 +365,20 @@ where
         Ok(answer.outcome.detailed(request))
     }
 
+    /// One run of `usage.lua` (or the module's `SLIDELOG.CHARGE ... ONCE`)
+    /// with the once key in the log's slot: checked, charged and marked
+    /// atomically (docs/design.md §6, "Local answers").
+    async fn charge_once(
+        &self,
+        request: &Request,
+        now: Now,
+        once: &slidelog_core::OnceMark,
+    ) -> Result<bool, StoreError> {
+        let usage = Usage::ChargeOnce(once.clone());
+        let answer = self.usage_timed(request, usage, now).await?;
+        Ok(!answer.already)
+    }
+
     async fn receipt_secret(&self, fresh: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         // One command, atomic: the stored secret, or `fresh` stored now
         // (SET NX GET, Redis >= 7.0 and Valkey). Outside the key prefix, and

@@ -6,6 +6,11 @@
 --
 -- KEYS[1]   the log (sorted set)
 -- KEYS[2]   its weights (hash, same Cluster slot)
+-- KEYS[3]   charge only, optional: the once key (same Cluster slot,
+--           slidelog_core::slot::once_key): if it exists the charge is a
+--           no-op answered done = 4 ("already"); else the charge is made
+--           and the key set for ARGV[6+3n] ms, in this one run, so a
+--           charge sent again after a lost reply counts once
 -- ARGV[1]   'settle' or 'charge'
 -- ARGV[2]   now in ms, or '-1' to read Redis TIME
 -- ARGV[3]   the caller's deadline in Unix ms, or '-1': an operation that
@@ -14,7 +19,8 @@
 -- ARGV[5 .. 4+3n]  max_i, window_ms_i, cost_i: the costs to settle to, or
 --                  to charge (0 in a limit: the record counts nowhere in it)
 -- charge:  ARGV[5+3n] the member to append (client-made, as a check's); a
---          charge merged into the newest record renames it to this id
+--          charge merged into the newest record renames it to this id;
+--          ARGV[6+3n] the once key's TTL in ms, when KEYS[3] is given
 -- settle:  ARGV[5+3n] the record's id (its ULID), ARGV[6+3n] its timestamp,
 --          ARGV[7+3n] the costs the receipt names ('' for cost 1): its
 --          share of the record, ARGV[8+3n] the costs to settle that share
@@ -26,7 +32,8 @@
 -- remaining_i, retry_after_ms_i, reset_after_ms_i of every limit i in order,
 -- then the timestamp of the record settled or charged (0: none)
 -- (1 + 8 + 4n + 1 numbers): done = the record was found and settled
--- (settle) or the costs were recorded, appended or merged (charge).
+-- (settle) or the costs were recorded, appended or merged (charge); 4 =
+-- the once key existed, so this charge changed nothing.
 --
 -- Numbers: Lua's are doubles, exact to 2^53. A record's cost saturates at
 -- 2^32 - 1 and stays there (slidelog_core's u32 costs, docs/design.md
@@ -354,6 +361,10 @@ end
 -- charged. Else ONE member is appended (on a weighted log a cost-1 member
 -- takes the marker; a weighted member turns a plain log weighted).
 local function charge()
+  -- Step 8a: a charge made once (KEYS[3]) that was made already changes
+  -- nothing; the answer is the limits as they stand.
+  local once = KEYS[3]
+  if once ~= nil and redis.call('EXISTS', once) == 1 then return 4 end
   local any = false
   for i = 1, n do if costs[i] ~= 0 then any = true end end
   if not any then return 0 end
@@ -394,6 +405,12 @@ end
 
 local done, record_ts
 if op == 'settle' then done, record_ts = settle() else done, record_ts = charge() end
+-- Step 8b: a charge made once marks its id charged (the same run, so the
+-- mark and the charge replicate together); a charge of nothing (done 0)
+-- marks it too, so its sender stops asking.
+if op == 'charge' and KEYS[3] ~= nil and (done == 1 or done == 0) then
+  redis.call('SET', KEYS[3], '1', 'PX', ARGV[6 + 3 * n])
+end
 if done == nil then
   flush()
   return redis.error_reply(TOOLARGE)

@@ -34,6 +34,10 @@ pub enum Usage {
     Settle(Receipt),
     /// Append a record of the request's costs without deciding.
     Charge,
+    /// [`Charge`](Self::Charge) at most once per mark's id: the once key
+    /// (the log's slot, [`crate::keys::once_key`]) is checked and set in
+    /// the same run (docs/design.md §6, "Local answers").
+    ChargeOnce(slidelog_core::OnceMark),
 }
 
 impl Usage {
@@ -41,7 +45,7 @@ impl Usage {
     pub fn name(&self) -> &'static str {
         match self {
             Self::Settle(_) => "settle",
-            Self::Charge => "charge",
+            Self::Charge | Self::ChargeOnce(_) => "charge",
         }
     }
 }
@@ -60,6 +64,9 @@ pub struct UsageOutcome {
     /// for a receipt already settled, `3` for a key holding its most
     /// settled receipts (docs/design.md §4.6, "Single use").
     pub refused: Option<slidelog_core::ReceiptError>,
+    /// A charge made once whose id had charged already (answered `4`):
+    /// nothing changed.
+    pub already: bool,
 }
 
 /// Runs one settle or charge of `request` (a [`Request::usage`]) on
@@ -74,8 +81,11 @@ pub async fn run<C: ConnectionLike>(
     deadline_ms: Option<u64>,
 ) -> RedisResult<UsageOutcome> {
     let mut invocation = USAGE.key(redis_key);
+    invocation.key(crate::keys::weights_key(redis_key));
+    if let Usage::ChargeOnce(once) = usage {
+        invocation.key(crate::keys::once_key(redis_key, &once.id));
+    }
     invocation
-        .key(crate::keys::weights_key(redis_key))
         .arg(usage.name())
         .arg(now_ms.map_or(-1, |ms| ms as i64))
         .arg(deadline_ms.map_or(-1, |ms| ms as i64))
@@ -84,6 +94,11 @@ pub async fn run<C: ConnectionLike>(
         Usage::Charge => {
             let (member, id) = member_with_id(request);
             invocation.arg(member);
+            id
+        }
+        Usage::ChargeOnce(once) => {
+            let (member, id) = member_with_id(request);
+            invocation.arg(member).arg(once.ttl_ms);
             id
         }
         Usage::Settle(receipt) => {
@@ -143,7 +158,7 @@ pub(crate) fn parse_usage_reply(
     removed: bool,
     unexpected: &'static str,
 ) -> RedisResult<UsageOutcome> {
-    let Some((&done, rest)) = reply.split_first().filter(|(d, _)| (0..=3).contains(*d)) else {
+    let Some((&done, rest)) = reply.split_first().filter(|(d, _)| (0..=4).contains(*d)) else {
         return Err(RedisError::from((
             ErrorKind::UnexpectedReturnType,
             unexpected,
@@ -156,9 +171,10 @@ pub(crate) fn parse_usage_reply(
         3 => Some(slidelog_core::ReceiptError::TooManySettles),
         _ => None,
     };
+    let already = done == 4;
     let done = done == 1;
     let kept = match usage {
-        Usage::Charge => done.then_some(named.ts.unwrap_or(outcome.now_ms)),
+        Usage::Charge | Usage::ChargeOnce(_) => done.then_some(named.ts.unwrap_or(outcome.now_ms)),
         // A record settled to 0 everywhere is gone: nothing to name.
         Usage::Settle(receipt) => (done && !removed).then_some(receipt.ts()),
     };
@@ -167,5 +183,6 @@ pub(crate) fn parse_usage_reply(
         done,
         outcome,
         refused,
+        already,
     })
 }

@@ -107,6 +107,11 @@ impl App {
         memory: Option<Arc<MemoryStore>>,
     ) -> Self {
         metrics.watch_store(limiter.store().clone());
+        if matches!(config.policy, slidelog::FailurePolicy::Local { .. })
+            && limiter.store().in_process().is_none()
+        {
+            metrics.local_policy();
+        }
         if let Some(cache) = limiter.rejection_cache() {
             metrics.watch_rejection_cache(cache.clone());
         }

@@ -57,6 +57,9 @@ use slidelog_inspect::names::{
     STORE_LATE_RECORDS_TOTAL as LATE_RECORDS, STORE_NODES, STORE_NODES_DOWN,
     STORE_NODES_DOWN_SECONDS, STORE_UNKNOWN_OUTCOMES_TOTAL as UNKNOWN_OUTCOMES, STORE_UP,
 };
+use slidelog_inspect::names::{
+    LOCAL_CHARGE_BACK_TOTAL, LOCAL_DECISIONS_TOTAL, LOCAL_JOURNAL_FULL_TOTAL, LOCAL_JOURNAL_RECORDS,
+};
 
 /// One server's metrics: its own recorder, and the handle that renders it.
 pub struct Metrics {
@@ -210,6 +213,22 @@ impl Metrics {
                 "Decisions answered by the fail-open policy because the store failed."
             );
             describe_counter!(
+                LOCAL_DECISIONS_TOTAL,
+                "Decisions answered by the local policy in this instance's memory, at its share of each limit (degraded)."
+            );
+            describe_counter!(
+                LOCAL_CHARGE_BACK_TOTAL,
+                "Local records the charge-back answered: charged, duplicate (the store had it), expired, failed."
+            );
+            describe_gauge!(
+                LOCAL_JOURNAL_RECORDS,
+                "Local records awaiting charge-back to the store."
+            );
+            describe_counter!(
+                LOCAL_JOURNAL_FULL_TOTAL,
+                "Local admissions refused because the journal of records awaiting charge-back was at its cap."
+            );
+            describe_counter!(
                 STORE_ERRORS,
                 "Store calls that failed, by kind and whether the failure is transient."
             );
@@ -322,6 +341,31 @@ impl Metrics {
             let key = Key::from_parts(LATENCY, vec![Label::from_static_parts("op", op)]);
             self.recorder.register_histogram(&key, &METADATA)
         })
+    }
+
+    /// Registers the local policy's series at 0 (`--on-store-error local`
+    /// on a remote store), so they are there before the first outage.
+    pub fn local_policy(&self) {
+        use slidelog::metrics::ChargeBack;
+        metrics::with_local_recorder(self.recorder.as_ref(), || {
+            for op in [Op::Check, Op::Peek] {
+                for result in ["allowed", "rejected"] {
+                    counter!(LOCAL_DECISIONS_TOTAL, "op" => op.as_str(), "result" => result)
+                        .absolute(0);
+                }
+            }
+            let outcomes = [
+                ChargeBack::Charged,
+                ChargeBack::Duplicate,
+                ChargeBack::Expired,
+                ChargeBack::Failed,
+            ];
+            for outcome in outcomes {
+                counter!(LOCAL_CHARGE_BACK_TOTAL, "outcome" => outcome.as_str()).absolute(0);
+            }
+            gauge!(LOCAL_JOURNAL_RECORDS).set(0.0);
+            counter!(LOCAL_JOURNAL_FULL_TOTAL).absolute(0);
+        });
     }
 
     /// Counts a failed store call, and whether fail-open answered for it.
@@ -741,6 +785,35 @@ impl MetricsHook for Metrics {
     fn store_recovered(&self, _down_for: Duration) {
         *self.down_since.lock() = None;
         Metrics::store_up(self, true);
+    }
+
+    fn local_decided(&self, op: Op, decision: &Decision) {
+        let result = if decision.allowed {
+            "allowed"
+        } else {
+            "rejected"
+        };
+        metrics::with_local_recorder(self.recorder.as_ref(), || {
+            counter!(LOCAL_DECISIONS_TOTAL, "op" => op.as_str(), "result" => result).increment(1);
+        });
+    }
+
+    fn local_charged_back(&self, outcome: slidelog::metrics::ChargeBack) {
+        metrics::with_local_recorder(self.recorder.as_ref(), || {
+            counter!(LOCAL_CHARGE_BACK_TOTAL, "outcome" => outcome.as_str()).increment(1);
+        });
+    }
+
+    fn local_pending(&self, records: usize) {
+        metrics::with_local_recorder(self.recorder.as_ref(), || {
+            gauge!(LOCAL_JOURNAL_RECORDS).set(records as f64);
+        });
+    }
+
+    fn local_journal_full(&self) {
+        metrics::with_local_recorder(self.recorder.as_ref(), || {
+            counter!(LOCAL_JOURNAL_FULL_TOTAL).increment(1);
+        });
     }
 }
 

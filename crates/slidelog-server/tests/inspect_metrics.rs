@@ -142,6 +142,21 @@ fn serve_exports_inspect_gauges_and_every_name_the_deploy_files_use() {
         "slidelog_store_nodes_down_seconds",
     )));
 
+    // The local policy's series come from a service under
+    // --on-store-error local (registered at 0 from start-up).
+    let local = serve(&[
+        "--store",
+        &cluster.url(),
+        "--on-store-error",
+        "local",
+        "--local-share",
+        "0.5",
+    ]);
+    names_seen.extend(exported(&scrape_until(
+        &local.addr,
+        "slidelog_local_journal_full_total",
+    )));
+
     // Every name in slidelog_inspect::names is really exported ...
     let missing: Vec<_> = names::all()
         .into_iter()

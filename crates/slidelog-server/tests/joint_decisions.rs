@@ -7,8 +7,7 @@
 //! more (not 4: the refused requests were recorded nowhere). Through
 //! Envoy's gRPC `ShouldRateLimit`, `POST /json`, `POST /v1/check`'s
 //! `{"checks"}` and `slidelog check --and`, on the memory store; the same
-//! on Redis and Valkey in [`the_scenario_on_redis_and_valkey`], ignored
-//! until the Redis stores decide jointly.
+//! on Redis and Valkey in [`the_scenario_on_redis_and_valkey`].
 
 mod common;
 

@@ -73,8 +73,8 @@ pub mod url;
 
 pub use cost::Cost;
 pub use limiter::{
-    BuildError, FailurePolicy, Limiter, LimiterBuilder, LimiterError, StoreHealth, UnknownPolicy,
-    Wait, WaitError, shared_receipt_key,
+    BadShare, BuildError, DEFAULT_JOURNAL_CAP, FailurePolicy, Limiter, LimiterBuilder,
+    LimiterError, StoreHealth, UnknownPolicy, Wait, WaitError, shared_receipt_key,
 };
 #[cfg(feature = "tower")]
 pub use middleware::RateLimitLayer;
@@ -91,7 +91,7 @@ pub use url::OpenError;
 /// clocks a [`TimeMode::Client`] limiter can read.
 pub mod store {
     pub use slidelog_core::{
-        Clock, DEFAULT_KEY_PREFIX, MAX_NOW_MS, ManualClock, Store, SystemClock,
+        Clock, DEFAULT_KEY_PREFIX, MAX_NOW_MS, ManualClock, OnceMark, Store, SystemClock,
     };
     pub use slidelog_memory::MemoryStore;
 }

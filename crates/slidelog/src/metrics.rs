@@ -124,6 +124,54 @@ pub trait MetricsHook: Send + Sync + std::fmt::Debug {
     fn tier_decided(&self, tier: &str, decision: &Decision) {
         let _ = (tier, decision);
     }
+
+    /// Called for every answer of the local policy
+    /// ([`FailurePolicy::Local`](crate::FailurePolicy::Local)): decided in
+    /// this instance's memory at its share, `degraded`.
+    fn local_decided(&self, op: Op, decision: &Decision) {
+        let _ = (op, decision);
+    }
+
+    /// Called when the local policy's charge-back answered one record.
+    fn local_charged_back(&self, outcome: ChargeBack) {
+        let _ = outcome;
+    }
+
+    /// Called when the number of local records awaiting charge-back changed.
+    fn local_pending(&self, records: usize) {
+        let _ = records;
+    }
+
+    /// Called when a local admission was refused because the journal is at
+    /// its cap.
+    fn local_journal_full(&self) {}
+}
+
+/// What the charge-back of one local record came to (docs/design.md §6,
+/// "Local answers").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ChargeBack {
+    /// The store counted it now.
+    Charged,
+    /// The store had counted it already (a reply lost before): nothing
+    /// changed.
+    Duplicate,
+    /// It had expired before the store returned: nothing to charge.
+    Expired,
+    /// The store refused it (not an outage): dropped, logged.
+    Failed,
+}
+
+impl ChargeBack {
+    /// The metric label: `charged`, `duplicate`, `expired` or `failed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Charged => "charged",
+            Self::Duplicate => "duplicate",
+            Self::Expired => "expired",
+            Self::Failed => "failed",
+        }
+    }
 }
 
 /// The hook that records nothing (the default of a limiter).

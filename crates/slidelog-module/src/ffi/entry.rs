@@ -109,7 +109,42 @@ extern "C" fn cmd_charge(
     v: *mut *mut raw::RedisModuleString,
     n: c_int,
 ) -> c_int {
+    let declared = catch_unwind(AssertUnwindSafe(|| declare_charge_keys(c, v, n)));
+    if declared.unwrap_or(true) {
+        return OK;
+    }
     run(c, v, n, commands::charge)
+}
+
+/// Answers the server's key-position request of a charge (the command is
+/// registered with `getkeys-api`): the log key, and the once key of a
+/// trailing `ONCE <key> <ttl_ms>`, so that Cluster routes and checks both.
+/// False when this call is not such a request.
+fn declare_charge_keys(
+    c: *mut raw::RedisModuleCtx,
+    v: *mut *mut raw::RedisModuleString,
+    n: c_int,
+) -> bool {
+    // SAFETY: a live context.
+    if unsafe { api!(RedisModule_IsKeysPositionRequest)(c) } == 0 {
+        return false;
+    }
+    let call = Ctx {
+        raw: c,
+        argv: v,
+        argc: usize::try_from(n).unwrap_or(0),
+    };
+    let mut argv = vec![&b""[..]];
+    argv.extend(call.args());
+    if argv.len() > 1 {
+        // SAFETY: a key-position request's context; position 1 exists.
+        unsafe { api!(RedisModule_KeyAtPos)(c, 1) };
+    }
+    if let Some(at) = crate::args::once_key_position(&argv) {
+        // SAFETY: as above; `at` is below argc.
+        unsafe { api!(RedisModule_KeyAtPos)(c, at as c_int) };
+    }
+    true
 }
 
 extern "C" fn cmd_reset(
@@ -421,7 +456,13 @@ fn create_commands(ctx: *mut raw::RedisModuleCtx) -> bool {
             (4, -2, 2),
         ),
         (c"slidelog.settle", Some(cmd_settle), c"write deny-oom", one),
-        (c"slidelog.charge", Some(cmd_charge), c"write deny-oom", one),
+        // getkeys-api: a charge's ONCE key is a key too (declare_charge_keys).
+        (
+            c"slidelog.charge",
+            Some(cmd_charge),
+            c"write deny-oom getkeys-api",
+            one,
+        ),
         (c"slidelog.apply", Some(cmd_apply), c"write deny-oom", one),
         (c"slidelog.reset", Some(cmd_reset), c"write fast", one),
         (c"slidelog.info", Some(cmd_info), c"readonly fast", one),

@@ -162,6 +162,64 @@ impl Ctx {
         }
     }
 
+    /// Whether the key named `name` (same slot as the call's key) holds
+    /// anything.
+    pub fn exists_named(&self, name: &[u8]) -> bool {
+        let s = self.string(name);
+        // SAFETY: `s` is ours; the key is closed and the string freed here.
+        unsafe {
+            let key = api!(RedisModule_OpenKey)(self.raw, s, raw::REDISMODULE_READ as c_int);
+            let exists = !key.is_null()
+                && api!(RedisModule_KeyType)(key) != raw::REDISMODULE_KEYTYPE_EMPTY as c_int;
+            if !key.is_null() {
+                api!(RedisModule_CloseKey)(key);
+            }
+            api!(RedisModule_FreeString)(self.raw, s);
+            exists
+        }
+    }
+
+    /// Sets the key named `name` (same slot as the call's key) to `1`
+    /// until `at_ms` (Unix ms), and propagates `SET <name> 1 PXAT <at_ms>`
+    /// to replicas and the AOF (deterministic: an absolute time).
+    pub fn mark_once(&self, name: &[u8], at_ms: u64) -> Result<(), CommandError> {
+        let (s, one) = (self.string(name), self.string(b"1"));
+        let at = i64::try_from(at_ms).unwrap_or(i64::MAX);
+        let mode = (raw::REDISMODULE_READ | raw::REDISMODULE_WRITE) as c_int;
+        // SAFETY: `s` and `one` are ours (freed here; StringSet copies the
+        // value); the key is opened for writing and closed here; "bccl" is
+        // a buffer and its length, two C strings and a long long.
+        let set = unsafe {
+            let key = api!(RedisModule_OpenKey)(self.raw, s, mode);
+            let set = !key.is_null()
+                && api!(RedisModule_StringSet)(key, one) == OK
+                && api!(RedisModule_SetAbsExpire)(key, at) == OK;
+            if !key.is_null() {
+                api!(RedisModule_CloseKey)(key);
+            }
+            if set {
+                api!(RedisModule_Replicate)(
+                    self.raw,
+                    c"SET".as_ptr(),
+                    c"bccl".as_ptr(),
+                    name.as_ptr(),
+                    name.len(),
+                    c"1".as_ptr(),
+                    c"PXAT".as_ptr(),
+                    at as std::ffi::c_longlong,
+                );
+            }
+            api!(RedisModule_FreeString)(self.raw, one);
+            api!(RedisModule_FreeString)(self.raw, s);
+            set
+        };
+        if set {
+            Ok(())
+        } else {
+            Err(CommandError::Internal("could not set the once key".into()))
+        }
+    }
+
     /// Propagates `SLIDELOG.APPLY <key> <change>` (`crate::args::change`)
     /// for the call's key to replicas and the AOF, in place of this call
     /// (which may have read the clock).

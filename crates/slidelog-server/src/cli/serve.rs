@@ -16,10 +16,17 @@ pub use logs::{LogFormat, init as init_logs};
 
 use super::{StoreArgs, parse_duration};
 use crate::http::{self, DEFAULT_MAX_BODY_BYTES};
-use crate::policy::FailurePolicy;
+use crate::policy::{FailurePolicy, PolicyName};
 use crate::server::{self, Stopped};
 use std::process::ExitCode;
 use std::time::Duration;
+
+impl ServeArgs {
+    /// The failure policy of `--on-store-error` and `--local-share`.
+    pub fn failure_policy(&self) -> anyhow::Result<FailurePolicy> {
+        self.on_store_error.policy(self.local_share)
+    }
+}
 
 /// Arguments of `slidelog serve`.
 #[derive(Debug, clap::Args)]
@@ -79,9 +86,20 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub auth: crate::auth::AuthArgs,
     /// What to answer when the store fails or times out: fail-open admits with
-    /// "degraded": true; fail-closed answers 503.
+    /// "degraded": true; fail-closed answers 503; local decides each limit at
+    /// ceil(max × --local-share) in this instance's memory ("degraded": true)
+    /// and charges what it admitted back to the store when it returns.
     #[arg(long, value_parser = crate::policy::parser(), default_value = "fail-open")]
-    pub on_store_error: FailurePolicy,
+    pub on_store_error: PolicyName,
+    /// With --on-store-error local: the share F of each limit one instance
+    /// admits while the store is down (0 < F <= 1; about 1/N for N
+    /// instances: N instances admit at most N × ceil(max × F)).
+    #[arg(long)]
+    pub local_share: Option<f64>,
+    /// With --on-store-error local: the most records admitted locally that
+    /// await charge-back to the store; past it local admissions get 503.
+    #[arg(long, default_value_t = slidelog::DEFAULT_JOURNAL_CAP)]
+    pub local_journal_cap: usize,
     /// Token that DELETE /v1/keys/{key} requires as `Authorization: Bearer <token>`.
     #[arg(long, env = "SLIDELOG_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<slidelog::redact::Secret>,

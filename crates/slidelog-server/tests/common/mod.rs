@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod child;
+pub mod local;
 pub mod raw_http;
 
 use slidelog::store::MemoryStore;

@@ -71,7 +71,7 @@ impl Limiter {
         let started = self.inner.report.start();
         if let Some(in_process) = self.inner.store.in_process() {
             let answer = in_process.decide_all_now(checks, mode, now);
-            return self.reported_all(checks, op, answer, started);
+            return self.reported_all(checks, (mode, now), op, answer, started);
         }
         if let Some(cached) = self.cached_refusal(checks, now) {
             self.inner
@@ -79,8 +79,11 @@ impl Limiter {
                 .decided(op, &cached.deciding().decision, started);
             return Ok(cached);
         }
+        if self.held_locally(checks.as_slice().iter().map(|r| r.key())) {
+            return self.locally_all(checks, mode, now, op, started, None);
+        }
         if let Some(outage) = self.inner.health.outage() {
-            return self.all_by_policy(checks, op, outage, started);
+            return self.all_by_policy(checks, mode, now, op, outage, started);
         }
         let call = self.inner.store.decide_all(checks, mode, now);
         let answer = self.inner.bound.run(call).await;
@@ -97,7 +100,7 @@ impl Limiter {
                 }
             }
         }
-        self.reported_all(checks, op, answer, started)
+        self.reported_all(checks, (mode, now), op, answer, started)
     }
 
     /// The rejection cache, where it is exact (on the store's clock).
@@ -140,6 +143,7 @@ impl Limiter {
     fn reported_all(
         &self,
         checks: &Checks,
+        (mode, now): (Mode, Now),
         op: Op,
         answer: Result<JointDecision, StoreError>,
         started: super::report::Started,
@@ -152,18 +156,24 @@ impl Limiter {
                     .decided(op, &joint.deciding().decision, started);
                 Ok(joint)
             }
-            Err(e) => self.all_by_policy(checks, op, e, started),
+            Err(e) => self.all_by_policy(checks, mode, now, op, e, started),
         }
     }
 
-    /// Answers the whole request by the failure policy for `error`.
+    /// Answers the whole request by the failure policy for `error`: under
+    /// the local policy a transient failure is answered locally, as a whole.
     fn all_by_policy(
         &self,
         checks: &Checks,
+        mode: Mode,
+        now: Now,
         op: Op,
         error: StoreError,
         started: super::report::Started,
     ) -> Result<JointDecision, LimiterError> {
+        if self.inner.local.is_some() && error.is_transient() {
+            return self.locally_all(checks, mode, now, op, started, Some(error));
+        }
         let answer = self.inner.policy.answer_all(checks, error.clone());
         self.inner
             .report

@@ -40,6 +40,8 @@ pub struct LimiterBuilder {
     rejections: Setting,
     /// Seals and opens receipts; `None`: from the store, else random.
     receipts: Option<Arc<ReceiptKey>>,
+    /// The local policy's journal cap.
+    journal_cap: usize,
 }
 
 impl Default for LimiterBuilder {
@@ -52,6 +54,7 @@ impl Default for LimiterBuilder {
             bounds: Bounds::default(),
             rejections: Setting::default(),
             receipts: None,
+            journal_cap: super::DEFAULT_JOURNAL_CAP,
         }
     }
 }
@@ -80,6 +83,15 @@ impl LimiterBuilder {
     /// Sets what a store failure does. Default [`FailurePolicy::FailOpen`].
     pub fn failure_policy(mut self, policy: FailurePolicy) -> Self {
         self.policy = policy;
+        self
+    }
+
+    /// Sets the most records the local policy's journal holds awaiting
+    /// charge-back ([`FailurePolicy::Local`], docs/design.md §6); past it a
+    /// local admission is refused with an error. Default
+    /// [`DEFAULT_JOURNAL_CAP`](super::DEFAULT_JOURNAL_CAP).
+    pub fn local_journal_cap(mut self, records: usize) -> Self {
+        self.journal_cap = records;
         self
     }
 
@@ -159,11 +171,12 @@ impl LimiterBuilder {
     ///
     /// A store that cannot be reached at startup is a matter for the failure
     /// policy, as it is on every later call. Under fail-open (the default)
-    /// `open` does not fail: after one attempt (at most
+    /// and local `open` does not fail: after one attempt (at most
     /// [`StoreOptions::connect_timeout`]) it returns a limiter that connects
     /// lazily, whose decisions are admitted `degraded` until the store
-    /// answers and exact from then on. Under fail-closed it fails fast with
-    /// the connect error ([`OpenError::is_transient`](crate::OpenError::is_transient)
+    /// answers and exact from then on (under local: decided at the share in
+    /// the limiter's own memory, and charged back when the store answers).
+    /// Under fail-closed it fails fast with the connect error ([`OpenError::is_transient`](crate::OpenError::is_transient)
     /// is true), so a service that must not run unlimited does not start;
     /// set [`StoreOptions::lazy_connect`] to start anyway and answer errors
     /// (503) until the store answers. A bad URL, or a store that refuses the
@@ -174,7 +187,7 @@ impl LimiterBuilder {
         options: StoreOptions,
     ) -> Result<Limiter, super::BuildError> {
         let store = match open_store(url, &options, self.timeout).await {
-            Err(e) if e.is_transient() && self.policy == FailurePolicy::FailOpen => {
+            Err(e) if e.is_transient() && self.policy != FailurePolicy::FailClosed => {
                 tracing::warn!(
                     error = %e.with_causes(),
                     "store unreachable at startup; fail-open: starting anyway, decisions are degraded until it answers"
@@ -202,6 +215,9 @@ impl LimiterBuilder {
         // Exact (and worth it) only for a remote store on its own clock.
         let rejections = self.rejections.resolve(remote && self.time.is_store());
         let health = Arc::new(Health::new(store.kind(), self.metrics.clone()));
+        let local = remote
+            .then(|| super::local::Local::new(self.policy, self.journal_cap, self.metrics.clone()))
+            .flatten();
         let report = Report::new(&store, self.policy, self.metrics, health.clone());
         let bound = CallBound(remote.then_some(self.timeout));
         if remote {
@@ -216,6 +232,7 @@ impl LimiterBuilder {
                 bound,
                 rejections,
                 health,
+                local,
                 report,
                 receipts: self
                     .receipts

@@ -85,7 +85,6 @@ impl Limiter {
         self.bounds.check(request).map_err(InputError::from)?;
         let op = Op::deciding(mode);
         let started = self.inner.report.start();
-        let only = |decision| Detailed::deciding_only(request, decision);
         let cache = self
             .inner
             .rejections
@@ -99,8 +98,11 @@ impl Limiter {
             Some(Err(ticket)) => Some(ticket),
             None => None,
         };
+        if self.held_locally(std::iter::once(request.key())) {
+            return self.locally_each(request, mode, now, op, started, None);
+        }
         if let Some(outage) = self.inner.health.outage() {
-            return self.by_policy(request, op, outage, started).map(only);
+            return self.by_policy(request, mode, now, op, outage, started);
         }
         let call = self.inner.store.decide_each(request, mode, now);
         match self.inner.bound.run(call).await {
@@ -116,7 +118,7 @@ impl Limiter {
             Err(e) => {
                 let (health, inner) = (&self.inner.health, &self.inner);
                 health.failed(&e, &inner.store, inner.bound);
-                self.by_policy(request, op, e, started).map(only)
+                self.by_policy(request, mode, now, op, e, started)
             }
         }
     }

@@ -14,6 +14,9 @@
 //!    background probe looks for it;
 //! 5. the bounded store call ([`bounded`]): no store hangs a caller;
 //! 6. the failure policy ([`FailurePolicy::answer`], docs/design.md §6);
+//!    under [`FailurePolicy::Local`] the limiter answers in its own memory
+//!    at a share of each limit and charges it back later ([`local`]); a key
+//!    with records still to charge back is answered there before step 4;
 //! 7. the report ([`report`]): the metrics hook, and outages logged once per
 //!    episode ([`crate::episode`]), which readiness reads.
 //!
@@ -26,6 +29,7 @@ mod builder;
 mod each;
 mod error;
 mod health;
+mod local;
 mod policy;
 mod queue;
 mod report;
@@ -35,7 +39,8 @@ mod wait;
 pub use builder::{LimiterBuilder, shared_receipt_key};
 pub use error::{BuildError, LimiterError};
 pub use health::StoreHealth;
-pub use policy::{FailurePolicy, UnknownPolicy};
+pub use local::DEFAULT_JOURNAL_CAP;
+pub use policy::{BadShare, FailurePolicy, UnknownPolicy};
 pub use wait::{Wait, WaitError};
 
 use crate::Cost;
@@ -81,6 +86,9 @@ struct Inner {
     rejections: Option<Arc<RejectionCache>>,
     /// Whether the store is known down, and its one background probe.
     health: Arc<Health>,
+    /// The local policy's memory store, journal and charge-back; `None`
+    /// under another policy (or on a store in this process's memory).
+    local: Option<Arc<local::Local>>,
     report: Report,
     /// Seals the receipts this limiter issues and opens those it settles.
     receipts: Arc<ReceiptKey>,
@@ -256,8 +264,13 @@ impl Limiter {
             Some(Err(ticket)) => Some(ticket),
             None => None,
         };
+        if self.held_locally(std::iter::once(request.key())) {
+            let local = self.locally_each(request, mode, now, op, started, None);
+            return local.map(|each| each.decision);
+        }
         if let Some(outage) = self.inner.health.outage() {
-            return self.by_policy(request, op, outage, started);
+            let answer = self.by_policy(request, mode, now, op, outage, started);
+            return answer.map(|each| each.decision);
         }
         // A store in this process's memory decides synchronously: no boxed
         // future, no timer (it cannot hang).
@@ -281,24 +294,31 @@ impl Limiter {
             Err(e) => {
                 let (health, inner) = (&self.inner.health, &self.inner);
                 health.failed(&e, &inner.store, inner.bound);
-                self.by_policy(request, op, e, started)
+                let answer = self.by_policy(request, mode, now, op, e, started);
+                answer.map(|each| each.decision)
             }
         }
     }
 
-    /// Answers `request` by the failure policy for `error`, and reports it.
+    /// Answers `request` by the failure policy for `error`, and reports it:
+    /// under the local policy a transient failure is answered locally.
     fn by_policy(
         &self,
         request: &Request,
+        mode: Mode,
+        now: Now,
         op: Op,
         error: slidelog_core::StoreError,
         started: report::Started,
-    ) -> Result<Decision, LimiterError> {
+    ) -> Result<slidelog_core::Detailed, LimiterError> {
+        if self.inner.local.is_some() && error.is_transient() {
+            return self.locally_each(request, mode, now, op, started, Some(error));
+        }
         let answer = self.inner.policy.answer(request, error.clone());
         self.inner
             .report
             .failed(op, &error, answer.is_ok(), started);
-        Ok(answer?)
+        Ok(slidelog_core::Detailed::deciding_only(request, answer?))
     }
 
     /// Deletes the key's log; returns whether one existed. No failure policy
@@ -394,7 +414,7 @@ impl Limiter {
     /// Returns the metrics hook, when one listens (the layer's tiers).
     #[cfg(feature = "tower")]
     pub(crate) fn metrics(&self) -> Option<&Arc<dyn crate::metrics::MetricsHook>> {
-        self.inner.report.hook()
+        self.inner.report.metrics()
     }
 
     /// Returns what callers may ask for ([`LimiterBuilder::bounds`]).

@@ -62,8 +62,7 @@ impl Report {
     }
 
     /// Returns the hook, when one listens.
-    #[cfg(feature = "tower")]
-    pub(crate) fn hook(&self) -> Option<&Arc<dyn MetricsHook>> {
+    pub(crate) fn metrics(&self) -> Option<&Arc<dyn MetricsHook>> {
         self.metrics.as_ref()
     }
 

@@ -8,7 +8,11 @@
 //!   pretend it did. A failed one returns [`LimiterError::Store`]; a
 //!   reservation left unsettled keeps its estimate until it slides out (a
 //!   timed-out charge may or may not have been recorded: retrying it may
-//!   count it twice);
+//!   count it twice). The exception is a charge under the local policy
+//!   ([`FailurePolicy::Local`](crate::FailurePolicy::Local)): it is
+//!   recorded in the limiter's own memory and journaled, and charged back
+//!   to the store with the local decisions (docs/design.md §6, "Local
+//!   answers"), answered `degraded`;
 //! - the rejection cache forgets the key, before the call and again after
 //!   it (a settle can free units, so a rejection cached before it may no
 //!   longer hold; the second bump also voids checks in flight meanwhile).
@@ -120,8 +124,18 @@ impl Limiter {
     /// [`charge`](Self::charge) of a [`Request::usage`] at an explicit time.
     pub async fn charge_at(&self, request: &Request, now: Now) -> Result<Detailed, LimiterError> {
         self.bounds.check(request).map_err(InputError::from)?;
+        let local = self.inner.local.is_some();
+        let down = local && self.inner.health.is_down();
+        if down || self.held_locally(std::iter::once(request.key())) {
+            return self.charge_locally(request, now);
+        }
         let call = self.inner.store.charge(request, now);
-        self.usage_call(Op::Charge, request.key(), call).await
+        match self.usage_call(Op::Charge, request.key(), call).await {
+            Err(LimiterError::Store(e)) if local && e.is_transient() => {
+                self.charge_locally(request, now)
+            }
+            answered => answered,
+        }
     }
 
     /// Runs a settle or charge `call` on the store: known down, it fails at

@@ -122,7 +122,7 @@ pub(super) fn announce(args: &ServeArgs, bound: &Bound) {
         http_addr = %bound.http_addr,
         grpc_addr = %grpc_shown,
         store = %mask_password(&args.store.store),
-        policy = %args.on_store_error,
+        policy = %args.failure_policy().map_or_else(|e| e.to_string(), |p| p.to_string()),
         trust_client_time = args.trust_client_time,
         tls = bound.hygiene.tls.is_some(),
         "slidelog listening"

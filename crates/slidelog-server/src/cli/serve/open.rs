@@ -55,8 +55,9 @@ pub(super) async fn build_app(args: &ServeArgs) -> anyhow::Result<App> {
     config.receipts = Some(Arc::new(with_receipt_ttl(key, args)?));
     let time = args.store.time_mode();
     let no_cache = args.no_rejection_cache;
+    let journal_cap = args.local_journal_cap;
     let app = App::with_builder(store, config, |b| {
-        let b = b.time_mode(time);
+        let b = b.time_mode(time).local_journal_cap(journal_cap);
         if no_cache { b.no_rejection_cache() } else { b }
     });
     report_preflight(args, &app, preflight);
@@ -66,7 +67,7 @@ pub(super) async fn build_app(args: &ServeArgs) -> anyhow::Result<App> {
 /// Gathers the service settings of the flags.
 fn app_config(args: &ServeArgs) -> anyhow::Result<AppConfig> {
     Ok(AppConfig {
-        policy: args.on_store_error,
+        policy: args.failure_policy()?,
         store_timeout: args.store.store_timeout,
         admin_token: admin_token(args)?,
         receipts: None,

@@ -10,6 +10,10 @@ pub(super) fn flags(args: &ServeArgs) -> anyhow::Result<()> {
     memory_store(args)?;
     client_bounds(args)?;
     connections(args)?;
+    args.failure_policy()?;
+    if args.local_journal_cap == 0 {
+        anyhow::bail!("--local-journal-cap must be at least 1, got 0");
+    }
     if args.store.store_timeout.is_zero() {
         anyhow::bail!("--store-timeout must be at least 1ms, got 0");
     }
