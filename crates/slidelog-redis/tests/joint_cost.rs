@@ -121,11 +121,18 @@ async fn measure_cluster(pair: fn(usize) -> [String; 2]) -> (f64, f64) {
 #[tokio::test]
 #[ignore = "a measurement"]
 async fn cluster_joint_decisions_cost() {
-    let one_slot: fn(usize) -> [String; 2] =
-        |i| [format!("{{u{}}}:user", i % 100), format!("{{u{}}}:route", i % 100)];
+    let one_slot: fn(usize) -> [String; 2] = |i| {
+        [
+            format!("{{u{}}}:user", i % 100),
+            format!("{{u{}}}:route", i % 100),
+        ]
+    };
     // `user:N` and `route` hash apart: two slots, most often on two masters.
     let two_slots: fn(usize) -> [String; 2] = |i| [format!("user:{}", i % 100), "route".into()];
-    for (what, pair) in [("2 keys, one slot", one_slot), ("2 keys, two slots", two_slots)] {
+    for (what, pair) in [
+        ("2 keys, one slot", one_slot),
+        ("2 keys, two slots", two_slots),
+    ] {
         let (usec, wall) = measure_cluster(pair).await;
         eprintln!("{what}: {usec:.2} usec of Redis, {wall:.0} usec wall per request");
     }
