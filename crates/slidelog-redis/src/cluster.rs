@@ -55,20 +55,6 @@ use redis::{Cmd, ErrorKind, Pipeline, RedisFuture, ServerErrorKind, Value};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Measurement only: true sends keyed calls straight to redis-rs, without
-/// the per-master outage mode's slot check and timer (as before it), so
-/// its cost can be measured side by side in one process
-/// (`examples/cluster_outage_cost.rs`, BENCHMARKS.md). Never set otherwise.
-static BYPASS_NODE_HEALTH: std::sync::atomic::AtomicBool =
-    std::sync::atomic::AtomicBool::new(false);
-
-/// Measurement only: `true` turns the
-/// per-master outage mode off for every cluster store of this process.
-#[doc(hidden)]
-pub fn bypass_node_health_for_measurement(bypass: bool) {
-    BYPASS_NODE_HEALTH.store(bypass, std::sync::atomic::Ordering::Relaxed);
-}
-
 /// A redis-rs async cluster connection that answers NOSCRIPT by running the
 /// script with `EVAL` on the key's own master (see the module docs).
 #[derive(Clone)]
@@ -76,6 +62,12 @@ pub struct ClusterConnection {
     inner: Healing<RawClusterConnection>,
     /// Each master's health ([`nodes`]).
     nodes: Nodes,
+    /// Measurement only: true sends keyed calls straight to redis-rs,
+    /// without the per-master outage mode's slot check and timer (as before
+    /// it), so its cost can be measured side by side in one process
+    /// (`examples/cluster_outage_cost.rs`, BENCHMARKS.md). Shared by the
+    /// clones of one connection; never set otherwise.
+    bypass_node_health: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl ClusterConnection {
@@ -122,7 +114,16 @@ impl ClusterConnection {
         Self {
             inner: Healing::new(inner, make, probe, probe_timeout, "redis-cluster"),
             nodes,
+            bypass_node_health: Arc::default(),
         }
+    }
+
+    /// Measurement only: `true` turns the per-master outage mode off for
+    /// this connection and its clones (a store's calls).
+    #[doc(hidden)]
+    pub fn bypass_node_health_for_measurement(&self, bypass: bool) {
+        self.bypass_node_health
+            .store(bypass, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The masters known down now: calls for their slots fail at once
@@ -348,7 +349,10 @@ impl ClusterConnection {
 impl ConnectionLike for ClusterConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
-            if BYPASS_NODE_HEALTH.load(std::sync::atomic::Ordering::Relaxed) {
+            if self
+                .bypass_node_health
+                .load(std::sync::atomic::Ordering::Relaxed)
+            {
                 return self.send(cmd).await;
             }
             if let Some(slot) = decision_slot(cmd) {
