@@ -129,7 +129,16 @@ fn long_functions(code: &str) -> Vec<(String, usize)> {
 fn fn_name(line: &str) -> Option<String> {
     let words: Vec<&str> = line.split_whitespace().collect();
     let at = words.iter().position(|w| *w == "fn")?;
-    let allowed = ["pub", "pub(crate)", "pub(super)", "async", "const", "unsafe", "extern", "\"C\""];
+    let allowed = [
+        "pub",
+        "pub(crate)",
+        "pub(super)",
+        "async",
+        "const",
+        "unsafe",
+        "extern",
+        "\"C\"",
+    ];
     if !words[..at].iter().all(|w| allowed.contains(w)) {
         return None;
     }
@@ -148,7 +157,11 @@ fn no_function_is_over_60_lines() {
             }
         }
     }
-    assert!(long.is_empty(), "functions over {LONGEST} lines:\n{}", long.join("\n"));
+    assert!(
+        long.is_empty(),
+        "functions over {LONGEST} lines:\n{}",
+        long.join("\n")
+    );
 }
 
 /// The module path of `file` in its crate (`a/b.rs` and `a/b/mod.rs` are
@@ -159,7 +172,10 @@ fn module_of(src: &Path, file: &Path) -> Vec<String> {
         .components()
         .map(|c| c.as_os_str().to_string_lossy().into_owned())
         .collect();
-    if matches!(parts.last().map(String::as_str), Some("mod" | "lib" | "main")) {
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
         parts.pop();
     }
     parts
@@ -170,7 +186,10 @@ fn module_of(src: &Path, file: &Path) -> Vec<String> {
 fn imported_paths(code: &str, module: &[String]) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     let flat: String = code.split_whitespace().collect::<Vec<_>>().join(" ");
-    for (at, _) in flat.match_indices("crate::").chain(flat.match_indices("super::")) {
+    for (at, _) in flat
+        .match_indices("crate::")
+        .chain(flat.match_indices("super::"))
+    {
         let before = flat[..at].chars().last();
         if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
             continue;
@@ -250,7 +269,11 @@ fn no_two_files_of_a_crate_import_each_other() {
             found.push(format!("{}: {circle:?}", src.display()));
         }
     }
-    assert!(found.is_empty(), "files that import each other:\n{}", found.join("\n"));
+    assert!(
+        found.is_empty(),
+        "files that import each other:\n{}",
+        found.join("\n")
+    );
 }
 
 #[test]
@@ -260,14 +283,18 @@ fn sources_cite_the_design_not_issue_numbers() {
         for file in files {
             let text = std::fs::read_to_string(&file).unwrap().to_lowercase();
             for (n, line) in text.lines().enumerate() {
-                let issue = line.match_indices("issue ").any(|(at, w)| {
-                    line[at + w.len()..].starts_with(|c: char| c.is_ascii_digit())
-                });
+                let issue = line
+                    .match_indices("issue ")
+                    .any(|(at, w)| line[at + w.len()..].starts_with(|c: char| c.is_ascii_digit()));
                 if issue || line.contains("spec §") {
                     found.push(format!("{}:{}: {line}", file.display(), n + 1));
                 }
             }
         }
     }
-    assert!(found.is_empty(), "cite docs/design.md instead:\n{}", found.join("\n"));
+    assert!(
+        found.is_empty(),
+        "cite docs/design.md instead:\n{}",
+        found.join("\n")
+    );
 }

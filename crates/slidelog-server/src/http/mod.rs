@@ -14,6 +14,7 @@
 pub mod answer;
 pub mod api;
 pub mod body;
+mod call;
 pub mod error;
 pub mod headers;
 pub mod joint;
