@@ -131,6 +131,59 @@ pub fn encode(log: &Log, out: &mut Vec<u8>) {
 /// (the input may go on with other data).
 pub fn decode(bytes: &[u8]) -> Result<(Log, usize), CodecError> {
     let mut r = Reader { bytes, at: 0 };
+    let head = read_header(&mut r)?;
+    let count_at = r.at;
+    let count = r.varint()?;
+    if count == 0 {
+        return if head.weighted {
+            Err(r.invalid(count_at, "an empty log marked weighted"))
+        } else {
+            Ok((Log::new(), r.at))
+        };
+    }
+    // Every record takes 4 bytes at least: refuse a count the input cannot hold.
+    let per = if head.whole { 8 } else { 4 };
+    let stamps_len = usize::try_from(count)
+        .ok()
+        .and_then(|c| c.checked_mul(per))
+        .filter(|&n| n <= r.left())
+        .ok_or(CodecError::Truncated {
+            at: r.at,
+            needed: usize::try_from(count)
+                .unwrap_or(usize::MAX)
+                .saturating_mul(per),
+        })?;
+    let stamps = read_stamps(&mut r, head.whole, stamps_len / per)?;
+    let mut log = if head.weighted {
+        let most = if head.version == VERSION {
+            u64::from(u32::MAX)
+        } else {
+            MAX_COST
+        };
+        read_weighted(&mut r, stamps, most)?
+    } else {
+        let mut log = Log::new();
+        stamps.into_iter().for_each(|t| log.append(t, &[1]));
+        log
+    };
+    log.raise_horizon(head.horizon);
+    if head.spent {
+        read_spent(&mut r, &mut log)?;
+    }
+    Ok((log, r.at))
+}
+
+/// What a log's encoding says before its records.
+struct Header {
+    version: u8,
+    whole: bool,
+    weighted: bool,
+    spent: bool,
+    horizon: u64,
+}
+
+/// Reads and checks the version, the flags and (version 2) the horizon.
+fn read_header(r: &mut Reader<'_>) -> Result<Header, CodecError> {
     let version = r.u8()?;
     if version != VERSION && version != VERSION_1 {
         return Err(CodecError::UnknownVersion { got: version });
@@ -144,52 +197,18 @@ pub fn decode(bytes: &[u8]) -> Result<(Log, usize), CodecError> {
     if spent && (version == VERSION_1 || flags & WEIGHTED == 0) {
         return Err(r.invalid(flags_at, "settled receipts on a plain or version 1 log"));
     }
-    let (whole, weighted) = (flags & WHOLE != 0, flags & WEIGHTED != 0);
     let horizon_at = r.at;
     let horizon = if version == VERSION { r.varint()? } else { 0 };
     if horizon > MAX_WINDOW_MS {
         return Err(r.invalid(horizon_at, "horizon above 366 days"));
     }
-    let count_at = r.at;
-    let count = r.varint()?;
-    if count == 0 {
-        return if weighted {
-            Err(r.invalid(count_at, "an empty log marked weighted"))
-        } else {
-            Ok((Log::new(), r.at))
-        };
-    }
-    // Every record takes 4 bytes at least: refuse a count the input cannot hold.
-    let per = if whole { 8 } else { 4 };
-    let stamps_len = usize::try_from(count)
-        .ok()
-        .and_then(|c| c.checked_mul(per))
-        .filter(|&n| n <= r.left())
-        .ok_or(CodecError::Truncated {
-            at: r.at,
-            needed: usize::try_from(count)
-                .unwrap_or(usize::MAX)
-                .saturating_mul(per),
-        })?;
-    let count = stamps_len / per;
-    let stamps = read_stamps(&mut r, whole, count)?;
-    let mut log = if weighted {
-        let most = if version == VERSION {
-            u64::from(u32::MAX)
-        } else {
-            MAX_COST
-        };
-        read_weighted(&mut r, stamps, most)?
-    } else {
-        let mut log = Log::new();
-        stamps.into_iter().for_each(|t| log.append(t, &[1]));
-        log
-    };
-    log.raise_horizon(horizon);
-    if spent {
-        read_spent(&mut r, &mut log)?;
-    }
-    Ok((log, r.at))
+    Ok(Header {
+        version,
+        whole: flags & WHOLE != 0,
+        weighted: flags & WEIGHTED != 0,
+        spent,
+        horizon,
+    })
 }
 
 /// Reads the settled receipts of a weighted log: a count (each entry takes
