@@ -57,6 +57,17 @@ pub struct ServeArgs {
         default_missing_value = "true"
     )]
     pub merge_domain_config: bool,
+    /// The operator's policies: named limit sets, one a line
+    /// (`api-key: requests=100/minute, tokens=20000/minute`), which a
+    /// request names with "policy" in place of its own limits. Read again
+    /// when the file changes (checked every --config-poll-interval); a
+    /// change that does not parse keeps the last good policies.
+    #[arg(long)]
+    pub policies: Option<std::path::PathBuf>,
+    /// Refuse client-chosen limits: every check, peek, settle and charge
+    /// must name a policy of --policies (400 otherwise).
+    #[arg(long, requires = "policies")]
+    pub require_policy: bool,
     /// How often the --config files are checked for changes.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub config_poll_interval: Duration,
@@ -239,6 +250,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     } = bound;
     signal.spawn_watch(trigger, args.shutdown_grace);
     secured.spawn_reload(&shutdown);
+    if let Some(policies) = &app.config().policies {
+        policies.spawn_reload(shutdown.clone(), args.config_poll_interval);
+    }
     upkeep::spawn(app.clone(), shutdown.clone());
     if let Some(schedule) = inspect_schedule {
         schedule::spawn(app.clone(), schedule, shutdown.clone());

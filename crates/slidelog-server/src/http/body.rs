@@ -54,6 +54,10 @@ pub struct DecisionBody<S = String> {
     /// `POST /v1/settle` only: the receipt a check answered (docs/design.md §4.6).
     #[serde(default = "none")]
     pub receipt: Option<S>,
+    /// The name of an operator's policy (`serve --policies`) whose limits
+    /// apply, in place of `max`/`window_ms`/`limits`.
+    #[serde(default = "none")]
+    pub policy: Option<S>,
 }
 
 /// The default of an optional field (`#[serde(default)]` would ask `S:
@@ -122,13 +126,19 @@ impl<S: AsRef<str>> DecisionBody<S> {
     /// Validates the body into a request (every bound of docs/design.md §1),
     /// naming the field at fault.
     pub fn to_request(&self) -> Result<Request, ApiError> {
+        self.to_request_under(None)
+    }
+
+    /// [`to_request`](Self::to_request) with the limits of the policy the
+    /// body named (`policy`, resolved by the caller: `http::policy`).
+    pub fn to_request_under(&self, policy: Option<&[Limit]>) -> Result<Request, ApiError> {
         if self.receipt.is_some() {
             return Err(ApiError::bad_request(
                 "receipt",
                 "receipt is for POST /v1/settle; a check or a peek takes none",
             ));
         }
-        let limits = self.limits()?;
+        let limits = self.limits_under(policy)?;
         let cost = self.cost.unwrap_or(1);
         let own_costs = self
             .limits
@@ -151,7 +161,17 @@ impl<S: AsRef<str>> DecisionBody<S> {
     /// ([`Request::usage`]): costs 0 allowed, above a limit's max allowed.
     /// A settle must say its actual cost: `cost`, or one per entry.
     pub fn to_usage_request(&self, settle: bool) -> Result<Request, ApiError> {
-        let limits = self.limits()?;
+        self.to_usage_request_under(settle, None)
+    }
+
+    /// [`to_usage_request`](Self::to_usage_request) under the limits of the
+    /// policy the body named.
+    pub fn to_usage_request_under(
+        &self,
+        settle: bool,
+        policy: Option<&[Limit]>,
+    ) -> Result<Request, ApiError> {
+        let limits = self.limits_under(policy)?;
         let entries = self.limits.as_deref().unwrap_or_default();
         let own = entries.iter().any(|l| l.cost.is_some());
         let every_own = !entries.is_empty() && entries.iter().all(|l| l.cost.is_some());
@@ -199,7 +219,25 @@ impl<S: AsRef<str>> DecisionBody<S> {
     }
 
     /// Validates the limits: `max` and `window_ms`, or `limits`, never both.
-    fn limits(&self) -> Result<BodyList<Limit>, ApiError> {
+    fn limits_under(&self, policy: Option<&[Limit]>) -> Result<BodyList<Limit>, ApiError> {
+        match (policy, &self.policy) {
+            (Some(_), _)
+                if self.limits.is_some() || self.max.is_some() || self.window_ms.is_some() =>
+            {
+                return Err(ApiError::bad_request(
+                    "limits",
+                    "give either policy, or limits (max and window_ms), not both",
+                ));
+            }
+            (Some(limits), _) => return Ok(limits.iter().cloned().collect()),
+            (None, Some(_)) => {
+                return Err(ApiError::bad_request(
+                    "policy",
+                    "policy is not taken in the checks of a joint decision: give each check its limits",
+                ));
+            }
+            (None, None) => {}
+        }
         match (&self.limits, self.max, self.window_ms) {
             (Some(_), Some(_), _) | (Some(_), _, Some(_)) => Err(ApiError::bad_request(
                 "limits",

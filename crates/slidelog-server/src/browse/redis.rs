@@ -1,0 +1,226 @@
+//! The key browser on Redis and Redis Cluster: `inspect`'s SCAN, one bounded
+//! step at a time, over every master (in address order) of the store.
+//!
+//! A page makes at most [`MAX_STEPS`] `SCAN … COUNT` calls and reads at most
+//! `limit` keys (ZCARD, PTTL and the newest record each, pipelined), so its
+//! work is bounded whatever the key space holds. SCAN may return more keys
+//! than a page has room for: the cursor then names the same SCAN cursor and
+//! how many of its keys were already listed (`skip`), and the next page
+//! asks for the same step again. A key may be listed twice (SCAN's own
+//! guarantee); one may be missed only when keys of the same step were
+//! deleted between the two pages.
+
+use super::{BrowseError, KeyPage, KeySummary};
+use redis::aio::MultiplexedConnection;
+use slidelog_inspect::facts::{KeyFacts, KeyKind};
+use slidelog_inspect::scan;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Mutex;
+
+/// SCAN calls one page makes at most.
+pub const MAX_STEPS: usize = 16;
+/// The least COUNT hint of one SCAN call (a page asks for `limit`, at least this).
+pub const MIN_COUNT: usize = 100;
+
+/// A Redis store's key space as the browser reads it: its URL, its key
+/// prefix, and connections to its masters, made at first use and again
+/// after an error.
+#[derive(Clone)]
+pub struct KeySpace {
+    url: String,
+    prefix: String,
+    timeout: Duration,
+    nodes: Arc<Mutex<Option<Arc<Vec<(String, MultiplexedConnection)>>>>>,
+}
+
+impl std::fmt::Debug for KeySpace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeySpace")
+            .field("url", &slidelog::redact::mask_password(&self.url))
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KeySpace {
+    /// The key space of the store at `url` (`redis://`, `rediss://`,
+    /// `redis+cluster://`) whose keys start with `prefix`; `None` for a
+    /// store `inspect` cannot scan (memory, Sentinel).
+    pub fn new(url: &str, prefix: &str, timeout: Duration) -> Option<Self> {
+        slidelog_inspect::target::parse_target(url).ok()?;
+        Some(Self {
+            url: url.to_owned(),
+            prefix: prefix.to_owned(),
+            timeout,
+            nodes: Arc::default(),
+        })
+    }
+
+    /// The masters, connected (at first use, or again after an error).
+    async fn nodes(&self) -> Result<Arc<Vec<(String, MultiplexedConnection)>>, BrowseError> {
+        let mut held = self.nodes.lock().await;
+        if let Some(nodes) = &*held {
+            return Ok(nodes.clone());
+        }
+        let target = slidelog_inspect::target::parse_target(&self.url)?;
+        let mut found = slidelog_inspect::target::discover(&target, self.timeout).await?;
+        found.sort_by(|a, b| a.addr.cmp(&b.addr));
+        let mut nodes = Vec::with_capacity(found.len());
+        for node in found {
+            let conn = scan::connect(&node.url, &node.addr, self.timeout).await?;
+            nodes.push((node.addr, conn));
+        }
+        let nodes = Arc::new(nodes);
+        *held = Some(nodes.clone());
+        Ok(nodes)
+    }
+
+    /// Forgets the connections after an error: the next call connects again.
+    async fn forget<T>(&self, result: Result<T, BrowseError>) -> Result<T, BrowseError> {
+        if result.is_err() {
+            *self.nodes.lock().await = None;
+        }
+        result
+    }
+
+    /// One page of keys starting with `prefix`.
+    pub async fn list(
+        &self,
+        prefix: &str,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<KeyPage, BrowseError> {
+        let at = match cursor {
+            None => At::default(),
+            Some(text) => At::parse(text).ok_or_else(|| BrowseError::BadCursor(text.to_owned()))?,
+        };
+        let result = self.page(prefix, at, limit).await;
+        self.forget(result).await
+    }
+
+    async fn page(&self, prefix: &str, mut at: At, limit: usize) -> Result<KeyPage, BrowseError> {
+        let nodes = self.nodes().await?;
+        let pattern = slidelog_inspect::prefix_pattern(&format!("{}{prefix}", self.prefix));
+        let count = limit.max(MIN_COUNT) as u32;
+        let mut keys = Vec::new();
+        for _ in 0..MAX_STEPS {
+            let Some((addr, conn)) = nodes.get(at.node) else {
+                return Ok(KeyPage { keys, cursor: None });
+            };
+            if keys.len() >= limit {
+                break;
+            }
+            let (next, found) = scan::scan_keys(conn, addr, &pattern, count, at.scan).await?;
+            let start = at.skip.min(found.len());
+            let chosen: Vec<Vec<u8>> = found[start..]
+                .iter()
+                .take(limit - keys.len())
+                .cloned()
+                .collect();
+            let consumed = start + chosen.len();
+            let facts = scan::read_keys(conn, addr, &chosen).await?;
+            keys.extend(facts.into_iter().filter_map(|f| self.summary(f)));
+            at = if consumed < found.len() {
+                At {
+                    skip: consumed,
+                    ..at
+                }
+            } else if next == 0 {
+                At {
+                    node: at.node + 1,
+                    ..At::default()
+                }
+            } else {
+                At {
+                    scan: next,
+                    skip: 0,
+                    ..at
+                }
+            };
+        }
+        let done = at.node >= nodes.len();
+        Ok(KeyPage {
+            keys,
+            cursor: (!done).then(|| at.to_string()),
+        })
+    }
+
+    /// One key's summary: asked of every master at once (the one that holds
+    /// the key's slot answers; the others answer MOVED, an error here).
+    pub async fn one(&self, key: &str) -> Result<Option<KeySummary>, BrowseError> {
+        let result = self.find(key).await;
+        self.forget(result).await
+    }
+
+    async fn find(&self, key: &str) -> Result<Option<KeySummary>, BrowseError> {
+        let nodes = self.nodes().await?;
+        let full = vec![format!("{}{key}", self.prefix).into_bytes()];
+        let reads = nodes
+            .iter()
+            .map(|(addr, conn)| scan::read_keys(conn, addr, &full));
+        let answers = futures::future::join_all(reads).await;
+        let (mut answered, mut first_error) = (false, None);
+        for answer in answers {
+            match answer {
+                Ok(facts) => {
+                    answered = true;
+                    if let Some(found) = facts.into_iter().find_map(|f| self.summary(f)) {
+                        return Ok(Some(found));
+                    }
+                }
+                Err(e) => first_error = first_error.or(Some(e)),
+            }
+        }
+        match first_error {
+            // No node answered: not a missing key, a failure.
+            Some(e) if !answered => Err(e.into()),
+            _ => Ok(None),
+        }
+    }
+
+    /// A key's summary, for a log (another type, or a key gone since SCAN,
+    /// is no log).
+    fn summary(&self, facts: KeyFacts) -> Option<KeySummary> {
+        let KeyKind::ZSet(z) = facts.kind else {
+            return None;
+        };
+        let key = facts.key.strip_prefix(self.prefix.as_bytes())?;
+        // A plain log's newest member carries no `#` (docs/design.md §4.1):
+        // every record then costs 1.
+        let plain = z.newest.as_ref().is_some_and(|(m, _)| !m.contains(&b'#'));
+        let units = z.units.or(plain.then_some(z.zcard));
+        Some(KeySummary {
+            key: String::from_utf8_lossy(key).into_owned(),
+            records: z.zcard,
+            units,
+            newest_ms: z.newest_score().map(|s| s as u64),
+            ttl_ms: u64::try_from(z.pttl_ms).ok(),
+        })
+    }
+}
+
+/// Where a Redis listing continues: a master, its SCAN cursor, and the keys
+/// of that SCAN step already listed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct At {
+    node: usize,
+    scan: u64,
+    skip: usize,
+}
+
+impl At {
+    fn parse(text: &str) -> Option<Self> {
+        let mut parts = text.strip_prefix("r.")?.split('.');
+        let node = parts.next()?.parse().ok()?;
+        let scan = parts.next()?.parse().ok()?;
+        let skip = parts.next()?.parse().ok()?;
+        parts.next().is_none().then_some(Self { node, scan, skip })
+    }
+}
+
+impl std::fmt::Display for At {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "r.{}.{}.{}", self.node, self.scan, self.skip)
+    }
+}

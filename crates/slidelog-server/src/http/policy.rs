@@ -1,0 +1,61 @@
+//! Requests that name a policy (`"policy": "api-key"`, docs/design.md §5,
+//! "Operators' API"): the policy's limits replace the body's, and with
+//! `--require-policy` a body that brings its own limits is refused.
+
+use super::body::DecisionBody;
+use super::error::ApiError;
+use crate::app::App;
+use slidelog::Limit;
+
+/// The limits of policy `name`; 400 naming `policy` when there is no such
+/// policy (or no `--policies` at all).
+pub fn limits_of(app: &App, name: &str) -> Result<Vec<Limit>, ApiError> {
+    let Some(handle) = &app.config().policies else {
+        return Err(ApiError::bad_request(
+            "policy",
+            format!(
+                "no policy {name:?}: this service has no policies (start it with --policies FILE)"
+            ),
+        ));
+    };
+    let policies = handle.get();
+    match policies.get(name) {
+        Some(policy) => Ok(policy.limits()),
+        None => Err(ApiError::bad_request(
+            "policy",
+            format!(
+                "no policy {name:?} in --policies ({} defined)",
+                policies.len()
+            ),
+        )),
+    }
+}
+
+/// The limits `body` is to be decided under: its policy's, or `None` for
+/// its own limits (refused with `--require-policy`, naming the field the
+/// body used: `max` or `limits`).
+pub fn resolve<S: AsRef<str>>(
+    app: &App,
+    body: &DecisionBody<S>,
+) -> Result<Option<Vec<Limit>>, ApiError> {
+    match &body.policy {
+        Some(name) => limits_of(app, name.as_ref()).map(Some),
+        None if app.config().require_policy => Err(refused(if body.limits.is_some() {
+            "limits"
+        } else {
+            "max"
+        })),
+        None => Ok(None),
+    }
+}
+
+/// The answer to client-chosen limits under `--require-policy`.
+pub fn refused(field: &'static str) -> ApiError {
+    ApiError::bad_request(
+        field,
+        format!(
+            "{field}: this service decides under the operator's policies only (--require-policy): \
+             name one in `policy` instead of sending limits"
+        ),
+    )
+}
