@@ -67,6 +67,26 @@ pub async fn start_with_body_cap(app: App, max_body_bytes: usize) -> TestServer 
     }
 }
 
+/// Starts the service over `app` with `extra` routes (e.g. Envoy's `/json`).
+pub async fn start_router(app: App, extra: axum::Router<App>) -> TestServer {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind port 0");
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (trigger, shutdown) = shutdown::channel();
+    let router = http::service(app.clone(), http::DEFAULT_MAX_BODY_BYTES, extra);
+    let task = tokio::spawn(serve_http(
+        listener,
+        router,
+        shutdown,
+        Duration::from_secs(5),
+    ));
+    TestServer {
+        base,
+        app,
+        trigger,
+        task,
+    }
+}
+
 /// Starts the service over a fresh in-memory store.
 pub async fn start_memory(config: AppConfig) -> TestServer {
     start(App::with_memory_store(Arc::new(MemoryStore::new()), config)).await
