@@ -5,7 +5,8 @@
 //! `cargo test --release -p slidelog-server --test keys_page_bound -- --ignored --nocapture`.
 
 use slidelog::store::MemoryStore;
-use slidelog::{Limit, Request, Store};
+use slidelog::store::Store;
+use slidelog::{Limit, Request};
 use slidelog_server::app::{App, AppConfig};
 use slidelog_server::browse::{self, KeySpace};
 use slidelog_testkit::RedisServer;

@@ -43,7 +43,7 @@ fn generated_client_runs(extra: &[&str]) -> String {
     let file = dir.path().join("openapi.json");
     std::fs::write(&file, &document).unwrap();
     run(Command::new(venv_tool("openapi-spec-validator")).arg(&file));
-    let client = dir.path().join("client");
+    let client = dir.path().join("slidelog_client");
     run(Command::new(venv_tool("openapi-python-client"))
         .args(["generate", "--meta", "none", "--path"])
         .arg(&file)
@@ -55,7 +55,7 @@ fn generated_client_runs(extra: &[&str]) -> String {
         .arg(service.url(""))
         .arg("tok-admin")
         .args(extra)
-        // `--meta none` writes the package itself into `client`.
+        // `--meta none` writes the package itself, slidelog_client, there.
         .env("PYTHONPATH", dir.path()))
 }
 
