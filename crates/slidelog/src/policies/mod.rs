@@ -14,7 +14,18 @@
 //! `fail-closed`. Errors name the file, line and column
 //! ([`PolicyError`]). The service (`serve --policies FILE`), the library
 //! and the layer read the same file: [`Policies::from_file`],
-//! [`Policies::from_str`], then [`Policies::get`] and [`Policy::limits`].
+//! [`Policies::from_str`], then [`Policies::get`] and [`Policy::limits`],
+//! or [`Policies::limits_of`] for a layer's routes:
+//!
+//! ```
+//! use slidelog::policies::Policies;
+//! let policies: Policies = "api-key: requests=100/minute, tokens=20000/minute".parse()?;
+//! let limits = policies.limits_of("api-key")?;
+//! assert_eq!(limits[1].name(), Some("tokens"));
+//! assert!(policies.limits_of("nope").unwrap_err().to_string().contains("api-key"));
+//! // In a tower layer: RouteLimits::new(policies.limits_of("api-key")?)
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod parse;
 
@@ -105,6 +116,18 @@ impl Policies {
     /// The policy named `name`.
     pub fn get(&self, name: &str) -> Option<&Policy> {
         self.by_name.get(name)
+    }
+
+    /// The limits of policy `name`, or an error naming it and the known
+    /// ones (a layer's routes, a CLI: a name the file lacks is a mistake).
+    pub fn limits_of(&self, name: &str) -> Result<Vec<Limit>, PolicyError> {
+        match self.get(name) {
+            Some(policy) => Ok(policy.limits()),
+            None => Err(PolicyError::Unknown {
+                name: name.to_owned(),
+                known: self.names().collect::<Vec<_>>().join(", "),
+            }),
+        }
     }
 
     /// The policies' names, sorted.

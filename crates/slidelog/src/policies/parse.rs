@@ -16,6 +16,14 @@ pub enum PolicyError {
         /// What the system said.
         error: String,
     },
+    /// No policy has this name.
+    #[error("no policy {name:?} (policies: {known})")]
+    Unknown {
+        /// The name asked for.
+        name: String,
+        /// The names there are.
+        known: String,
+    },
     /// A line is not a policy.
     #[error("{file}:{line}:{col}: {message}")]
     Syntax {
