@@ -322,3 +322,33 @@ async fn every_documented_route_is_routed_and_unknown_ones_point_at_the_document
     assert_eq!(status, 200);
     assert_eq!(doc["openapi"], "3.1.0");
 }
+
+/// A policy's `on-store-error=fail-closed` answers 503 where the service's
+/// fail-open would answer degraded; other policies keep the service's.
+#[tokio::test]
+async fn a_fail_closed_policy_refuses_a_degraded_answer() {
+    let options = StoreOptions {
+        lazy_connect: true,
+        ..StoreOptions::default()
+    };
+    let dead = format!("redis://127.0.0.1:{}", slidelog_testkit::free_port());
+    let store = open_store(&dead, &options, Duration::from_millis(200))
+        .await
+        .unwrap();
+    let policies = "strict: 5/minute, on-store-error=fail-closed\nlenient: 5/minute\n";
+    let config = AppConfig {
+        store_timeout: Duration::from_millis(200),
+        policies: Some(PolicyHandle::fixed(policies.parse().unwrap())),
+        ..AppConfig::default()
+    };
+    let server = start(App::new(store, config)).await;
+    let http = client();
+    let strict = json!({"key": "k", "policy": "strict"});
+    let r = post_json(&http, server.url("/v1/check"), &strict).await;
+    assert_eq!(r.status(), 503);
+    let lenient = json!({"key": "k", "policy": "lenient"});
+    let r = post_json(&http, server.url("/v1/check"), &lenient).await;
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["degraded"], true, "{body}");
+}

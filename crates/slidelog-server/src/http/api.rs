@@ -51,13 +51,14 @@ async fn decide_inner(
     };
     let now = client_now(app, body.now_ms)?;
     let policy = super::policy::resolve(app, &body)?;
-    let request = body.to_request_under(policy.as_deref())?;
+    let request = body.to_request_under(super::policy::limits(&policy))?;
     drop(body);
     let each = app
         .limiter()
         .decide_each_at(&request, mode, now)
         .await
         .map_err(|e| decision_error(app, e))?;
+    super::policy::refuse_degraded(&policy, each.decision.degraded)?;
     // The answer and its header fields written straight from the decision
     // (the same bytes as `Answer` and `slidelog::headers::insert_each`).
     Ok(super::respond::decision(

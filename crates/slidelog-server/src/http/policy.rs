@@ -7,9 +7,24 @@ use super::error::ApiError;
 use crate::app::App;
 use slidelog::Limit;
 
+/// What a request that named a policy is decided under.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The policy's limits.
+    pub limits: Vec<Limit>,
+    /// The policy says `on-store-error=fail-closed`: a degraded answer
+    /// (the service's fail-open or local policy answered) becomes 503.
+    pub fail_closed: bool,
+}
+
 /// The limits of policy `name`; 400 naming `policy` when there is no such
 /// policy (or no `--policies` at all).
 pub fn limits_of(app: &App, name: &str) -> Result<Vec<Limit>, ApiError> {
+    policy_of(app, name).map(|r| r.limits)
+}
+
+/// Policy `name` as a request is decided under it.
+fn policy_of(app: &App, name: &str) -> Result<Resolved, ApiError> {
     let Some(handle) = &app.config().policies else {
         return Err(ApiError::bad_request(
             "policy",
@@ -20,7 +35,10 @@ pub fn limits_of(app: &App, name: &str) -> Result<Vec<Limit>, ApiError> {
     };
     let policies = handle.get();
     match policies.get(name) {
-        Some(policy) => Ok(policy.limits()),
+        Some(policy) => Ok(Resolved {
+            limits: policy.limits(),
+            fail_closed: policy.on_store_error() == Some(slidelog::FailurePolicy::FailClosed),
+        }),
         None => Err(ApiError::bad_request(
             "policy",
             format!(
@@ -58,4 +76,20 @@ pub fn refused(field: &'static str) -> ApiError {
              name one in `policy` instead of sending limits"
         ),
     )
+}
+
+/// The limits of `resolved`, as the body readers take them.
+pub fn limits(resolved: &Option<Resolved>) -> Option<&[Limit]> {
+    resolved.as_ref().map(|r| r.limits.as_slice())
+}
+
+/// The answer to a degraded decision under a fail-closed policy.
+pub fn refuse_degraded(resolved: &Option<Resolved>, degraded: bool) -> Result<(), ApiError> {
+    if degraded && resolved.as_ref().is_some_and(|r| r.fail_closed) {
+        return Err(ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "rate limit store unavailable (the policy's on-store-error=fail-closed)",
+        ));
+    }
+    Ok(())
 }

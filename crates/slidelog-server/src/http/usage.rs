@@ -67,7 +67,7 @@ async fn settle_inner(
     let JsonBody(body) = body?;
     let now = client_now(app, body.now_ms)?;
     let policy = super::policy::resolve(app, &body)?;
-    let request = body.to_usage_request_under(true, policy.as_deref())?;
+    let request = body.to_usage_request_under(true, super::policy::limits(&policy))?;
     let receipt = body.receipt.as_deref().ok_or_else(|| {
         ApiError::bad_request(
             "receipt",
@@ -93,7 +93,7 @@ async fn charge_inner(
     let JsonBody(body) = body?;
     let now = client_now(app, body.now_ms)?;
     let policy = super::policy::resolve(app, &body)?;
-    let request = body.to_usage_request_under(false, policy.as_deref())?;
+    let request = body.to_usage_request_under(false, super::policy::limits(&policy))?;
     let each = app
         .limiter()
         .charge_at(&request, now)
