@@ -57,7 +57,7 @@ async fn a_page_on_a_million_keys_stays_within_its_bound() {
     let store = Arc::new(MemoryStore::new().with_key_cap(KEYS + 10));
     let limit = Limit::new(10, 3_600_000).unwrap();
     for i in 0..KEYS {
-        let request = Request::single(format!("k{i}"), limit.clone()).unwrap();
+        let request = Request::single(format!("k{i}"), limit).unwrap();
         store.check(&request).await.unwrap();
     }
     let app = App::with_memory_store(store, AppConfig::default());

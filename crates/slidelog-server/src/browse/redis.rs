@@ -31,8 +31,11 @@ pub struct KeySpace {
     url: String,
     prefix: String,
     timeout: Duration,
-    nodes: Arc<Mutex<Option<Arc<Vec<(String, MultiplexedConnection)>>>>>,
+    nodes: Arc<Mutex<Option<Nodes>>>,
 }
+
+/// The masters' addresses and connections, in address order.
+type Nodes = Arc<Vec<(String, MultiplexedConnection)>>;
 
 impl std::fmt::Debug for KeySpace {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -58,7 +61,7 @@ impl KeySpace {
     }
 
     /// The masters, connected (at first use, or again after an error).
-    async fn nodes(&self) -> Result<Arc<Vec<(String, MultiplexedConnection)>>, BrowseError> {
+    async fn nodes(&self) -> Result<Nodes, BrowseError> {
         let mut held = self.nodes.lock().await;
         if let Some(nodes) = &*held {
             return Ok(nodes.clone());

@@ -49,15 +49,15 @@ fn policy_of(app: &App, name: &str) -> Result<Resolved, ApiError> {
     }
 }
 
-/// The limits `body` is to be decided under: its policy's, or `None` for
-/// its own limits (refused with `--require-policy`, naming the field the
-/// body used: `max` or `limits`).
+/// The policy `body` is to be decided under, or `None` for its own limits
+/// (refused with `--require-policy`, naming the field the body used:
+/// `max` or `limits`).
 pub fn resolve<S: AsRef<str>>(
     app: &App,
     body: &DecisionBody<S>,
-) -> Result<Option<Vec<Limit>>, ApiError> {
+) -> Result<Option<Resolved>, ApiError> {
     match &body.policy {
-        Some(name) => limits_of(app, name.as_ref()).map(Some),
+        Some(name) => policy_of(app, name.as_ref()).map(Some),
         None if app.config().require_policy => Err(refused(if body.limits.is_some() {
             "limits"
         } else {

@@ -56,7 +56,7 @@ pub struct PolicyLimit {
 
 impl From<&PolicyLimit> for Limit {
     fn from(p: &PolicyLimit) -> Self {
-        p.limit.clone()
+        p.limit
     }
 }
 

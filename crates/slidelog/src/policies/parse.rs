@@ -164,7 +164,7 @@ fn parse_item(policy: &mut Policy, text: &str) -> Result<(), String> {
             Some(("block", d)) => item.block_ms = Some(duration_ms("block", d)?),
             Some(("granularity", d)) => {
                 let g = duration_ms("granularity", d)?;
-                if item.limit.window_ms() % g != 0 {
+                if !item.limit.window_ms().is_multiple_of(g) {
                     return Err(format!(
                         "granularity={d} must divide the window ({} ms)",
                         item.limit.window_ms()
