@@ -4,11 +4,13 @@
 //! A page makes at most [`MAX_STEPS`] `SCAN … COUNT` calls and reads at most
 //! `limit` keys (ZCARD, PTTL and the newest record each, pipelined), so its
 //! work is bounded whatever the key space holds. SCAN may return more keys
-//! than a page has room for: the cursor then names the same SCAN cursor and
-//! how many of its keys were already listed (`skip`), and the next page
-//! asks for the same step again. A key may be listed twice (SCAN's own
-//! guarantee); one may be missed only when keys of the same step were
-//! deleted between the two pages.
+//! than a page has room for: a step's keys are taken in byte order, and the
+//! cursor then names the same SCAN cursor and the last key listed (hex),
+//! so the next page asks for the same step again and takes the keys after
+//! it. The order does not depend on where Redis keeps the keys, so a
+//! rehash between the pages loses none (a step asked again after its
+//! table grew returns a subset of what it returned before); a key may be
+//! listed twice, as SCAN may return it twice.
 
 use super::{BrowseError, KeyPage, KeySummary};
 use redis::aio::MultiplexedConnection;
@@ -114,8 +116,13 @@ impl KeySpace {
             if keys.len() >= limit {
                 break;
             }
-            let (next, found) = scan::scan_keys(conn, addr, &pattern, count, at.scan).await?;
-            let start = at.skip.min(found.len());
+            let (next, mut found) = scan::scan_keys(conn, addr, &pattern, count, at.scan).await?;
+            found.sort_unstable();
+            found.dedup();
+            let start = match &at.after {
+                Some(after) => found.partition_point(|k| k <= after),
+                None => 0,
+            };
             let chosen: Vec<Vec<u8>> = found[start..]
                 .iter()
                 .take(limit - keys.len())
@@ -126,7 +133,7 @@ impl KeySpace {
             keys.extend(facts.into_iter().filter_map(|f| self.summary(f)));
             at = if consumed < found.len() {
                 At {
-                    skip: consumed,
+                    after: chosen.last().cloned(),
                     ..at
                 }
             } else if next == 0 {
@@ -137,7 +144,7 @@ impl KeySpace {
             } else {
                 At {
                     scan: next,
-                    skip: 0,
+                    after: None,
                     ..at
                 }
             };
@@ -203,13 +210,13 @@ impl KeySpace {
     }
 }
 
-/// Where a Redis listing continues: a master, its SCAN cursor, and the keys
-/// of that SCAN step already listed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Where a Redis listing continues: a master, its SCAN cursor, and the
+/// last key of that SCAN step already listed (in byte order).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct At {
     node: usize,
     scan: u64,
-    skip: usize,
+    after: Option<Vec<u8>>,
 }
 
 impl At {
@@ -217,13 +224,60 @@ impl At {
         let mut parts = text.strip_prefix("r.")?.split('.');
         let node = parts.next()?.parse().ok()?;
         let scan = parts.next()?.parse().ok()?;
-        let skip = parts.next()?.parse().ok()?;
-        parts.next().is_none().then_some(Self { node, scan, skip })
+        let after = match parts.next()? {
+            "" => None,
+            hex => Some(unhex(hex)?),
+        };
+        parts.next().is_none().then_some(Self { node, scan, after })
     }
 }
 
 impl std::fmt::Display for At {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "r.{}.{}.{}", self.node, self.scan, self.skip)
+        write!(f, "r.{}.{}.", self.node, self.scan)?;
+        self.after
+            .iter()
+            .flatten()
+            .try_for_each(|b| write!(f, "{b:02x}"))
+    }
+}
+
+/// The bytes of lower-case hex (a cursor's last key); `None` if it is not.
+fn unhex(hex: &str) -> Option<Vec<u8>> {
+    if !hex.len().is_multiple_of(2) || hex.len() > 4 * slidelog_core::limit::MAX_KEY_BYTES {
+        return None;
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_read_back_as_written() {
+        for at in [
+            At::default(),
+            At {
+                node: 2,
+                scan: 1 << 40,
+                after: Some(b"rate:sliding:k\xff".to_vec()),
+            },
+        ] {
+            assert_eq!(At::parse(&at.to_string()), Some(at));
+        }
+        for bad in [
+            "r.1",
+            "r.1.2.x",
+            "r.1.2.abc",
+            "m.1.2.3",
+            "r.1.2..",
+            "r.a.2.",
+        ] {
+            assert_eq!(At::parse(bad), None, "{bad}");
+        }
     }
 }
