@@ -99,3 +99,65 @@ impl MemoryStore {
             .entry_of(hash, key, now)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use slidelog_core::store::InProcess as _;
+    use slidelog_core::{Limit, ManualClock, Mode, Now, Request};
+    use std::collections::BTreeSet;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    fn touch(store: &MemoryStore, key: &str, window_ms: u64) {
+        let request = Request::single(key, Limit::new(5, window_ms).unwrap()).unwrap();
+        assert!(
+            store
+                .decide_now(&request, Mode::Record, Now::Server)
+                .unwrap()
+                .allowed
+        );
+    }
+
+    /// Pages of every size and budget list every live key once at least,
+    /// never more than `limit` a page, also when the tables grow between
+    /// pages; expired logs are not listed.
+    #[test]
+    fn pages_list_every_live_key_within_their_bounds() {
+        let clock = Arc::new(ManualClock::new(1_767_225_600_000));
+        let store = MemoryStore::new().with_clock(clock.clone());
+        let wanted: BTreeSet<String> = (0..3_000).map(|i| format!("u{i}")).collect();
+        wanted.iter().for_each(|k| touch(&store, k, 60_000));
+        touch(&store, "gone", 10);
+        touch(&store, "x-other", 60_000);
+        clock.advance(Duration::from_millis(20));
+        for (limit, budget) in [(1, 1), (7, 50), (1000, 4096)] {
+            let (mut seen, mut at, mut grown) = (BTreeSet::new(), Some(BrowseCursor::default()), 0);
+            while let Some(cursor) = at {
+                let page = store.browse("u", cursor, limit, budget);
+                assert!(page.keys.len() <= limit);
+                assert!(page.visited <= budget.max(1) + CHUNK, "{}", page.visited);
+                for e in &page.keys {
+                    assert_eq!((e.records, e.units), (1, 1));
+                    assert!(e.ttl_ms <= 60_000 && e.newest_ms.is_some());
+                    seen.insert(e.key.clone());
+                }
+                // New keys make tables grow mid-listing.
+                if grown < 2_000 {
+                    (0..100).for_each(|i| touch(&store, &format!("new{grown}-{i}"), 60_000));
+                    grown += 100;
+                }
+                at = page.next;
+            }
+            assert!(
+                wanted.is_subset(&seen),
+                "limit {limit}: {} missing",
+                wanted.difference(&seen).count()
+            );
+            assert!(seen.iter().all(|k| k.starts_with('u')));
+        }
+        assert_eq!(store.key_entry("u7").map(|e| e.key), Some("u7".to_owned()));
+        assert_eq!(store.key_entry("gone"), None);
+        assert_eq!(store.key_entry("never"), None);
+    }
+}

@@ -2,7 +2,7 @@
 //! holds, one bounded page at a time, and one key's summary. The memory
 //! store lists its own table ([`slidelog::store::MemoryStore::browse`]); a
 //! Redis store (standalone or Cluster) is read with `slidelog inspect`'s
-//! scan, one `SCAN … COUNT` per node step ([`redis`]).
+//! scan, one `SCAN … COUNT` per node step (`browse/redis.rs`).
 //!
 //! A cursor is opaque to clients: `m.<shard>.<bucket>.<layout>` for the
 //! memory store, `r.<node>.<scan cursor>.<skip>` for Redis.
