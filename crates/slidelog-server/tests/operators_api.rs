@@ -220,6 +220,15 @@ async fn a_check_decides_under_the_named_policy() {
     assert_eq!(status, 200, "{key}");
     assert_eq!(key["state"]["allowed"], false, "{key}");
     assert_eq!(key["state"]["limits"][1]["count"], 3, "{key}");
+    // A settle names the policy its check was decided under.
+    let checked = json!({"key": "s", "policy": "api-key", "cost": 2});
+    let r = post_json(&http, server.url("/v1/check"), &checked).await;
+    let receipt = r.json::<Value>().await.unwrap()["receipt"].clone();
+    let settle = json!({"key": "s", "policy": "api-key", "cost": 1, "receipt": receipt});
+    let r = post_json(&http, server.url("/v1/settle"), &settle).await;
+    let settled: Value = r.json().await.unwrap();
+    assert_eq!(settled["settled"], true, "{settled}");
+    assert_eq!(settled["limits"][1]["count"], 1, "{settled}");
     // Unknown policy; a policy and limits at once; client limits still allowed.
     let cases = [
         (json!({"key": "p", "policy": "nope"}), 400, "policy"),
