@@ -220,15 +220,28 @@ async fn a_check_decides_under_the_named_policy() {
     assert_eq!(status, 200, "{key}");
     assert_eq!(key["state"]["allowed"], false, "{key}");
     assert_eq!(key["state"]["limits"][1]["count"], 3, "{key}");
-    // A settle names the policy its check was decided under.
-    let checked = json!({"key": "s", "policy": "api-key", "cost": 2});
+    // A cost per limit by name; a settle names the policy its check was
+    // decided under.
+    let checked = json!({"key": "s", "policy": "api-key", "costs": {"tokens": 40}});
     let r = post_json(&http, server.url("/v1/check"), &checked).await;
-    let receipt = r.json::<Value>().await.unwrap()["receipt"].clone();
-    let settle = json!({"key": "s", "policy": "api-key", "cost": 1, "receipt": receipt});
+    let decided: Value = r.json().await.unwrap();
+    assert_eq!(decided["limits"][0]["count"], 1, "{decided}");
+    assert_eq!(decided["limits"][1]["count"], 40, "{decided}");
+    let receipt = decided["receipt"].clone();
+    let settle =
+        json!({"key": "s", "policy": "api-key", "costs": {"tokens": 10}, "receipt": receipt});
     let r = post_json(&http, server.url("/v1/settle"), &settle).await;
     let settled: Value = r.json().await.unwrap();
     assert_eq!(settled["settled"], true, "{settled}");
-    assert_eq!(settled["limits"][1]["count"], 1, "{settled}");
+    assert_eq!(settled["limits"][1]["count"], 10, "{settled}");
+    for body in [
+        json!({"key": "s", "policy": "api-key", "costs": {"words": 1}}),
+        json!({"key": "s", "max": 5, "window_ms": 1000, "costs": {"tokens": 1}}),
+    ] {
+        let r = post_json(&http, server.url("/v1/check"), &body).await;
+        assert_eq!(r.status(), 400, "{body}");
+        assert!(r.text().await.unwrap().contains("costs"), "{body}");
+    }
     // Unknown policy; a policy and limits at once; client limits still allowed.
     let cases = [
         (json!({"key": "p", "policy": "nope"}), 400, "policy"),

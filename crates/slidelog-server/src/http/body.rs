@@ -58,6 +58,10 @@ pub struct DecisionBody<S = String> {
     /// apply, in place of `max`/`window_ms`/`limits`.
     #[serde(default = "none")]
     pub policy: Option<S>,
+    /// With `policy`: a cost per limit, by the policy's limit names
+    /// (`{"tokens": 4000}`); a limit it does not name costs `cost`.
+    #[serde(default)]
+    pub costs: Option<std::collections::BTreeMap<String, u64>>,
 }
 
 /// The default of an optional field (`#[serde(default)]` would ask `S:
@@ -139,6 +143,10 @@ impl<S: AsRef<str>> DecisionBody<S> {
             ));
         }
         let limits = self.limits_under(policy)?;
+        if let Some(costs) = self.named_costs(&limits)? {
+            return Request::with_costs_from_slices(self.key.as_ref(), &limits, &costs)
+                .map_err(|e| ApiError::bad_request("costs", format!("costs: {e}")));
+        }
         let cost = self.cost.unwrap_or(1);
         let own_costs = self
             .limits
@@ -175,7 +183,8 @@ impl<S: AsRef<str>> DecisionBody<S> {
         let entries = self.limits.as_deref().unwrap_or_default();
         let own = entries.iter().any(|l| l.cost.is_some());
         let every_own = !entries.is_empty() && entries.iter().all(|l| l.cost.is_some());
-        if settle && self.cost.is_none() && !every_own {
+        let named = self.named_costs(&limits)?;
+        if settle && self.cost.is_none() && !every_own && named.is_none() {
             return Err(ApiError::bad_request(
                 "cost",
                 "a settle needs the actual cost: `cost`, or a `cost` in every entry of `limits`",
@@ -188,12 +197,51 @@ impl<S: AsRef<str>> DecisionBody<S> {
             ));
         }
         let cost = self.cost.unwrap_or(1);
-        let costs: Vec<u64> = if own {
+        let costs: Vec<u64> = if let Some(named) = named {
+            named.into_vec()
+        } else if own {
             entries.iter().map(|l| l.cost.unwrap_or(cost)).collect()
         } else {
             vec![cost]
         };
         Request::usage(self.key.as_ref(), limits.into_vec(), costs).map_err(|e| self.cost_error(e))
+    }
+
+    /// The costs of `costs` (by name) for each of `limits`, the others at
+    /// `cost`; `None` without `costs`. Only a request naming a policy takes
+    /// them (a body's own limits carry their costs), and every name must be
+    /// one of the policy's limits.
+    fn named_costs(&self, limits: &[Limit]) -> Result<Option<BodyList<u64>>, ApiError> {
+        let Some(costs) = &self.costs else {
+            return Ok(None);
+        };
+        if self.policy.is_none() {
+            return Err(ApiError::bad_request(
+                "costs",
+                "costs (a cost per limit name) is for a request naming a policy; \
+                 with limits, give each entry its own cost",
+            ));
+        }
+        if let Some(unknown) = costs
+            .keys()
+            .find(|n| !limits.iter().any(|l| l.name() == Some(n.as_str())))
+        {
+            let names: Vec<&str> = limits.iter().filter_map(Limit::name).collect();
+            return Err(ApiError::bad_request(
+                "costs",
+                format!(
+                    "costs names {unknown:?}, no limit of the policy (its limits: {})",
+                    names.join(", ")
+                ),
+            ));
+        }
+        let cost = self.cost.unwrap_or(1);
+        Ok(Some(
+            limits
+                .iter()
+                .map(|l| l.name().and_then(|n| costs.get(n)).copied().unwrap_or(cost))
+                .collect(),
+        ))
     }
 
     /// Answers `error`, naming the top-level `cost` where the cost at fault
