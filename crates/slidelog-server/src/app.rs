@@ -37,7 +37,7 @@ pub struct AppConfig {
     pub require_policy: bool,
     /// Where the key browser reads a Redis store's keys (`None`: the
     /// memory store's own listing, or no browser).
-    pub key_space: Option<crate::browse::KeySpace>,
+    pub key_space: Option<crate::browse::key_space::KeySpace>,
 }
 
 impl Default for AppConfig {

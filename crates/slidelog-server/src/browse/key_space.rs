@@ -12,7 +12,7 @@
 //! table grew returns a subset of what it returned before); a key may be
 //! listed twice, as SCAN may return it twice.
 
-use super::{BrowseError, KeyPage, KeySummary};
+use super::page::{BrowseError, KeyPage, KeySummary};
 use redis::aio::MultiplexedConnection;
 use slidelog_inspect::facts::{KeyFacts, KeyKind};
 use slidelog_inspect::scan;
