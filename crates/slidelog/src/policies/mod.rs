@@ -29,9 +29,8 @@
 
 mod parse;
 
-pub use parse::PolicyError;
+pub use parse::{Policy, PolicyError, PolicyLimit};
 
-use crate::FailurePolicy;
 use slidelog_core::Limit;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -40,55 +39,6 @@ use std::path::Path;
 /// request, and a file is operator input, but a bound keeps a mistake (a
 /// generated file gone wrong) from becoming a memory problem.
 pub const MAX_POLICIES: usize = 10_000;
-
-/// One limit of a policy: the [`Limit`] and what the limit adds to it.
-/// Kept apart from [`Limit`] so the file can carry settings the decision
-/// itself does not read (the block after a refusal).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PolicyLimit {
-    /// The limit (`max` per `window`, its name).
-    pub limit: Limit,
-    /// `block=DURATION`: how long a key this limit refused stays refused.
-    pub block_ms: Option<u64>,
-    /// `granularity=DURATION`: records counted at this granule.
-    pub granularity_ms: Option<u64>,
-}
-
-impl From<&PolicyLimit> for Limit {
-    fn from(p: &PolicyLimit) -> Self {
-        p.limit
-    }
-}
-
-/// A named set of limits.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Policy {
-    name: String,
-    limits: Vec<PolicyLimit>,
-    on_store_error: Option<FailurePolicy>,
-}
-
-impl Policy {
-    /// The policy's name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// Its limits with their settings.
-    pub fn policy_limits(&self) -> &[PolicyLimit] {
-        &self.limits
-    }
-
-    /// Its limits, as a request, the layer's routes or the CLI take them.
-    pub fn limits(&self) -> Vec<Limit> {
-        self.limits.iter().map(Limit::from).collect()
-    }
-
-    /// Its `on-store-error`, when it sets one (the service's otherwise).
-    pub fn on_store_error(&self) -> Option<FailurePolicy> {
-        self.on_store_error
-    }
-}
 
 /// The policies of one file, by name.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -104,13 +54,13 @@ impl Policies {
             file: path.display().to_string(),
             error: e.to_string(),
         })?;
-        parse::parse(&path.display().to_string(), &text)
+        parse_text(&path.display().to_string(), &text)
     }
 
     /// Parses `text`; errors name the file as `<policies>`.
     #[allow(clippy::should_implement_trait)]
     pub fn from_str(text: &str) -> Result<Self, PolicyError> {
-        parse::parse("<policies>", text)
+        parse_text("<policies>", text)
     }
 
     /// The policy named `name`.
@@ -150,6 +100,79 @@ impl std::str::FromStr for Policies {
     type Err = PolicyError;
 
     fn from_str(text: &str) -> Result<Self, PolicyError> {
-        parse::parse("<policies>", text)
+        parse_text("<policies>", text)
+    }
+}
+
+/// Parses the whole file: every line, no name twice, at most
+/// [`MAX_POLICIES`].
+fn parse_text(file: &str, text: &str) -> Result<Policies, PolicyError> {
+    let mut policies = Policies::default();
+    for (index, raw) in text.lines().enumerate() {
+        let Some(policy) = parse::parse_line(file, index + 1, raw)? else {
+            continue;
+        };
+        if policies.by_name.contains_key(policy.name()) {
+            let message = format!("policy {:?} is defined twice", policy.name());
+            return Err(parse::line_error(file, index + 1, raw, message));
+        }
+        if policies.by_name.len() == MAX_POLICIES {
+            let message = format!("more than {MAX_POLICIES} policies in one file");
+            return Err(parse::line_error(file, index + 1, raw, message));
+        }
+        policies.by_name.insert(policy.name().to_owned(), policy);
+    }
+    Ok(policies)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::FailurePolicy;
+
+    #[test]
+    fn a_file_of_policies_parses() {
+        let text = "# the API\napi-key: requests=100/minute, tokens=20000/minute\n\n\
+                    login: attempts=5/minute block=10m granularity=1s, on-store-error=fail-closed # strict\n";
+        let p = Policies::from_str(text).unwrap();
+        assert_eq!(p.len(), 2);
+        let api = p.get("api-key").unwrap();
+        assert_eq!(api.limits()[1].max(), 20_000);
+        assert_eq!(api.limits()[1].name(), Some("tokens"));
+        let login = p.get("login").unwrap();
+        assert_eq!(login.policy_limits()[0].block_ms, Some(600_000));
+        assert_eq!(login.policy_limits()[0].granularity_ms, Some(1_000));
+        assert_eq!(login.on_store_error(), Some(FailurePolicy::FailClosed));
+    }
+
+    #[test]
+    fn errors_name_file_line_and_column() {
+        let cases = [
+            ("a: 1/s\nb 1/s\n", "<policies>:2:1:"),
+            ("a: 1/s, 0/s\n", "<policies>:1:9:"),
+            (
+                "a: 1/s\na: 2/s\n",
+                "<policies>:2:1: policy \"a\" is defined twice",
+            ),
+            (
+                "a: 1/s block=3x\n",
+                "<policies>:1:4: block=3x: expected a duration",
+            ),
+            (
+                "a: on-store-error=maybe\n",
+                "<policies>:1:4: on-store-error=maybe",
+            ),
+            ("  é: 1/s\n", "<policies>:1:3: policy name"),
+            ("a: x=1/s, x=2/s\n", "<policies>:1:1:"),
+            ("a: 1/s,\n", "<policies>:1:8: empty item"),
+            (
+                "a: 1/s granularity=7ms\n",
+                "<policies>:1:4: granularity=7ms must divide",
+            ),
+        ];
+        for (text, expected) in cases {
+            let error = Policies::from_str(text).unwrap_err().to_string();
+            assert!(error.starts_with(expected), "{text:?}: {error}");
+        }
     }
 }

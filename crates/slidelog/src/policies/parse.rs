@@ -1,9 +1,58 @@
-//! The policy file's line format, parsed with every error at its file,
-//! line and column (1-based; the column counts characters).
+//! One policy: its types ([`Policy`], [`PolicyLimit`]) and its line of the
+//! policy file, parsed with every error at its file, line and column
+//! (1-based; the column counts characters).
 
-use super::{MAX_POLICIES, Policies, Policy, PolicyLimit};
 use crate::FailurePolicy;
 use slidelog_core::Limit;
+
+/// One limit of a policy: the [`Limit`] and what the limit adds to it.
+/// Kept apart from [`Limit`] so the file can carry settings the decision
+/// itself does not read (the block after a refusal).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyLimit {
+    /// The limit (`max` per `window`, its name).
+    pub limit: Limit,
+    /// `block=DURATION`: how long a key this limit refused stays refused.
+    pub block_ms: Option<u64>,
+    /// `granularity=DURATION`: records counted at this granule.
+    pub granularity_ms: Option<u64>,
+}
+
+impl From<&PolicyLimit> for Limit {
+    fn from(p: &PolicyLimit) -> Self {
+        p.limit
+    }
+}
+
+/// A named set of limits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    name: String,
+    limits: Vec<PolicyLimit>,
+    on_store_error: Option<FailurePolicy>,
+}
+
+impl Policy {
+    /// The policy's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its limits with their settings.
+    pub fn policy_limits(&self) -> &[PolicyLimit] {
+        &self.limits
+    }
+
+    /// Its limits, as a request, the layer's routes or the CLI take them.
+    pub fn limits(&self) -> Vec<Limit> {
+        self.limits.iter().map(Limit::from).collect()
+    }
+
+    /// Its `on-store-error`, when it sets one (the service's otherwise).
+    pub fn on_store_error(&self) -> Option<FailurePolicy> {
+        self.on_store_error
+    }
+}
 
 /// Why a policy file did not load.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -57,29 +106,24 @@ impl At<'_> {
     }
 }
 
-/// Parses the whole file.
-pub(super) fn parse(file: &str, text: &str) -> Result<Policies, PolicyError> {
-    let mut policies = Policies::default();
-    for (index, raw) in text.lines().enumerate() {
-        let at = At {
-            file,
-            line: index + 1,
-        };
-        let content = raw.split('#').next().unwrap_or("");
-        if content.trim().is_empty() {
-            continue;
-        }
-        let policy = parse_line(at, raw, content)?;
-        if policies.by_name.contains_key(&policy.name) {
-            let col = column(raw, raw.trim_start());
-            return Err(at.error(col, format!("policy {:?} is defined twice", policy.name)));
-        }
-        if policies.by_name.len() == MAX_POLICIES {
-            return Err(at.error(0, format!("more than {MAX_POLICIES} policies in one file")));
-        }
-        policies.by_name.insert(policy.name.clone(), policy);
+/// Parses line `line` (1-based) of `file`: `None` for a blank or comment
+/// line.
+pub(super) fn parse_line(
+    file: &str,
+    line: usize,
+    raw: &str,
+) -> Result<Option<Policy>, PolicyError> {
+    let at = At { file, line };
+    let content = raw.split('#').next().unwrap_or("");
+    if content.trim().is_empty() {
+        return Ok(None);
     }
-    Ok(policies)
+    policy_of(at, raw, content).map(Some)
+}
+
+/// The error of line `line` (1-based) at its first non-blank character.
+pub(super) fn line_error(file: &str, line: usize, raw: &str, message: String) -> PolicyError {
+    At { file, line }.error(column(raw, raw.trim_start()), message)
 }
 
 /// The column (0-based characters) of `part`, a slice of `line`.
@@ -89,7 +133,7 @@ fn column(line: &str, part: &str) -> usize {
 }
 
 /// One `NAME: ITEM, ITEM, …` line.
-fn parse_line(at: At<'_>, raw: &str, content: &str) -> Result<Policy, PolicyError> {
+fn policy_of(at: At<'_>, raw: &str, content: &str) -> Result<Policy, PolicyError> {
     let Some((name, items)) = content.split_once(':') else {
         let col = column(raw, content.trim_start());
         return Err(at.error(
@@ -232,56 +276,5 @@ fn duration_ms(field: &str, text: &str) -> Result<u64, String> {
         _ => Err(format!(
             "{field}={text}: must be from 1ms to {max}ms (366 days)"
         )),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_file_of_policies_parses() {
-        let text = "# the API\napi-key: requests=100/minute, tokens=20000/minute\n\n\
-                    login: attempts=5/minute block=10m granularity=1s, on-store-error=fail-closed # strict\n";
-        let p = Policies::from_str(text).unwrap();
-        assert_eq!(p.len(), 2);
-        let api = p.get("api-key").unwrap();
-        assert_eq!(api.limits()[1].max(), 20_000);
-        assert_eq!(api.limits()[1].name(), Some("tokens"));
-        let login = p.get("login").unwrap();
-        assert_eq!(login.policy_limits()[0].block_ms, Some(600_000));
-        assert_eq!(login.policy_limits()[0].granularity_ms, Some(1_000));
-        assert_eq!(login.on_store_error(), Some(FailurePolicy::FailClosed));
-    }
-
-    #[test]
-    fn errors_name_file_line_and_column() {
-        let cases = [
-            ("a: 1/s\nb 1/s\n", "<policies>:2:1:"),
-            ("a: 1/s, 0/s\n", "<policies>:1:9:"),
-            (
-                "a: 1/s\na: 2/s\n",
-                "<policies>:2:1: policy \"a\" is defined twice",
-            ),
-            (
-                "a: 1/s block=3x\n",
-                "<policies>:1:4: block=3x: expected a duration",
-            ),
-            (
-                "a: on-store-error=maybe\n",
-                "<policies>:1:4: on-store-error=maybe",
-            ),
-            ("  é: 1/s\n", "<policies>:1:3: policy name"),
-            ("a: x=1/s, x=2/s\n", "<policies>:1:1:"),
-            ("a: 1/s,\n", "<policies>:1:8: empty item"),
-            (
-                "a: 1/s granularity=7ms\n",
-                "<policies>:1:4: granularity=7ms must divide",
-            ),
-        ];
-        for (text, expected) in cases {
-            let error = Policies::from_str(text).unwrap_err().to_string();
-            assert!(error.starts_with(expected), "{text:?}: {error}");
-        }
     }
 }
