@@ -374,3 +374,60 @@ async fn a_fail_closed_policy_refuses_a_degraded_answer() {
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["degraded"], true, "{body}");
 }
+
+/// This machine's address on the interface of its default route (a UDP
+/// "connect" sends nothing; it only picks the route).
+fn non_loopback_ip() -> std::net::IpAddr {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+    socket
+        .connect("192.0.2.1:9")
+        .expect("this test needs a non-loopback IPv4 interface with a route");
+    let ip = socket.local_addr().unwrap().ip();
+    assert!(!ip.is_loopback(), "no non-loopback address: {ip}");
+    ip
+}
+
+/// Over a real connection from a non-loopback address: without a token an
+/// admin operation is 403 (a decision is not); with a token, the token decides.
+#[tokio::test]
+async fn a_caller_beyond_loopback_is_refused_without_a_token() {
+    let ip = non_loopback_ip();
+    for (token, expected) in [(None, 403), (Some("s3cret"), 200)] {
+        let app = App::with_memory_store(
+            std::sync::Arc::new(slidelog::store::MemoryStore::new()),
+            AppConfig {
+                admin_token: token.map(Into::into),
+                ..AppConfig::default()
+            },
+        );
+        let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (trigger, shutdown) = slidelog_server::shutdown::channel();
+        let router = slidelog_server::http::service(app, 1 << 14, axum::Router::new());
+        let task = tokio::spawn(slidelog_server::server::serve_http(
+            listener,
+            router,
+            shutdown,
+            Duration::from_secs(5),
+        ));
+        let http = client();
+        let mut request = http.get(format!("http://{addr}/v1/keys"));
+        if let Some(t) = token {
+            request = request.bearer_auth(t);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status().as_u16(), expected, "token {token:?}");
+        if expected == 403 {
+            let e: Value = response.json().await.unwrap();
+            assert!(
+                e["error"].as_str().unwrap().contains("--admin-token"),
+                "{e}"
+            );
+        }
+        let check = json!({"key": "k", "max": 1, "window_ms": 1000});
+        let decided = post_json(&http, format!("http://{addr}/v1/check"), &check).await;
+        assert_eq!(decided.status(), 200);
+        trigger.trigger();
+        task.await.unwrap().unwrap();
+    }
+}
