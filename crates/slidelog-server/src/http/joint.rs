@@ -135,7 +135,7 @@ pub async fn decide(
     body: JointBody<Text<'_>>,
     mode: Mode,
 ) -> Result<Response, ApiError> {
-    let now = super::api::client_now(app, body.now_ms)?;
+    let now = super::call::client_now(app, body.now_ms)?;
     if app.config().require_policy {
         // Each check brings its own limits: not under --require-policy.
         return Err(super::policy::refused("limits"));
@@ -146,7 +146,7 @@ pub async fn decide(
         .limiter()
         .decide_all_at(&checks, mode, now)
         .await
-        .map_err(|e| super::api::decision_error(app, e))?;
+        .map_err(|e| super::call::decision_error(app, e))?;
     Ok(respond(&joint, &checks, app.limiter().receipt_key()))
 }
 

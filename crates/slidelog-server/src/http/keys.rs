@@ -140,7 +140,7 @@ async fn peek_under(app: &App, key: &str, name: &str) -> Result<serde_json::Valu
         .limiter()
         .decide_each_at(&request, Mode::Peek, slidelog::Now::Server)
         .await
-        .map_err(|e| super::api::decision_error(app, e))?;
+        .map_err(|e| super::call::decision_error(app, e))?;
     let response = super::respond::decision(&each, &request, app.limiter().receipt_key());
     let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
         .await

@@ -20,6 +20,7 @@
 pub mod answer;
 pub mod api;
 pub mod body;
+mod call;
 pub mod error;
 pub mod headers;
 pub mod joint;
