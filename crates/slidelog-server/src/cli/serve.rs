@@ -250,10 +250,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     } = bound;
     signal.spawn_watch(trigger, args.shutdown_grace);
     secured.spawn_reload(&shutdown);
-    if let Some(policies) = &app.config().policies {
-        policies.spawn_reload(shutdown.clone(), args.config_poll_interval);
-    }
-    upkeep::spawn(app.clone(), shutdown.clone());
+    upkeep::spawn(app.clone(), shutdown.clone(), args.config_poll_interval);
     if let Some(schedule) = inspect_schedule {
         schedule::spawn(app.clone(), schedule, shutdown.clone());
     }
