@@ -157,7 +157,8 @@ impl KeySpace {
     }
 
     /// One key's summary: asked of every master at once (the one that holds
-    /// the key's slot answers; the others answer MOVED, an error here).
+    /// the key's slot answers; the others answer MOVED). A master that
+    /// fails otherwise makes the answer its error (503), never a 404.
     pub async fn one(&self, key: &str) -> Result<Option<KeySummary>, BrowseError> {
         let result = self.find(key).await;
         self.forget(result).await
@@ -170,22 +171,24 @@ impl KeySpace {
             .iter()
             .map(|(addr, conn)| scan::read_keys(conn, addr, &full));
         let answers = futures::future::join_all(reads).await;
-        let (mut answered, mut first_error) = (false, None);
+        // A master that does not hold the key's slot answers MOVED; any
+        // other error may hide the key: then the answer is the error, not
+        // "no log".
+        let mut failed = None;
         for answer in answers {
             match answer {
                 Ok(facts) => {
-                    answered = true;
                     if let Some(found) = facts.into_iter().find_map(|f| self.summary(f)) {
                         return Ok(Some(found));
                     }
                 }
-                Err(e) => first_error = first_error.or(Some(e)),
+                Err(e) if e.to_string().contains("MOVED") => {}
+                Err(e) => failed = failed.or(Some(e)),
             }
         }
-        match first_error {
-            // No node answered: not a missing key, a failure.
-            Some(e) if !answered => Err(e.into()),
-            _ => Ok(None),
+        match failed {
+            Some(e) => Err(e.into()),
+            None => Ok(None),
         }
     }
 
