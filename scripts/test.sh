@@ -74,6 +74,13 @@ if [ ! -x target/k8s-venv/bin/kubernetes-validate ]; then
   venv_install target/k8s-venv kubernetes-validate
 fi
 
+# /openapi.json is validated by openapi-spec-validator, and a client generated
+# from it by openapi-python-client runs against a real serve (PyPI, in a venv).
+if [ ! -x target/openapi-venv/bin/openapi-spec-validator ] || [ ! -x target/openapi-venv/bin/openapi-python-client ]; then
+  echo "installing openapi-spec-validator and openapi-python-client into target/openapi-venv (needed by the OpenAPI tests)"
+  venv_install target/openapi-venv openapi-spec-validator openapi-python-client
+fi
+
 # `scripts/test.sh --install-only` stops here (CI runs it before clippy, which
 # builds the module crate and so needs clang already).
 [ "${1:-}" = "--install-only" ] && exit 0

@@ -131,6 +131,37 @@ pub async fn scan_node(
     }
 }
 
+/// One SCAN call from `cursor` (the key browser's step, docs/design.md
+/// §5): the next cursor (0 when the scan is done) and the keys it gave, in
+/// SCAN's order. Read them with [`read_keys`].
+pub async fn scan_keys(
+    conn: &MultiplexedConnection,
+    node: &str,
+    pattern: &str,
+    count: u32,
+    cursor: u64,
+) -> Result<(u64, Vec<Vec<u8>>), InspectError> {
+    let spec = ScanSpec {
+        pattern,
+        count,
+        sample: 1,
+    };
+    scan_page(conn.clone(), node, &spec, cursor).await
+}
+
+/// The facts of `keys` (a sorted set, a module log, another type or
+/// vanished), in one pipeline (and one more for keys of another type).
+pub async fn read_keys(
+    conn: &MultiplexedConnection,
+    node: &str,
+    keys: &[Vec<u8>],
+) -> Result<Vec<KeyFacts>, InspectError> {
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    read_batch(conn.clone(), node, keys, 1).await
+}
+
 /// Runs one SCAN call: returns the next cursor and the keys of this page.
 async fn scan_page(
     mut conn: MultiplexedConnection,

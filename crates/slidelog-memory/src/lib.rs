@@ -38,6 +38,7 @@
 #![warn(missing_docs)]
 
 mod all;
+mod browse;
 mod full;
 mod once;
 mod outcome;
@@ -45,6 +46,7 @@ mod shard;
 mod snapshot;
 mod usage;
 
+pub use browse::{BrowseCursor, BrowsePage, KeyEntry};
 pub use snapshot::{
     DEFAULT_MAX_FUTURE_MS, EntryError, FORMAT_VERSION, LoadBounds, LoadReport, SaveReport,
     SnapshotError, SnapshotFileError,

@@ -36,6 +36,18 @@ impl Entry {
         self.expires_at = self.log.newest().map_or(0, |n| n + keep);
     }
 
+    /// This key as the browser shows it; `None` once its log expired.
+    fn browsed(&self, now_ms: u64) -> Option<crate::browse::KeyEntry> {
+        let newest = self.log.newest().filter(|_| self.expires_at > now_ms)?;
+        Some(crate::browse::KeyEntry {
+            key: self.key.to_string(),
+            records: self.log.record_count() as u64,
+            units: self.log.units_from(0, 0),
+            newest_ms: Some(newest),
+            ttl_ms: self.expires_at - now_ms,
+        })
+    }
+
     /// Bytes this key holds: its table slot (and control byte), a key too
     /// long to be inline, and its records.
     fn footprint(&self) -> usize {
@@ -230,6 +242,45 @@ impl Shard {
             records += e.log.record_count() as u64;
         }
         (keys, records)
+    }
+
+    /// Reads buckets from `start`, at most `span` of them, adding the live
+    /// keys that start with `prefix` to `out` until `room` were added.
+    /// Returns the next bucket to read and the buckets read.
+    pub(crate) fn browse(
+        &self,
+        start: usize,
+        span: usize,
+        (prefix, now_ms, room): (&str, u64, usize),
+        out: &mut Vec<crate::browse::KeyEntry>,
+    ) -> (usize, usize) {
+        let end = start.saturating_add(span).min(self.buckets());
+        let mut added = 0;
+        for i in start..end {
+            let Some(e) = self.table.get_bucket(i) else {
+                continue;
+            };
+            if e.key.starts_with(prefix)
+                && let Some(entry) = e.browsed(now_ms)
+            {
+                out.push(entry);
+                added += 1;
+                if added == room {
+                    return (i + 1, i + 1 - start);
+                }
+            }
+        }
+        (end, end - start)
+    }
+
+    /// `key`'s entry as the browser shows it, if it holds a live log.
+    pub(crate) fn entry_of(
+        &self,
+        hash: u64,
+        key: &str,
+        now_ms: u64,
+    ) -> Option<crate::browse::KeyEntry> {
+        self.table.find(hash, |e| e.key == key)?.browsed(now_ms)
     }
 
     /// True when the shard holds `key`.

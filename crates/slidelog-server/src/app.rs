@@ -18,8 +18,9 @@ pub struct AppConfig {
     pub policy: FailurePolicy,
     /// Upper bound on every store call.
     pub store_timeout: Duration,
-    /// When set, `DELETE /v1/keys/{key}` needs `Authorization: Bearer <token>`.
-    /// (`Debug` shows `***`.)
+    /// When set, every admin operation needs `Authorization: Bearer <token>`;
+    /// when not, admin operations answer loopback callers only
+    /// ([`crate::auth::AdminGuard`]). (`Debug` shows `***`.)
     pub admin_token: Option<slidelog::redact::Secret>,
     /// Accept `now_ms` from clients (docs/design.md §3); refused with 400 otherwise.
     pub trust_client_time: bool,
@@ -29,6 +30,14 @@ pub struct AppConfig {
     /// Seals and opens receipts (docs/design.md §4.6, "Signed receipts");
     /// `None`: a random key (receipts settle on this process only).
     pub receipts: Option<Arc<slidelog::ReceiptKey>>,
+    /// The operator's policies (`--policies`), which a request may name.
+    pub policies: Option<Arc<crate::policies::PolicyHandle>>,
+    /// `--require-policy`: requests must name a policy; client-chosen
+    /// limits are refused.
+    pub require_policy: bool,
+    /// Where the key browser reads a Redis store's keys (`None`: the
+    /// memory store's own listing, or no browser).
+    pub key_space: Option<crate::browse::key_space::KeySpace>,
 }
 
 impl Default for AppConfig {
@@ -40,6 +49,9 @@ impl Default for AppConfig {
             trust_client_time: false,
             bounds: slidelog::Bounds::SERVICE,
             receipts: None,
+            policies: None,
+            require_policy: false,
+            key_space: None,
         }
     }
 }

@@ -7,15 +7,17 @@
 //! metadata `Bearer <token>` (`UNAUTHENTICATED`). `--settle-tokens` limits
 //! settle and charge to the callers it names (403 for the others).
 //! `--metrics-token-file` puts `/metrics` behind its own tokens.
-//! `/healthz`, `/readyz` and the admin route (`--admin-token`) are not
-//! affected. Each authenticated call is counted by caller name (from the
+//! `/healthz`, `/readyz` and the admin operations (their own guard,
+//! [`AdminGuard`], `--admin-token`) are not affected. Each authenticated call is counted by caller name (from the
 //! operator's file, so the label's values are bounded) and route.
 //!
 //! Tokens are never logged: errors name the file and line only.
 
+pub mod admin;
 mod grpc;
 pub mod tokens;
 
+pub use admin::{AdminGuard, Peer};
 pub use grpc::GrpcAuth;
 pub use tokens::{TokenFile, TokenFileError};
 

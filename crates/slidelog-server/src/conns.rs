@@ -295,6 +295,14 @@ pub struct TrackedIo<T> {
     registered: Option<Waker>,
 }
 
+impl TrackedIo<TcpStream> {
+    /// The address of the connection's peer (for the admin guard's
+    /// loopback rule, `crate::auth::admin`).
+    pub fn peer_addr(&self) -> Option<std::net::SocketAddr> {
+        self.io.peer_addr().ok()
+    }
+}
+
 impl<T> TrackedIo<T> {
     /// The connection's drain request, for the task that serves it.
     pub fn drain_signal(&self) -> Drain {

@@ -16,6 +16,7 @@
 
 pub mod app;
 pub mod auth;
+pub mod browse;
 pub mod cli;
 pub mod conns;
 pub mod duration;
@@ -27,6 +28,7 @@ pub mod http;
 pub mod inspect_limits;
 pub mod inspect_task;
 pub mod metrics;
+pub mod policies;
 pub mod policy;
 pub mod preflight;
 pub mod server;

@@ -148,6 +148,7 @@ trait Connector: Clone + Send + 'static {
     fn connect<IO>(
         &self,
         io: IO,
+        peer: Option<std::net::SocketAddr>,
     ) -> impl GracefulConnection<Error: std::fmt::Display + Send> + Send + 'static
     where
         IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static;
@@ -164,11 +165,12 @@ impl Connector for HttpConnector {
     fn connect<IO>(
         &self,
         io: IO,
+        peer: Option<std::net::SocketAddr>,
     ) -> impl GracefulConnection<Error: std::fmt::Display + Send> + Send + 'static
     where
         IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
-        let service = TowerToHyperService::new(self.router.clone());
+        let service = TowerToHyperService::new(self.router.for_peer(peer));
         // The header-read timeout on a timer of the connection's own.
         let mut builder = self.builder.clone();
         builder.http1().timer(HeaderTimer::default());
@@ -200,6 +202,7 @@ where
     fn connect<IO>(
         &self,
         io: IO,
+        _peer: Option<std::net::SocketAddr>,
     ) -> impl GracefulConnection<Error: std::fmt::Display + Send> + Send + 'static
     where
         IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -235,9 +238,10 @@ async fn serve_connections(
             io = conns.accept(&listener, port) => io,
         };
         let drain = io.drain_signal();
+        let peer = io.peer_addr();
         let alive = live.subscribe();
         let Some((tls, tls_port)) = &tls else {
-            let conn = connector.connect(io);
+            let conn = connector.connect(io, peer);
             tokio::spawn(async move {
                 if let Err(e) = until_drained(conn, drain).await {
                     tracing::debug!(error = %e, port, "connection ended with an error");
@@ -251,7 +255,7 @@ async fn serve_connections(
         let (tls, tls_port, connector) = (tls.clone(), *tls_port, connector.clone());
         tokio::spawn(async move {
             if let Some(io) = tls.accept(io, tls_port).await
-                && let Err(e) = until_drained(connector.connect(io), drain).await
+                && let Err(e) = until_drained(connector.connect(io, peer), drain).await
             {
                 tracing::debug!(error = %e, port, "connection ended with an error");
             }

@@ -67,6 +67,7 @@ mod limiter;
 pub mod metrics;
 #[cfg(feature = "tower")]
 pub mod middleware;
+pub mod policies;
 pub mod redact;
 pub mod rejection_cache;
 pub mod url;

@@ -57,6 +57,17 @@ pub struct ServeArgs {
         default_missing_value = "true"
     )]
     pub merge_domain_config: bool,
+    /// The operator's policies: named limit sets, one a line
+    /// (`api-key: requests=100/minute, tokens=20000/minute`), which a
+    /// request names with "policy" in place of its own limits. Read again
+    /// when the file changes (checked every --config-poll-interval); a
+    /// change that does not parse keeps the last good policies.
+    #[arg(long)]
+    pub policies: Option<std::path::PathBuf>,
+    /// Refuse client-chosen limits: every check, peek, settle and charge
+    /// must name a policy of --policies (400 otherwise).
+    #[arg(long, requires = "policies")]
+    pub require_policy: bool,
     /// How often the --config files are checked for changes.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub config_poll_interval: Duration,
@@ -239,7 +250,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     } = bound;
     signal.spawn_watch(trigger, args.shutdown_grace);
     secured.spawn_reload(&shutdown);
-    upkeep::spawn(app.clone(), shutdown.clone());
+    upkeep::spawn(app.clone(), shutdown.clone(), args.config_poll_interval);
     if let Some(schedule) = inspect_schedule {
         schedule::spawn(app.clone(), schedule, shutdown.clone());
     }

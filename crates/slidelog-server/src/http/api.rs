@@ -5,10 +5,11 @@ use super::body::{BodyCap, DecisionBody, JsonBytes, Text};
 use super::call::{client_now, decision_error};
 use super::error::ApiError;
 use crate::app::App;
+use crate::auth::AdminGuard;
 use axum::Json;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, Request as HttpRequest, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use slidelog::Mode;
 
@@ -50,13 +51,15 @@ async fn decide_inner(
         super::joint::Parsed::Joint(body) => return super::joint::decide(app, body, mode).await,
     };
     let now = client_now(app, body.now_ms)?;
-    let request = body.to_request()?;
+    let policy = super::policy::resolve(app, &body)?;
+    let request = body.to_request_under(super::policy::limits(&policy))?;
     drop(body);
     let each = app
         .limiter()
         .decide_each_at(&request, mode, now)
         .await
         .map_err(|e| decision_error(app, e))?;
+    super::policy::refuse_degraded(&policy, each.decision.degraded)?;
     // The answer and its header fields written straight from the decision
     // (the same bytes as `Answer` and `slidelog::headers::insert_each`).
     Ok(super::respond::decision(
@@ -66,16 +69,13 @@ async fn decide_inner(
     ))
 }
 
-/// `DELETE /v1/keys/{key}`: delete the key's log. Needs the admin token
-/// when one is configured.
+/// `DELETE /v1/keys/{key}`: delete the key's log. An admin operation
+/// ([`AdminGuard`]).
 pub async fn reset(
+    _: AdminGuard,
     State(app): State<App>,
-    headers: HeaderMap,
     key: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
-    if let Some(token) = &app.config().admin_token {
-        authorize(&headers, token.expose())?;
-    }
     let Path(key) = key.map_err(|rejection| {
         app.metrics().bad_request("key");
         path_error(&rejection)
@@ -97,7 +97,7 @@ pub async fn reset(
 /// The answer to a key the path cannot give (percent-encoded bytes that
 /// are not UTF-8, as `%FF`): axum's rejection, whose answer is plain text,
 /// as the API's JSON error with the same status.
-fn path_error(rejection: &PathRejection) -> ApiError {
+pub(super) fn path_error(rejection: &PathRejection) -> ApiError {
     let status = rejection.status();
     let message = format!(
         "the key in the path must be 1 to 512 bytes of UTF-8, percent-encoded: {}",
@@ -108,41 +108,6 @@ fn path_error(rejection: &PathRejection) -> ApiError {
     } else {
         ApiError::new(status, message)
     }
-}
-
-/// Checks `Authorization: Bearer <token>` in constant time.
-fn authorize(headers: &HeaderMap, token: &str) -> Result<(), ApiError> {
-    let unauthorized = || {
-        ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "this endpoint needs the admin token: send `Authorization: Bearer <token>`",
-        )
-    };
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            let (scheme, rest) = v.split_once(' ')?;
-            scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
-        })
-        .ok_or_else(unauthorized)?;
-    if constant_time_eq(given.as_bytes(), token.as_bytes()) {
-        Ok(())
-    } else {
-        Err(unauthorized())
-    }
-}
-
-/// Compares without an early exit, so timing does not reveal how many
-/// leading bytes of a guess were right.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = a.len() ^ b.len();
-    for i in 0..a.len().max(b.len()) {
-        let x = a.get(i).copied().unwrap_or(0);
-        let y = b.get(i).copied().unwrap_or(0);
-        diff |= usize::from(x ^ y);
-    }
-    diff == 0
 }
 
 /// `GET /healthz`: the process answers.
@@ -183,30 +148,4 @@ pub async fn metrics(State(app): State<App>) -> Response {
         HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
     );
     response
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tokens_compare_exactly() {
-        assert!(constant_time_eq(b"secret", b"secret"));
-        assert!(!constant_time_eq(b"secret", b"secreT"));
-        assert!(!constant_time_eq(b"secret", b"secret2"));
-        assert!(!constant_time_eq(b"", b"x"));
-    }
-
-    #[test]
-    fn bearer_scheme_is_case_insensitive() {
-        let mut h = HeaderMap::new();
-        h.insert(
-            header::AUTHORIZATION,
-            HeaderValue::from_static("bearer tok"),
-        );
-        assert!(authorize(&h, "tok").is_ok());
-        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic tok"));
-        assert!(authorize(&h, "tok").is_err());
-        assert!(authorize(&HeaderMap::new(), "tok").is_err());
-    }
 }

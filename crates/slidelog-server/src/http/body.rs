@@ -54,6 +54,14 @@ pub struct DecisionBody<S = String> {
     /// `POST /v1/settle` only: the receipt a check answered (docs/design.md §4.6).
     #[serde(default = "none")]
     pub receipt: Option<S>,
+    /// The name of an operator's policy (`serve --policies`) whose limits
+    /// apply, in place of `max`/`window_ms`/`limits`.
+    #[serde(default = "none")]
+    pub policy: Option<S>,
+    /// With `policy`: a cost per limit, by the policy's limit names
+    /// (`{"tokens": 4000}`); a limit it does not name costs `cost`.
+    #[serde(default)]
+    pub costs: Option<std::collections::BTreeMap<String, u64>>,
 }
 
 /// The default of an optional field (`#[serde(default)]` would ask `S:
@@ -122,13 +130,23 @@ impl<S: AsRef<str>> DecisionBody<S> {
     /// Validates the body into a request (every bound of docs/design.md §1),
     /// naming the field at fault.
     pub fn to_request(&self) -> Result<Request, ApiError> {
+        self.to_request_under(None)
+    }
+
+    /// [`to_request`](Self::to_request) with the limits of the policy the
+    /// body named (`policy`, resolved by the caller: `http::policy`).
+    pub fn to_request_under(&self, policy: Option<&[Limit]>) -> Result<Request, ApiError> {
         if self.receipt.is_some() {
             return Err(ApiError::bad_request(
                 "receipt",
                 "receipt is for POST /v1/settle; a check or a peek takes none",
             ));
         }
-        let limits = self.limits()?;
+        let limits = self.limits_under(policy)?;
+        if let Some(costs) = self.named_costs(&limits)? {
+            return Request::with_costs_from_slices(self.key.as_ref(), &limits, &costs)
+                .map_err(|e| ApiError::bad_request("costs", format!("costs: {e}")));
+        }
         let cost = self.cost.unwrap_or(1);
         let own_costs = self
             .limits
@@ -151,11 +169,22 @@ impl<S: AsRef<str>> DecisionBody<S> {
     /// ([`Request::usage`]): costs 0 allowed, above a limit's max allowed.
     /// A settle must say its actual cost: `cost`, or one per entry.
     pub fn to_usage_request(&self, settle: bool) -> Result<Request, ApiError> {
-        let limits = self.limits()?;
+        self.to_usage_request_under(settle, None)
+    }
+
+    /// [`to_usage_request`](Self::to_usage_request) under the limits of the
+    /// policy the body named.
+    pub fn to_usage_request_under(
+        &self,
+        settle: bool,
+        policy: Option<&[Limit]>,
+    ) -> Result<Request, ApiError> {
+        let limits = self.limits_under(policy)?;
         let entries = self.limits.as_deref().unwrap_or_default();
         let own = entries.iter().any(|l| l.cost.is_some());
         let every_own = !entries.is_empty() && entries.iter().all(|l| l.cost.is_some());
-        if settle && self.cost.is_none() && !every_own {
+        let named = self.named_costs(&limits)?;
+        if settle && self.cost.is_none() && !every_own && named.is_none() {
             return Err(ApiError::bad_request(
                 "cost",
                 "a settle needs the actual cost: `cost`, or a `cost` in every entry of `limits`",
@@ -168,12 +197,51 @@ impl<S: AsRef<str>> DecisionBody<S> {
             ));
         }
         let cost = self.cost.unwrap_or(1);
-        let costs: Vec<u64> = if own {
+        let costs: Vec<u64> = if let Some(named) = named {
+            named.into_vec()
+        } else if own {
             entries.iter().map(|l| l.cost.unwrap_or(cost)).collect()
         } else {
             vec![cost]
         };
         Request::usage(self.key.as_ref(), limits.into_vec(), costs).map_err(|e| self.cost_error(e))
+    }
+
+    /// The costs of `costs` (by name) for each of `limits`, the others at
+    /// `cost`; `None` without `costs`. Only a request naming a policy takes
+    /// them (a body's own limits carry their costs), and every name must be
+    /// one of the policy's limits.
+    fn named_costs(&self, limits: &[Limit]) -> Result<Option<BodyList<u64>>, ApiError> {
+        let Some(costs) = &self.costs else {
+            return Ok(None);
+        };
+        if self.policy.is_none() {
+            return Err(ApiError::bad_request(
+                "costs",
+                "costs (a cost per limit name) is for a request naming a policy; \
+                 with limits, give each entry its own cost",
+            ));
+        }
+        if let Some(unknown) = costs
+            .keys()
+            .find(|n| !limits.iter().any(|l| l.name() == Some(n.as_str())))
+        {
+            let names: Vec<&str> = limits.iter().filter_map(Limit::name).collect();
+            return Err(ApiError::bad_request(
+                "costs",
+                format!(
+                    "costs names {unknown:?}, no limit of the policy (its limits: {})",
+                    names.join(", ")
+                ),
+            ));
+        }
+        let cost = self.cost.unwrap_or(1);
+        Ok(Some(
+            limits
+                .iter()
+                .map(|l| l.name().and_then(|n| costs.get(n)).copied().unwrap_or(cost))
+                .collect(),
+        ))
     }
 
     /// Answers `error`, naming the top-level `cost` where the cost at fault
@@ -199,7 +267,25 @@ impl<S: AsRef<str>> DecisionBody<S> {
     }
 
     /// Validates the limits: `max` and `window_ms`, or `limits`, never both.
-    fn limits(&self) -> Result<BodyList<Limit>, ApiError> {
+    fn limits_under(&self, policy: Option<&[Limit]>) -> Result<BodyList<Limit>, ApiError> {
+        match (policy, &self.policy) {
+            (Some(_), _)
+                if self.limits.is_some() || self.max.is_some() || self.window_ms.is_some() =>
+            {
+                return Err(ApiError::bad_request(
+                    "limits",
+                    "give either policy, or limits (max and window_ms), not both",
+                ));
+            }
+            (Some(limits), _) => return Ok(limits.iter().cloned().collect()),
+            (None, Some(_)) => {
+                return Err(ApiError::bad_request(
+                    "policy",
+                    "policy is not taken in the checks of a joint decision: give each check its limits",
+                ));
+            }
+            (None, None) => {}
+        }
         match (&self.limits, self.max, self.window_ms) {
             (Some(_), Some(_), _) | (Some(_), _, Some(_)) => Err(ApiError::bad_request(
                 "limits",

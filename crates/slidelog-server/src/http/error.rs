@@ -90,7 +90,7 @@ impl IntoResponse for ApiError {
 pub async fn not_found() -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
-        "no such endpoint: see docs/design.md §5 for the HTTP API",
+        "no such endpoint: GET /openapi.json describes every route of this API",
     )
 }
 

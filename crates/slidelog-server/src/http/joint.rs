@@ -136,6 +136,10 @@ pub async fn decide(
     mode: Mode,
 ) -> Result<Response, ApiError> {
     let now = super::call::client_now(app, body.now_ms)?;
+    if app.config().require_policy {
+        // Each check brings its own limits: not under --require-policy.
+        return Err(super::policy::refused("limits"));
+    }
     let checks = body.to_checks(app.limiter().bounds())?;
     drop(body);
     let joint = app

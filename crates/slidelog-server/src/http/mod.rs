@@ -6,10 +6,16 @@
 //! | `POST /v1/peek` | the same decision, recording nothing |
 //! | `POST /v1/settle` | change a checked record's costs to the actual ones (docs/design.md §4.6) |
 //! | `POST /v1/charge` | record usage without deciding |
-//! | `DELETE /v1/keys/{key}` | delete a key's log (admin token when set) |
+//! | `GET /v1/keys` | admin: one bounded page of keys (`keys`) |
+//! | `GET /v1/keys/{key}` | admin: one key's log, and its state under a policy (`keys`) |
+//! | `DELETE /v1/keys/{key}` | admin: delete a key's log |
 //! | `GET /healthz` | the process answers |
 //! | `GET /readyz` | the store answers (503 while it does not) |
 //! | `GET /metrics` | Prometheus text format |
+//! | `GET /openapi.json` | the OpenAPI 3.1 document of every route (`openapi`) |
+//!
+//! Every route is an entry of one table, [`routes::ROUTES`]; admin
+//! operations take [`crate::auth::AdminGuard`].
 
 pub mod answer;
 pub mod api;
@@ -18,16 +24,19 @@ mod call;
 pub mod error;
 pub mod headers;
 pub mod joint;
+pub mod keys;
+pub mod openapi;
+pub mod policy;
 pub mod respond;
+pub mod routes;
 pub mod usage;
 
 use crate::app::App;
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::DefaultBodyLimit;
 use axum::http::Method;
 use axum::response::Response;
 use axum::routing::future::RouteFuture;
-use axum::routing::{delete, get, post};
 use body::BodyCap;
 use futures::FutureExt as _;
 use futures::future::{BoxFuture, CatchUnwind, Either, Map, Ready, ready};
@@ -58,28 +67,13 @@ pub fn router_with(app: App, max_body_bytes: usize, extra: Router<App>) -> Route
     // extractors, capped by the `DefaultBodyLimit` layer, on their routes
     // only: the layer puts the limit into every request's extensions.
     let cap = BodyCap(max_body_bytes);
-    Router::new()
-        .merge(extra.layer(DefaultBodyLimit::max(max_body_bytes)))
-        .route(
-            CHECK,
-            post(move |State(app): State<App>, req: Request| api::check(app, req, cap)),
-        )
-        .route(
-            "/v1/peek",
-            post(move |State(app): State<App>, req: Request| api::peek(app, req, cap)),
-        )
-        .route(
-            "/v1/settle",
-            post(move |State(app): State<App>, req: Request| usage::settle(app, req, cap)),
-        )
-        .route(
-            "/v1/charge",
-            post(move |State(app): State<App>, req: Request| usage::charge(app, req, cap)),
-        )
-        .route("/v1/keys/{key}", delete(api::reset))
-        .route("/healthz", get(api::healthz))
-        .route("/readyz", get(api::readyz))
-        .route("/metrics", get(api::metrics))
+    let mut router = Router::new().merge(extra.layer(DefaultBodyLimit::max(max_body_bytes)));
+    for route in routes::ROUTES {
+        if let Some(handler) = routes::handler(route, cap) {
+            router = router.route(route.path, handler);
+        }
+    }
+    router
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
         .with_state(app)
@@ -92,6 +86,7 @@ pub fn service(app: App, max_body_bytes: usize, extra: Router<App>) -> Api {
         check: Some((app.clone(), BodyCap(max_body_bytes))),
         router: router_with(app, max_body_bytes, extra),
         auth: None,
+        peer: None,
     }
 }
 
@@ -123,9 +118,22 @@ pub struct Api {
     /// before any route. One pointer: hyper-util clones the service for
     /// every request, and a `None` here is then one null check.
     auth: Option<std::sync::Arc<crate::auth::Auth>>,
+    /// The address of the connection this copy serves (set per
+    /// connection by the server), handed to the router's requests as
+    /// [`crate::auth::Peer`] for the admin guard.
+    peer: Option<std::net::SocketAddr>,
 }
 
 impl Api {
+    /// This API serving a connection from `peer`.
+    #[must_use]
+    pub fn for_peer(&self, peer: Option<std::net::SocketAddr>) -> Self {
+        Self {
+            peer,
+            ..self.clone()
+        }
+    }
+
     /// The same API with its routes behind `auth`'s tokens ([`crate::auth`]).
     #[must_use]
     pub fn with_auth(mut self, auth: Option<crate::auth::Auth>) -> Self {
@@ -141,6 +149,7 @@ impl From<Router> for Api {
             router,
             check: None,
             auth: None,
+            peer: None,
         }
     }
 }
@@ -199,7 +208,7 @@ where
 impl Api {
     fn route<B>(
         &mut self,
-        req: axum::http::Request<B>,
+        mut req: axum::http::Request<B>,
     ) -> Either<RouteFuture<Infallible>, BoxFuture<'static, Response>>
     where
         B: axum::body::HttpBody<Data = axum::body::Bytes> + Send + 'static,
@@ -213,6 +222,11 @@ impl Api {
         {
             // hyper's body as it is, not boxed into an axum `Body`.
             return Either::Right(Box::pin(api::check(app.clone(), req, *cap)));
+        }
+        // Only the router's requests carry the peer: the check above is
+        // no admin operation, and the router allocates extensions anyway.
+        if let Some(peer) = self.peer {
+            req.extensions_mut().insert(crate::auth::Peer(peer));
         }
         Either::Left(tower::Service::call(&mut self.router, req))
     }
@@ -241,6 +255,7 @@ mod tests {
     use super::*;
     use axum::body::Body;
     use axum::http::{Method, StatusCode};
+    use axum::routing::{get, post};
     use std::sync::Arc;
     use tower::ServiceExt as _;
 

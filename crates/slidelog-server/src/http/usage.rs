@@ -66,7 +66,8 @@ async fn settle_inner(
 ) -> Result<Response, ApiError> {
     let JsonBody(body) = body?;
     let now = client_now(app, body.now_ms)?;
-    let request = body.to_usage_request(true)?;
+    let policy = super::policy::resolve(app, &body)?;
+    let request = body.to_usage_request_under(true, super::policy::limits(&policy))?;
     let receipt = body.receipt.as_deref().ok_or_else(|| {
         ApiError::bad_request(
             "receipt",
@@ -91,7 +92,8 @@ async fn charge_inner(
 ) -> Result<Response, ApiError> {
     let JsonBody(body) = body?;
     let now = client_now(app, body.now_ms)?;
-    let request = body.to_usage_request(false)?;
+    let policy = super::policy::resolve(app, &body)?;
+    let request = body.to_usage_request_under(false, super::policy::limits(&policy))?;
     let each = app
         .limiter()
         .charge_at(&request, now)

@@ -56,7 +56,7 @@ pub(super) async fn bind(
     {
         tracing::warn!(
             http_addr = %http_addr,
-            "listening beyond loopback without --admin-token: anyone who reaches it can reset keys"
+            "listening beyond loopback without --admin-token: admin operations (reset, key browser, blocks, overrides) answer loopback callers only"
         );
     }
     let (trigger, shutdown) = shutdown::channel();

@@ -78,7 +78,31 @@ fn app_config(args: &ServeArgs) -> anyhow::Result<AppConfig> {
             max_limits: args.max_limits,
             max_descriptors: args.max_descriptors,
         },
+        policies: policies(args)?,
+        require_policy: args.require_policy,
+        key_space: crate::browse::KeySpace::new(
+            &args.store.store,
+            &args.store.key_prefix,
+            args.store
+                .store_timeout
+                .max(std::time::Duration::from_secs(1)),
+        ),
     })
+}
+
+/// Loads --policies; the error names file:line:col.
+fn policies(args: &ServeArgs) -> anyhow::Result<Option<Arc<crate::policies::PolicyHandle>>> {
+    let Some(path) = &args.policies else {
+        return Ok(None);
+    };
+    let handle = crate::policies::PolicyHandle::load(path).context("invalid --policies")?;
+    tracing::info!(
+        path = %path.display(),
+        policies = handle.get().len(),
+        require_policy = args.require_policy,
+        "policies loaded (reloaded when the file changes)"
+    );
+    Ok(Some(handle))
 }
 
 /// Says what the preflight found about a store serve starts with anyway.

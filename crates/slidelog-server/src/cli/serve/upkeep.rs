@@ -1,13 +1,17 @@
 //! Serve's background chores until shutdown: fold histogram samples
-//! (bounded memory without scrapes) and sweep the memory store's expired
-//! logs.
+//! (bounded memory without scrapes), sweep the memory store's expired
+//! logs, and read `--policies` again when it changes.
 
 use crate::app::App;
 use crate::shutdown::Shutdown;
 use std::time::Duration;
 
-/// Runs the chores every 5 s until `shutdown` fires.
-pub(super) fn spawn(app: App, shutdown: Shutdown) {
+/// Runs the chores every 5 s, and polls the policies file every
+/// `policies_poll`, until `shutdown` fires.
+pub(super) fn spawn(app: App, shutdown: Shutdown, policies_poll: Duration) {
+    if let Some(policies) = &app.config().policies {
+        policies.spawn_reload(shutdown.clone(), policies_poll);
+    }
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(5));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
