@@ -70,6 +70,7 @@ impl NaiveModel {
                 retry_after_ms: 0,
                 reset_after_ms: (newest + *window as i128 - now) as u64,
                 degraded: false,
+                blocked: false,
                 record: None,
             }
         } else {

@@ -264,6 +264,7 @@ pub fn parse_reply(reply: &[i64]) -> RedisResult<Outcome> {
             retry_after_ms: u(retry),
             reset_after_ms: u(reset),
             degraded: false,
+            blocked: false,
             record: None,
         },
         now_ms: u(now),

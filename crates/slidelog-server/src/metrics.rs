@@ -831,6 +831,7 @@ mod tests {
             retry_after_ms: 0,
             reset_after_ms: window_ms,
             degraded: false,
+            blocked: false,
             record: None,
         }
     }

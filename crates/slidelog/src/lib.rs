@@ -80,7 +80,7 @@ pub use limiter::{
 pub use middleware::RateLimitLayer;
 pub use slidelog_core::limit;
 pub use slidelog_core::{
-    BoundError, Bounds, Checks, Counts, Decision, Detailed, FullLimit, InputError, JointDecision,
+    Block, BoundError, Bounds, Checks, Counts, Decision, Detailed, FullLimit, InputError, JointDecision, Override, Rule,
     Limit, LimitParseError, LimitState, MAX_RECEIPT_TTL_MS, Mode, Now, Receipt, ReceiptError,
     ReceiptKey, RecordRef, RefusedBy, Request, Settled, StoreError, TimeMode,
 };

@@ -1,0 +1,191 @@
+//! Blocks, a limit's `block_ms` and overrides through the limiter, the same
+//! scenarios on the memory store, one Redis and a Redis Cluster (a
+//! `redis-server` this test starts on free ports): block / unblock with the
+//! reason and time left, `block_ms` 3000 on a 1 s window (refused at 1.3 s,
+//! served at 3.3 s, refusals during the block do not extend it), an
+//! override of max 2 admitting exactly 2 of 5 checks that ask for max 100
+//! and the request's limits again after its deletion, allow and deny, a
+//! joint request refused whole by one blocked key, and the cap.
+
+use slidelog::url::StoreOptions;
+use slidelog::{Checks, Limit, Limiter, Request, Rule};
+use slidelog_testkit::{RedisCluster, RedisServer, unique_prefix};
+use std::time::{Duration, Instant};
+
+/// Every scenario on `limiter`; `key` makes the keys of this run unique.
+async fn every_scenario(limiter: &Limiter) {
+    block_and_unblock(limiter).await;
+    block_ms_outlasts_the_window(limiter).await;
+    override_replaces_the_limits(limiter).await;
+    allow_and_deny(limiter).await;
+    a_blocked_key_refuses_a_joint_request(limiter).await;
+}
+
+async fn block_and_unblock(limiter: &Limiter) {
+    let limits = [Limit::new(100, 60_000).unwrap()];
+    assert!(limiter.check("b-user", &limits, 1).await.unwrap().allowed);
+    limiter
+        .block("b-user", Duration::from_secs(10), "scraping")
+        .await
+        .unwrap();
+    let d = limiter.check("b-user", &limits, 1).await.unwrap();
+    assert!(!d.allowed && d.blocked, "{d:?}");
+    assert!((9_000..=10_000).contains(&d.retry_after_ms), "{d:?}");
+    let block = limiter.block_of("b-user").await.unwrap().unwrap();
+    assert_eq!(block.reason, "scraping");
+    assert!(block.remaining_ms <= 10_000);
+    // A blocked key records nothing: after the unblock, 99 more fit.
+    assert!(limiter.unblock("b-user").await.unwrap());
+    assert!(!limiter.unblock("b-user").await.unwrap());
+    let d = limiter.check("b-user", &limits, 1).await.unwrap();
+    assert!(d.allowed && !d.blocked);
+    assert_eq!(d.remaining, 98);
+    assert!(limiter.block_of("b-user").await.unwrap().is_none());
+}
+
+async fn block_ms_outlasts_the_window(limiter: &Limiter) {
+    let limits = [Limit::new(1, 1_000).unwrap().with_block_ms(3_000).unwrap()];
+    let start = Instant::now();
+    assert!(limiter.check("b-ms", &limits, 1).await.unwrap().allowed);
+    let refused = limiter.check("b-ms", &limits, 1).await.unwrap();
+    assert!(!refused.allowed && refused.blocked, "{refused:?}");
+    // Refusals during the block do not extend it.
+    sleep_until(start, 800).await;
+    assert!(!limiter.check("b-ms", &limits, 1).await.unwrap().allowed);
+    sleep_until(start, 1_300).await;
+    let d = limiter.check("b-ms", &limits, 1).await.unwrap();
+    assert!(!d.allowed && d.blocked, "refused at 1.3 s: {d:?}");
+    assert!(d.retry_after_ms <= 1_800, "{d:?}");
+    sleep_until(start, 3_300).await;
+    let d = limiter.check("b-ms", &limits, 1).await.unwrap();
+    assert!(d.allowed, "served at 3.3 s: {d:?}");
+}
+
+async fn override_replaces_the_limits(limiter: &Limiter) {
+    let ask = [Limit::new(100, 60_000).unwrap()];
+    let two = Rule::Limits(vec![Limit::new(2, 60_000).unwrap()]);
+    limiter
+        .set_override("o-tenant", two, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let mut admitted = 0;
+    for _ in 0..5 {
+        admitted += u32::from(limiter.check("o-tenant", &ask, 1).await.unwrap().allowed);
+    }
+    assert_eq!(admitted, 2);
+    assert!(limiter.remove_override("o-tenant").await.unwrap());
+    let d = limiter.check("o-tenant", &ask, 1).await.unwrap();
+    assert!(d.allowed);
+    assert_eq!((d.limit, d.remaining), (100, 97));
+}
+
+async fn allow_and_deny(limiter: &Limiter) {
+    let one = [Limit::new(1, 60_000).unwrap()];
+    let hour = Duration::from_secs(3_600);
+    limiter
+        .set_override("o-allow", Rule::Allow, hour)
+        .await
+        .unwrap();
+    for _ in 0..5 {
+        assert!(limiter.check("o-allow", &one, 1).await.unwrap().allowed);
+    }
+    limiter
+        .set_override("o-deny", Rule::Deny, hour)
+        .await
+        .unwrap();
+    let d = limiter.check("o-deny", &one, 1).await.unwrap();
+    assert!(!d.allowed && d.retry_after_ms > 0);
+    limiter.remove_override("o-allow").await.unwrap();
+    limiter.remove_override("o-deny").await.unwrap();
+    assert!(limiter.check("o-deny", &one, 1).await.unwrap().allowed);
+    assert!(limiter.check("o-allow", &one, 1).await.unwrap().allowed);
+    assert!(!limiter.check("o-allow", &one, 1).await.unwrap().allowed);
+}
+
+async fn a_blocked_key_refuses_a_joint_request(limiter: &Limiter) {
+    let limit = Limit::new(10, 60_000).unwrap();
+    let user = Request::single("{j}user", limit).unwrap();
+    let route = Request::single("{j}route", limit).unwrap();
+    let both = Checks::new([user.clone(), route]).unwrap();
+    limiter
+        .block("{j}route", Duration::from_secs(30), "maintenance")
+        .await
+        .unwrap();
+    let joint = limiter.check_all(&both).await.unwrap();
+    assert!(!joint.allowed);
+    assert_eq!(joint.refused_by.unwrap().check, 1);
+    assert!(joint.checks[1].decision.blocked);
+    // Refused whole: the user's log recorded nothing.
+    let alone = limiter
+        .decide_each(&user, slidelog::Mode::Peek)
+        .await
+        .unwrap();
+    assert_eq!(alone.decision.remaining, 9);
+    limiter.unblock("{j}route").await.unwrap();
+    assert!(limiter.check_all(&both).await.unwrap().allowed);
+}
+
+async fn sleep_until(start: Instant, ms: u64) {
+    let at = start + Duration::from_millis(ms);
+    tokio::time::sleep(at.saturating_duration_since(Instant::now())).await;
+}
+
+async fn on_url(url: &str, test: &str) -> Limiter {
+    Limiter::builder()
+        .timeout(Duration::from_secs(2))
+        .override_cache(Duration::ZERO)
+        .open(url, StoreOptions::default().prefix(unique_prefix(test)))
+        .await
+        .expect("open the test store")
+}
+
+#[tokio::test]
+async fn on_the_memory_store() {
+    every_scenario(&Limiter::memory()).await;
+}
+
+#[tokio::test]
+async fn on_redis() {
+    let redis = RedisServer::start();
+    every_scenario(&on_url(&redis.url(), "blocks").await).await;
+}
+
+#[tokio::test]
+async fn on_a_redis_cluster() {
+    let cluster = RedisCluster::start();
+    every_scenario(&on_url(&cluster.url(), "blocks_cluster").await).await;
+}
+
+#[tokio::test]
+async fn bad_bounds_name_the_field_and_the_bound() {
+    let limiter = Limiter::memory();
+    let huge = Duration::from_millis(slidelog_core_max() + 1);
+    let e = limiter.block("k", huge, "x").await.unwrap_err();
+    assert!(e.to_string().contains("duration_ms") && e.to_string().contains("31622400000"));
+    let e = limiter
+        .set_override("k", Rule::Allow, huge)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("ttl_ms"), "{e}");
+    let e = Limit::new(1, 1_000).unwrap().with_block_ms(u64::MAX).unwrap_err();
+    assert!(e.to_string().contains("block_ms"), "{e}");
+}
+
+fn slidelog_core_max() -> u64 {
+    366 * 24 * 3_600 * 1_000
+}
+
+#[tokio::test]
+async fn blocks_are_bounded_by_the_cap_with_a_clear_error() {
+    let store = slidelog::store::MemoryStore::new().with_max_controls(100_000);
+    let limiter = Limiter::from_store(std::sync::Arc::new(store));
+    let hour = Duration::from_secs(3_600);
+    for i in 0..100_000 {
+        limiter.block(&format!("k{i}"), hour, "bulk").await.unwrap();
+    }
+    let e = limiter.block("one-more", hour, "bulk").await.unwrap_err();
+    assert!(e.to_string().contains("--max-blocks"), "{e}");
+    assert_eq!(limiter.control_count().await.unwrap(), Some(100_000));
+    // A key already held is replaced, not refused.
+    limiter.block("k7", hour, "again").await.unwrap();
+}
