@@ -180,6 +180,7 @@ async fn run_single<C: ConnectionLike>(
     let limit = request.limits()[0];
     let mut invocation = SINGLE.key(redis_key);
     invocation
+        .key(crate::keys::block_key(redis_key))
         .arg(limit.max())
         .arg(limit.window_ms())
         .arg(member)
@@ -245,6 +246,8 @@ pub fn parse_reply(reply: &[i64]) -> RedisResult<Outcome> {
         return Err(unexpected());
     }
     let u = |v: &i64| u64::try_from(*v).unwrap_or(0);
+    // -2: the key is blocked (sliding_log.lua step 1c), every limit refused.
+    let blocked = *allowed == -2;
     let each = tail
         .chunks_exact(4)
         .map(|c| Counts {
@@ -259,12 +262,12 @@ pub fn parse_reply(reply: &[i64]) -> RedisResult<Outcome> {
             allowed: *allowed == 1,
             limit: u(limit),
             window_ms: u(window_ms),
-            count: u(count),
-            remaining: u(remaining),
+            count: if blocked { 0 } else { u(count) },
+            remaining: if blocked { 0 } else { u(remaining) },
             retry_after_ms: u(retry),
             reset_after_ms: u(reset),
             degraded: false,
-            blocked: false,
+            blocked,
             record: None,
         },
         now_ms: u(now),

@@ -136,7 +136,25 @@ local function decide(log, weights, pending, A)
     return redis.error_reply('DEADLINE the caller gave up on this check before it ran; nothing recorded')
   end
 
-  -- Step 1c: the newest record: its member is the marker (above), its score
+  -- Step 1c: a block (docs/design.md §5.8). The key's block key lives in
+  -- the log's slot: the weights key's name with '#b' for '#w' (the tag ends
+  -- at the first '}', and '#w' follows it). While it lives, every limit is
+  -- refused for its remaining time (PTTL) and nothing is read or written:
+  -- the reply's `allowed` is -2, count and remaining 0, each limit waiting
+  -- that long.
+  local close = string.find(weights, '}', 1, true)
+  local left = redis.call('PTTL', string.sub(weights, 1, close) .. '#b' .. string.sub(weights, close + 3))
+  if left > 0 then
+    local out = {-2, tonumber(A[4]), tonumber(A[5]), 0, 0, left, 0, now}
+    if each then
+      for i = 1, n do
+        out[5 + 4 * i], out[6 + 4 * i], out[7 + 4 * i], out[8 + 4 * i] = 0, 0, left, 0
+      end
+    end
+    return out
+  end
+
+  -- Step 1d: the newest record: its member is the marker (above), its score
   -- the reset_after_ms. Read before anything is removed, so that a weighted
   -- log's frontiers (step 3) still see every record.
   -- A key the module converted (docs/design.md §4.4) answers WRONGTYPE here:
