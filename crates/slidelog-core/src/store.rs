@@ -373,8 +373,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         Ok(None)
     }
 
-    /// How many blocks and overrides the store holds, when it counts them.
-    async fn control_count(&self) -> Result<Option<usize>, StoreError> {
+    /// How many blocks and how many overrides the store holds, when it
+    /// counts them (entries expired but not yet dropped may count).
+    async fn control_count(&self) -> Result<Option<(usize, usize)>, StoreError> {
         Ok(None)
     }
 

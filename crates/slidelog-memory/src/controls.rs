@@ -176,4 +176,17 @@ impl Controls {
     pub(crate) fn len(&self) -> usize {
         self.table.lock().len()
     }
+
+    /// Blocks and overrides in force at `now_ms` (one pass over the table,
+    /// which the cap bounds).
+    pub(crate) fn counts(&self, now_ms: u64) -> (usize, usize) {
+        let table = self.table.lock();
+        let live = |until: Option<u64>| until.is_some_and(|u| u > now_ms);
+        table.values().fold((0, 0), |(b, o), e| {
+            (
+                b + usize::from(live(e.block.as_ref().map(|x| x.0))),
+                o + usize::from(live(e.rule.as_ref().map(|x| x.0))),
+            )
+        })
+    }
 }

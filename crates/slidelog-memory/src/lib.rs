@@ -451,8 +451,8 @@ impl Store for MemoryStore {
         Ok(self.controls.get_override(key, self.clock.now_ms()))
     }
 
-    async fn control_count(&self) -> Result<Option<usize>, StoreError> {
-        Ok(Some(self.controls.len()))
+    async fn control_count(&self) -> Result<Option<(usize, usize)>, StoreError> {
+        Ok(Some(self.controls.counts(self.clock.now_ms())))
     }
 
     fn kind(&self) -> &'static str {

@@ -452,7 +452,7 @@ where
         self.get_override_now(key).await
     }
 
-    async fn control_count(&self) -> Result<Option<usize>, StoreError> {
+    async fn control_count(&self) -> Result<Option<(usize, usize)>, StoreError> {
         self.control_count_now().await.map(Some)
     }
 

@@ -185,7 +185,51 @@ async fn blocks_are_bounded_by_the_cap_with_a_clear_error() {
     }
     let e = limiter.block("one-more", hour, "bulk").await.unwrap_err();
     assert!(e.to_string().contains("--max-blocks"), "{e}");
-    assert_eq!(limiter.control_count().await.unwrap(), Some(100_000));
+    assert_eq!(limiter.control_count().await.unwrap(), Some((100_000, 0)));
     // A key already held is replaced, not refused.
     limiter.block("k7", hour, "again").await.unwrap();
+}
+
+#[tokio::test]
+async fn on_redis_the_cap_bounds_blocks_and_overrides_together() {
+    let redis = RedisServer::start();
+    let options = StoreOptions {
+        max_controls: 50,
+        ..StoreOptions::default().prefix(unique_prefix("blocks_cap"))
+    };
+    let limiter = Limiter::builder()
+        .timeout(Duration::from_secs(2))
+        .open(&redis.url(), options)
+        .await
+        .unwrap();
+    let hour = Duration::from_secs(3_600);
+    for i in 0..40 {
+        limiter.block(&format!("k{i}"), hour, "bulk").await.unwrap();
+    }
+    for i in 0..10 {
+        limiter
+            .set_override(&format!("o{i}"), Rule::Deny, hour)
+            .await
+            .unwrap();
+    }
+    let e = limiter.block("one-more", hour, "bulk").await.unwrap_err();
+    assert!(e.to_string().contains("--max-blocks"), "{e}");
+    let e = limiter
+        .set_override("one-more", Rule::Allow, hour)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("--max-blocks"), "{e}");
+    assert_eq!(limiter.control_count().await.unwrap(), Some((40, 10)));
+    // Held ones are replaced; a deletion makes room.
+    limiter.block("k3", hour, "again").await.unwrap();
+    assert!(limiter.unblock("k4").await.unwrap());
+    limiter.block("one-more", hour, "bulk").await.unwrap();
+    // Every index key has a TTL.
+    let mut conn = redis.client();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*controls*").query(&mut conn).unwrap();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    for key in keys {
+        let ttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut conn).unwrap();
+        assert!(ttl > 0, "{key} {ttl}");
+    }
 }

@@ -24,15 +24,21 @@ impl<C> ScriptStore<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
-    /// The index of this prefix's blocks and overrides.
-    fn index_key(&self) -> String {
-        format!("slidelog:controls:{}", self.prefix)
+    /// The index of this prefix's blocks (`b`) or overrides (`o`): two
+    /// sorted sets in one slot (one hash tag), so one script bounds their sum.
+    fn index_key(&self, kind: char) -> String {
+        format!("{{slidelog:controls:{}}}:{kind}", self.prefix)
     }
 
-    /// Admits `member` into the index for `ttl_ms`, or refuses past the cap.
-    async fn admit(&self, member: String, ttl_ms: u64) -> Result<(), StoreError> {
-        let mut invocation = PUT.key(self.index_key());
-        invocation.arg(member).arg(ttl_ms).arg(self.max_controls);
+    /// Admits `key` into the `kind` index for `ttl_ms`, or refuses past the cap.
+    async fn admit(&self, kind: char, key: &str, ttl_ms: u64) -> Result<(), StoreError> {
+        let other = if kind == 'b' { 'o' } else { 'b' };
+        let mut invocation = PUT.key(self.index_key(kind));
+        invocation
+            .key(self.index_key(other))
+            .arg(key)
+            .arg(ttl_ms)
+            .arg(self.max_controls);
         let mut conn = self.conn.clone();
         let admitted: Result<i64, StoreError> =
             self.bounded(invocation.invoke_async(&mut conn)).await;
@@ -45,11 +51,11 @@ where
         }
     }
 
-    /// Removes `member` from the index.
-    async fn release(&self, member: String) -> Result<(), StoreError> {
+    /// Removes `key` from the `kind` index.
+    async fn release(&self, kind: char, key: &str) -> Result<(), StoreError> {
         let cmd = redis::cmd("ZREM")
-            .arg(self.index_key())
-            .arg(member)
+            .arg(self.index_key(kind))
+            .arg(key)
             .clone();
         let mut conn = self.conn.clone();
         let _: i64 = self.bounded(cmd.query_async(&mut conn)).await?;
@@ -72,7 +78,7 @@ where
         block: &Block,
         only_new: bool,
     ) -> Result<bool, StoreError> {
-        self.admit(format!("b:{key}"), block.remaining_ms).await?;
+        self.admit('b', key, block.remaining_ms).await?;
         let mut cmd = redis::cmd("SET");
         cmd.arg(block_key(&self.redis_key(key)))
             .arg(&block.reason)
@@ -93,7 +99,7 @@ where
             .clone();
         let mut conn = self.conn.clone();
         let deleted: i64 = self.bounded(cmd.query_async(&mut conn)).await?;
-        self.release(format!("b:{key}")).await?;
+        self.release('b', key).await?;
         Ok(deleted > 0)
     }
 
@@ -112,7 +118,7 @@ where
         key: &str,
         entry: &Override,
     ) -> Result<(), StoreError> {
-        self.admit(format!("o:{key}"), entry.remaining_ms).await?;
+        self.admit('o', key, entry.remaining_ms).await?;
         let cmd = redis::cmd("SET")
             .arg(override_key(&self.redis_key(key)))
             .arg(encode(&entry.rule))
@@ -131,7 +137,7 @@ where
             .clone();
         let mut conn = self.conn.clone();
         let deleted: i64 = self.bounded(cmd.query_async(&mut conn)).await?;
-        self.release(format!("o:{key}")).await?;
+        self.release('o', key).await?;
         Ok(deleted > 0)
     }
 
@@ -147,12 +153,17 @@ where
         Ok(Some(Override { rule, remaining_ms }))
     }
 
-    /// [`slidelog_core::Store::control_count`]: the index's live entries.
-    pub(crate) async fn control_count_now(&self) -> Result<usize, StoreError> {
-        let cmd = redis::cmd("ZCARD").arg(self.index_key()).clone();
+    /// [`slidelog_core::Store::control_count`]: the indexes' entries (those
+    /// expired since the last put count until the next one drops them).
+    pub(crate) async fn control_count_now(&self) -> Result<(usize, usize), StoreError> {
         let mut conn = self.conn.clone();
-        let held: i64 = self.bounded(cmd.query_async(&mut conn)).await?;
-        Ok(held.max(0) as usize)
+        let mut held = [0usize; 2];
+        for (slot, kind) in held.iter_mut().zip(['b', 'o']) {
+            let cmd = redis::cmd("ZCARD").arg(self.index_key(kind)).clone();
+            let n: i64 = self.bounded(cmd.query_async(&mut conn)).await?;
+            *slot = n.max(0) as usize;
+        }
+        Ok((held[0], held[1]))
     }
 }
 

@@ -184,8 +184,9 @@ impl Limiter {
         Ok(self.inner.bound.run(self.inner.store.get_override(key)).await?)
     }
 
-    /// How many blocks and overrides the store holds, when it counts them.
-    pub async fn control_count(&self) -> Result<Option<usize>, LimiterError> {
+    /// How many blocks and how many overrides the store holds, when it
+    /// counts them.
+    pub async fn control_count(&self) -> Result<Option<(usize, usize)>, LimiterError> {
         Ok(self.inner.bound.run(self.inner.store.control_count()).await?)
     }
 
