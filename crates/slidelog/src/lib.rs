@@ -93,6 +93,7 @@ pub mod store {
     pub use slidelog_core::{
         Clock, DEFAULT_KEY_PREFIX, MAX_NOW_MS, ManualClock, OnceMark, Store, SystemClock,
     };
+    pub use slidelog_core::control::{DEFAULT_MAX_CONTROLS, MAX_BLOCK_MS, MAX_REASON_BYTES};
     pub use slidelog_memory::MemoryStore;
 }
 

@@ -56,12 +56,19 @@ async fn decide_inner(
         .decide_each_at(&request, mode, now)
         .await
         .map_err(|e| decision_error(app, e))?;
+    // A blocked key's answer carries the block's reason: read only then
+    // (one more store call on a refusal that needs no log read).
+    let reason = match each.decision.blocked {
+        true => super::control::reason_of(app, request.key()).await,
+        false => None,
+    };
     // The answer and its header fields written straight from the decision
     // (the same bytes as `Answer` and `slidelog::headers::insert_each`).
-    Ok(super::respond::decision(
+    Ok(super::respond::decision_because(
         &each,
         &request,
         app.limiter().receipt_key(),
+        reason.as_deref(),
     ))
 }
 
@@ -139,7 +146,7 @@ pub async fn reset(
 /// The answer to a key the path cannot give (percent-encoded bytes that
 /// are not UTF-8, as `%FF`): axum's rejection, whose answer is plain text,
 /// as the API's JSON error with the same status.
-fn path_error(rejection: &PathRejection) -> ApiError {
+pub(super) fn path_error(rejection: &PathRejection) -> ApiError {
     let status = rejection.status();
     let message = format!(
         "the key in the path must be 1 to 512 bytes of UTF-8, percent-encoded: {}",
@@ -153,7 +160,7 @@ fn path_error(rejection: &PathRejection) -> ApiError {
 }
 
 /// Checks `Authorization: Bearer <token>` in constant time.
-fn authorize(headers: &HeaderMap, token: &str) -> Result<(), ApiError> {
+pub(super) fn authorize(headers: &HeaderMap, token: &str) -> Result<(), ApiError> {
     let unauthorized = || {
         ApiError::new(
             StatusCode::UNAUTHORIZED,

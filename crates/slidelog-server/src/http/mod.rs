@@ -7,6 +7,8 @@
 //! | `POST /v1/settle` | change a checked record's costs to the actual ones (docs/design.md §4.6) |
 //! | `POST /v1/charge` | record usage without deciding |
 //! | `DELETE /v1/keys/{key}` | delete a key's log (admin token when set) |
+//! | `PUT`/`DELETE /v1/keys/{key}/block` | block a key for a time, or lift it (admin; docs/design.md §5.8) |
+//! | `PUT`/`DELETE /v1/keys/{key}/override` | other limits, allow or deny for a key, or remove them (admin) |
 //! | `GET /healthz` | the process answers |
 //! | `GET /readyz` | the store answers (503 while it does not) |
 //! | `GET /metrics` | Prometheus text format |
@@ -14,6 +16,7 @@
 pub mod answer;
 pub mod api;
 pub mod body;
+pub mod control;
 pub mod error;
 pub mod headers;
 pub mod joint;
@@ -26,7 +29,7 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::Method;
 use axum::response::Response;
 use axum::routing::future::RouteFuture;
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 use body::BodyCap;
 use futures::FutureExt as _;
 use futures::future::{BoxFuture, CatchUnwind, Either, Map, Ready, ready};
@@ -76,6 +79,16 @@ pub fn router_with(app: App, max_body_bytes: usize, extra: Router<App>) -> Route
             post(move |State(app): State<App>, req: Request| usage::charge(app, req, cap)),
         )
         .route("/v1/keys/{key}", delete(api::reset))
+        .route(
+            "/v1/keys/{key}/block",
+            put(move |s, h, k, req: Request| control::put_block((s, h, k), req, cap))
+                .delete(control::delete_block),
+        )
+        .route(
+            "/v1/keys/{key}/override",
+            put(move |s, h, k, req: Request| control::put_override((s, h, k), req, cap))
+                .delete(control::delete_override),
+        )
         .route("/healthz", get(api::healthz))
         .route("/readyz", get(api::readyz))
         .route("/metrics", get(api::metrics))
