@@ -128,7 +128,10 @@ mod tests {
         assert_eq!(e.field(), "duration_ms");
         assert!(e.to_string().contains("31622400000"));
         assert_eq!(Block::new(0, "").unwrap_err().field(), "duration_ms");
-        assert_eq!(Block::new(5, "x".repeat(257)).unwrap_err().field(), "reason");
+        assert_eq!(
+            Block::new(5, "x".repeat(257)).unwrap_err().field(),
+            "reason"
+        );
         let e = Override::new(Rule::Allow, u64::MAX).unwrap_err();
         assert_eq!(e.field(), "ttl_ms");
         assert!(Override::new(Rule::Limits(vec![]), 5).is_err());

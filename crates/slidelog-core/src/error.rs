@@ -183,10 +183,9 @@ impl std::fmt::Display for FullLimit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Keys(cap) => write!(f, "{cap} keys held (the key cap, --memory-key-cap)"),
-            Self::Controls(cap) => write!(
-                f,
-                "{cap} blocks and overrides held (the cap, --max-blocks)"
-            ),
+            Self::Controls(cap) => {
+                write!(f, "{cap} blocks and overrides held (the cap, --max-blocks)")
+            }
             Self::Bytes(limit) => {
                 write!(f, "{limit} bytes held (the memory budget, --memory-limit)")
             }

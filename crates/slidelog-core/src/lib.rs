@@ -41,8 +41,8 @@ pub mod url;
 
 pub use bounds::{BoundError, Bounds};
 pub use checks::{Checks, JointDecision, MAX_CHECKS, RefusedBy};
-pub use control::{Block, Override, Rule};
 pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock, TimeMode};
+pub use control::{Block, Override, Rule};
 pub use decision::{Counts, Decision, Detailed, LimitState};
 pub use error::{FullLimit, InputError, StoreError};
 pub use limit::{

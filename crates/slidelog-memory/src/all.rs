@@ -24,13 +24,15 @@ impl MemoryStore {
         let clock_ms = self.clock.now_ms();
         if self.controls.any_blocks()
             && requests
-            .iter()
-            .any(|r| self.controls.blocked(r.key(), clock_ms).is_some())
+                .iter()
+                .any(|r| self.controls.blocked(r.key(), clock_ms).is_some())
         {
-            let each = requests.iter().map(|r| match self.controls.blocked(r.key(), clock_ms) {
-                Some((remaining_ms, _)) => Detailed::blocked(r, remaining_ms),
-                None => Detailed::unevaluated(r),
-            });
+            let each = requests
+                .iter()
+                .map(|r| match self.controls.blocked(r.key(), clock_ms) {
+                    Some((remaining_ms, _)) => Detailed::blocked(r, remaining_ms),
+                    None => Detailed::unevaluated(r),
+                });
             return Ok(JointDecision::of(each.collect()));
         }
         let hashes: Vec<u64> = requests

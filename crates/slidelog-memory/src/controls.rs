@@ -18,10 +18,18 @@ struct Entry {
 impl Entry {
     /// Drops what expired at `now_ms`; true when nothing is left.
     fn expire(&mut self, now_ms: u64) -> bool {
-        if self.block.as_ref().is_some_and(|(until, _)| *until <= now_ms) {
+        if self
+            .block
+            .as_ref()
+            .is_some_and(|(until, _)| *until <= now_ms)
+        {
             self.block = None;
         }
-        if self.rule.as_ref().is_some_and(|(until, _)| *until <= now_ms) {
+        if self
+            .rule
+            .as_ref()
+            .is_some_and(|(until, _)| *until <= now_ms)
+        {
             self.rule = None;
         }
         self.block.is_none() && self.rule.is_none()

@@ -444,10 +444,7 @@ impl Store for MemoryStore {
         Ok(self.controls.delete_override(key, self.clock.now_ms()))
     }
 
-    async fn get_override(
-        &self,
-        key: &str,
-    ) -> Result<Option<slidelog_core::Override>, StoreError> {
+    async fn get_override(&self, key: &str) -> Result<Option<slidelog_core::Override>, StoreError> {
         Ok(self.controls.get_override(key, self.clock.now_ms()))
     }
 

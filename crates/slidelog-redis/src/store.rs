@@ -445,10 +445,7 @@ where
         self.delete_override_now(key).await
     }
 
-    async fn get_override(
-        &self,
-        key: &str,
-    ) -> Result<Option<slidelog_core::Override>, StoreError> {
+    async fn get_override(&self, key: &str) -> Result<Option<slidelog_core::Override>, StoreError> {
         self.get_override_now(key).await
     }
 

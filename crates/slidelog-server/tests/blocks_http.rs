@@ -87,7 +87,10 @@ async fn a_block_holds_on_the_other_instance(a: &child::Serve, b: &child::Serve)
     // Blocked again, then lifted through the other instance.
     let body = json!({"duration_ms": 60_000, "reason": "again"});
     admin(a, Method::PUT, "/v1/keys/abuser/block", Some(body)).await;
-    assert_eq!(check(a, "abuser", 100).await.0, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        check(a, "abuser", 100).await.0,
+        StatusCode::TOO_MANY_REQUESTS
+    );
     let (status, body) = admin(b, Method::DELETE, "/v1/keys/abuser/block", None).await;
     assert_eq!((status, &body["deleted"]), (StatusCode::OK, &json!(true)));
     assert_eq!(check(a, "abuser", 100).await.0, StatusCode::OK);
@@ -122,7 +125,10 @@ async fn an_override_holds_on_both(a: &child::Serve, b: &child::Serve) {
     admin(a, Method::PUT, "/v1/keys/banned/override", Some(deny)).await;
     for _ in 0..3 {
         assert_eq!(check(b, "vip", 1).await.0, StatusCode::OK);
-        assert_eq!(check(b, "banned", 100).await.0, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(
+            check(b, "banned", 100).await.0,
+            StatusCode::TOO_MANY_REQUESTS
+        );
     }
 }
 
@@ -165,7 +171,10 @@ async fn block_ms_outlasts_the_window_and_bad_input_names_the_bound() {
     let refused: Value = refused.json().await.unwrap();
     assert_eq!(refused["blocked"], true);
     tokio::time::sleep(Duration::from_millis(1_300).saturating_sub(started.elapsed())).await;
-    assert_eq!(send().await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        send().await.unwrap().status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
     tokio::time::sleep(Duration::from_millis(3_300).saturating_sub(started.elapsed())).await;
     assert_eq!(send().await.unwrap().status(), StatusCode::OK);
 
@@ -181,7 +190,10 @@ async fn block_ms_outlasts_the_window_and_bad_input_names_the_bound() {
     let (status, body) = admin(&serve, Method::PUT, "/v1/keys/x/block", Some(huge)).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     let text = body["error"].as_str().unwrap();
-    assert!(text.contains("duration_ms") && text.contains("31622400000"), "{text}");
+    assert!(
+        text.contains("duration_ms") && text.contains("31622400000"),
+        "{text}"
+    );
     let huge = json!({"deny": true, "ttl_ms": 40_000_000_000u64});
     let (status, body) = admin(&serve, Method::PUT, "/v1/keys/x/override", Some(huge)).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
@@ -190,20 +202,34 @@ async fn block_ms_outlasts_the_window_and_bad_input_names_the_bound() {
     let (status, _) = admin(&serve, Method::PUT, "/v1/keys/x/override", Some(both)).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     let bad = json!({"key": "k", "max": 1, "window_ms": 1_000, "block_ms": 40_000_000_000u64});
-    let answer = http.post(serve.url("/v1/check")).json(&bad).send().await.unwrap();
+    let answer = http
+        .post(serve.url("/v1/check"))
+        .json(&bad)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(answer.status(), StatusCode::BAD_REQUEST);
 
     // The cap (3 here): the penalty's expired entry makes room; three
     // fit, then 409.
     for key in ["c1", "c2", "c3"] {
         let body = json!({"duration_ms": 60_000});
-        let (status, _) = admin(&serve, Method::PUT, &format!("/v1/keys/{key}/block"), Some(body)).await;
+        let (status, _) = admin(
+            &serve,
+            Method::PUT,
+            &format!("/v1/keys/{key}/block"),
+            Some(body),
+        )
+        .await;
         assert_eq!(status, StatusCode::OK);
     }
     let body = json!({"duration_ms": 60_000});
     let (status, body) = admin(&serve, Method::PUT, "/v1/keys/c4/block", Some(body)).await;
     assert_eq!(status, StatusCode::CONFLICT);
-    assert!(body["error"].as_str().unwrap().contains("--max-blocks"), "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("--max-blocks"),
+        "{body}"
+    );
 
     let metrics = http.get(serve.url("/metrics")).send().await.unwrap();
     let metrics = metrics.text().await.unwrap();

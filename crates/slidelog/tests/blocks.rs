@@ -167,7 +167,10 @@ async fn bad_bounds_name_the_field_and_the_bound() {
         .await
         .unwrap_err();
     assert!(e.to_string().contains("ttl_ms"), "{e}");
-    let e = Limit::new(1, 1_000).unwrap().with_block_ms(u64::MAX).unwrap_err();
+    let e = Limit::new(1, 1_000)
+        .unwrap()
+        .with_block_ms(u64::MAX)
+        .unwrap_err();
     assert!(e.to_string().contains("block_ms"), "{e}");
 }
 
@@ -226,7 +229,10 @@ async fn on_redis_the_cap_bounds_blocks_and_overrides_together() {
     limiter.block("one-more", hour, "bulk").await.unwrap();
     // Every index key has a TTL.
     let mut conn = redis.client();
-    let keys: Vec<String> = redis::cmd("KEYS").arg("*controls*").query(&mut conn).unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*controls*")
+        .query(&mut conn)
+        .unwrap();
     assert_eq!(keys.len(), 2, "{keys:?}");
     for key in keys {
         let ttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut conn).unwrap();

@@ -143,12 +143,15 @@ where
 
     /// [`slidelog_core::Store::get_override`].
     pub(crate) async fn get_override_now(&self, key: &str) -> Result<Option<Override>, StoreError> {
-        let Some((text, remaining_ms)) = self.read_timed(override_key(&self.redis_key(key))).await?
+        let Some((text, remaining_ms)) =
+            self.read_timed(override_key(&self.redis_key(key))).await?
         else {
             return Ok(None);
         };
         let rule = decode(&text).map_err(|e| {
-            StoreError::Backend(format!("the override of {key:?} is not one slidelog wrote: {e}"))
+            StoreError::Backend(format!(
+                "the override of {key:?} is not one slidelog wrote: {e}"
+            ))
         })?;
         Ok(Some(Override { rule, remaining_ms }))
     }
@@ -192,7 +195,13 @@ pub fn encode(rule: &Rule) -> String {
 /// The rule [`encode`] wrote, every limit checked again (a key another
 /// program wrote is an error, never trusted).
 pub fn decode(text: &str) -> Result<Rule, RedisError> {
-    let bad = || RedisError::from((ErrorKind::UnexpectedReturnType, "malformed override", text.to_owned()));
+    let bad = || {
+        RedisError::from((
+            ErrorKind::UnexpectedReturnType,
+            "malformed override",
+            text.to_owned(),
+        ))
+    };
     let mut words = text.split(' ');
     match words.next() {
         Some("allow") => return Ok(Rule::Allow),
@@ -201,7 +210,7 @@ pub fn decode(text: &str) -> Result<Rule, RedisError> {
         _ => return Err(bad()),
     }
     let words: Vec<&str> = words.collect();
-    if words.is_empty() || words.len() % 4 != 0 {
+    if words.is_empty() || !words.len().is_multiple_of(4) {
         return Err(bad());
     }
     let mut limits = Vec::with_capacity(words.len() / 4);

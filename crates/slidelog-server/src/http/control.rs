@@ -86,11 +86,7 @@ impl OverrideBody {
 
 /// What every admin route extracts: the app, the headers (for the admin
 /// token) and the key in the path.
-pub type Admin = (
-    State<App>,
-    HeaderMap,
-    Result<Path<String>, PathRejection>,
-);
+pub type Admin = (State<App>, HeaderMap, Result<Path<String>, PathRejection>);
 
 /// The key in the path, checked, after the admin token.
 fn admitted_key(
@@ -160,7 +156,11 @@ pub async fn put_block(
     let done = limiter.block(&key, duration, &body.reason).await;
     done.map_err(|e| control_error(&app, e))?;
     count_held(&app).await;
-    tracing::info!(key_bytes = key.len(), duration_ms = body.duration_ms, "key blocked");
+    tracing::info!(
+        key_bytes = key.len(),
+        duration_ms = body.duration_ms,
+        "key blocked"
+    );
     let answer = serde_json::json!({
         "key": key, "blocked": true, "duration_ms": body.duration_ms, "reason": body.reason,
     });
@@ -187,8 +187,7 @@ pub async fn put_override(
     cap: BodyCap,
 ) -> Result<Response, ApiError> {
     let key = admitted_key(&app, &headers, key)?;
-    let JsonBody(body): JsonBody<OverrideBody> =
-        JsonBody::read(request, cap, Costs::Check).await?;
+    let JsonBody(body): JsonBody<OverrideBody> = JsonBody::read(request, cap, Costs::Check).await?;
     let rule = body.rule().inspect_err(|e| {
         if let Some(field) = e.field {
             app.metrics().bad_request(field);
@@ -196,7 +195,9 @@ pub async fn put_override(
     })?;
     let ttl_ms = body.ttl_ms.unwrap_or(DEFAULT_OVERRIDE_TTL_MS);
     let limiter = app.limiter();
-    let done = limiter.set_override(&key, rule, Duration::from_millis(ttl_ms)).await;
+    let done = limiter
+        .set_override(&key, rule, Duration::from_millis(ttl_ms))
+        .await;
     done.map_err(|e| control_error(&app, e))?;
     count_held(&app).await;
     tracing::info!(key_bytes = key.len(), ttl_ms, "key overridden");

@@ -253,9 +253,11 @@ impl LimiterBuilder {
                     .receipts
                     .unwrap_or_else(|| Arc::new(ReceiptKey::random())),
                 queue: Default::default(),
-                overrides: super::control::OverrideCache::new(
-                    if remote { self.override_cache } else { Duration::ZERO },
-                ),
+                overrides: super::control::OverrideCache::new(if remote {
+                    self.override_cache
+                } else {
+                    Duration::ZERO
+                }),
                 #[cfg(feature = "tower")]
                 names: Default::default(),
             }),

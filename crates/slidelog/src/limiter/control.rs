@@ -127,7 +127,11 @@ impl Limiter {
     /// `key`'s block in force (its time left and reason), if any.
     pub async fn block_of(&self, key: &str) -> Result<Option<Block>, LimiterError> {
         slidelog_core::limit::validate_key(key)?;
-        Ok(self.inner.bound.run(self.inner.store.get_block(key)).await?)
+        Ok(self
+            .inner
+            .bound
+            .run(self.inner.store.get_block(key))
+            .await?)
     }
 
     /// Puts `key`'s override for `ttl` (1 ms ..= 366 days): decisions on the
@@ -181,13 +185,21 @@ impl Limiter {
     /// `key`'s override in force, read from the store now.
     pub async fn override_of(&self, key: &str) -> Result<Option<Override>, LimiterError> {
         slidelog_core::limit::validate_key(key)?;
-        Ok(self.inner.bound.run(self.inner.store.get_override(key)).await?)
+        Ok(self
+            .inner
+            .bound
+            .run(self.inner.store.get_override(key))
+            .await?)
     }
 
     /// How many blocks and how many overrides the store holds, when it
     /// counts them.
     pub async fn control_count(&self) -> Result<Option<(usize, usize)>, LimiterError> {
-        Ok(self.inner.bound.run(self.inner.store.control_count()).await?)
+        Ok(self
+            .inner
+            .bound
+            .run(self.inner.store.control_count())
+            .await?)
     }
 
     fn forget_rejections(&self, key: &str) {
