@@ -7,6 +7,11 @@
 //! and the request's limits again after its deletion, allow and deny, a
 //! joint request refused whole by one blocked key, and the cap.
 
+mod common;
+
+use axum::Router;
+use axum::routing::get;
+use slidelog::middleware::Header;
 use slidelog::url::StoreOptions;
 use slidelog::{Checks, Limit, Limiter, Request, Rule};
 use slidelog_testkit::{RedisCluster, RedisServer, unique_prefix};
@@ -18,7 +23,10 @@ async fn every_scenario(limiter: &Limiter) {
     block_ms_outlasts_the_window(limiter).await;
     override_replaces_the_limits(limiter).await;
     allow_and_deny(limiter).await;
-    a_blocked_key_refuses_a_joint_request(limiter).await;
+    // One slot (a shared hash tag), and on a Cluster two slots
+    // (reservations, docs/design.md §4.7): refused whole either way.
+    a_blocked_key_refuses_a_joint_request(limiter, "{j}user", "{j}route").await;
+    a_blocked_key_refuses_a_joint_request(limiter, "x-user", "y-route").await;
 }
 
 async fn block_and_unblock(limiter: &Limiter) {
@@ -102,13 +110,14 @@ async fn allow_and_deny(limiter: &Limiter) {
     assert!(!limiter.check("o-allow", &one, 1).await.unwrap().allowed);
 }
 
-async fn a_blocked_key_refuses_a_joint_request(limiter: &Limiter) {
+async fn a_blocked_key_refuses_a_joint_request(limiter: &Limiter, user: &str, route: &str) {
     let limit = Limit::new(10, 60_000).unwrap();
-    let user = Request::single("{j}user", limit).unwrap();
-    let route = Request::single("{j}route", limit).unwrap();
+    let (user_key, route_key) = (user, route);
+    let user = Request::single(user_key, limit).unwrap();
+    let route = Request::single(route_key, limit).unwrap();
     let both = Checks::new([user.clone(), route]).unwrap();
     limiter
-        .block("{j}route", Duration::from_secs(30), "maintenance")
+        .block(route_key, Duration::from_secs(30), "maintenance")
         .await
         .unwrap();
     let joint = limiter.check_all(&both).await.unwrap();
@@ -121,7 +130,7 @@ async fn a_blocked_key_refuses_a_joint_request(limiter: &Limiter) {
         .await
         .unwrap();
     assert_eq!(alone.decision.remaining, 9);
-    limiter.unblock("{j}route").await.unwrap();
+    limiter.unblock(route_key).await.unwrap();
     assert!(limiter.check_all(&both).await.unwrap().allowed);
 }
 
@@ -238,4 +247,38 @@ async fn on_redis_the_cap_bounds_blocks_and_overrides_together() {
         let ttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut conn).unwrap();
         assert!(ttl > 0, "{key} {ttl}");
     }
+}
+
+/// The tower layer answers a blocked key 429 with `Retry-After` within the
+/// block, and serves it again once lifted.
+#[tokio::test]
+async fn the_layer_answers_a_blocked_key_429() {
+    let limiter = Limiter::memory();
+    let layer = slidelog::RateLimitLayer::new(
+        limiter.clone(),
+        Header::named("x-api-key").unwrap(),
+        "100/minute".parse().unwrap(),
+    );
+    let log = format!("{}:default:k", layer.namespace());
+    let app = Router::new()
+        .route("/", get(|| async { "served" }))
+        .layer(layer);
+    let base = common::serve(app).await;
+    let http = common::client();
+    let get = || http.get(format!("{base}/")).header("x-api-key", "k").send();
+    assert_eq!(get().await.unwrap().status(), 200);
+    limiter
+        .block(&log, Duration::from_secs(30), "abuse")
+        .await
+        .unwrap();
+    let refused = get().await.unwrap();
+    assert_eq!(refused.status(), 429);
+    let retry: u64 = refused.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=30).contains(&retry), "{retry}");
+    limiter.unblock(&log).await.unwrap();
+    assert_eq!(get().await.unwrap().status(), 200);
 }
