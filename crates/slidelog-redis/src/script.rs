@@ -106,8 +106,12 @@ pub async fn run<C: ConnectionLike>(conn: &mut C, check: Check<'_>) -> RedisResu
     } else {
         (String::new(), 0)
     };
+    // A limit's block_ms is set by the general script in the check's own
+    // step (modes 5 / 7, docs/design.md §5.8).
+    let penalty = mode == Mode::Record && request.limits().iter().any(|l| l.block_ms() > 0);
     if mode == Mode::Record
         && !each
+        && !penalty
         && request.limits().len() == 1
         && request.cost_for(0) == 1
         && let Some(outcome) =
@@ -119,18 +123,25 @@ pub async fn run<C: ConnectionLike>(conn: &mut C, check: Check<'_>) -> RedisResu
     invocation
         .key(crate::keys::weights_key(redis_key))
         .key(crate::keys::pending_key(redis_key))
-        .arg(match (mode, each) {
-            (Mode::Peek, false) => 0,
-            (Mode::Record, false) => 1,
-            (Mode::Peek, true) => 2,
-            (Mode::Record, true) => 3,
-        })
+        .arg(
+            match (mode, each) {
+                (Mode::Peek, false) => 0,
+                (Mode::Record, false) => 1,
+                (Mode::Peek, true) => 2,
+                (Mode::Record, true) => 3,
+            } + if penalty { 4 } else { 0 },
+        )
         .arg(now_ms.map_or(-1, |ms| ms as i64))
         .arg(limit_args(request));
     if mode == Mode::Record {
         invocation
             .arg(&member)
             .arg(deadline_ms.map_or(-1, |ms| ms as i64));
+    }
+    if penalty {
+        for limit in request.limits() {
+            invocation.arg(limit.block_ms());
+        }
     }
     let reply: Vec<i64> = invocation.invoke_async(conn).await?;
     let outcome = parse_reply(&reply)?;

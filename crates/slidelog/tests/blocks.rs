@@ -282,3 +282,50 @@ async fn the_layer_answers_a_blocked_key_429() {
     limiter.unblock(&log).await.unwrap();
     assert_eq!(get().await.unwrap().status(), 200);
 }
+
+/// On Redis the refusal and its `block_ms` block are one script run: the
+/// store alone (no limiter step after it) answers the refusal blocked, and
+/// a refusal during the block leaves its TTL as it was (NX).
+#[tokio::test]
+async fn on_redis_block_ms_is_set_in_the_refusals_own_step() {
+    use slidelog::{Mode, Now};
+    let redis = RedisServer::start();
+    let limiter = on_url(&redis.url(), "blocks_script").await;
+    let store = limiter.store();
+    let limit = Limit::new(1, 60_000).unwrap().with_block_ms(5_000).unwrap();
+    let request = Request::single("s-key", limit).unwrap();
+    let first = store
+        .decide(&request, Mode::Record, Now::Server)
+        .await
+        .unwrap();
+    assert!(first.allowed);
+    let refused = store
+        .decide(&request, Mode::Record, Now::Server)
+        .await
+        .unwrap();
+    assert!(!refused.allowed && refused.blocked, "{refused:?}");
+    // The window's wait (up to 60 s) is longer than the block: the larger.
+    assert!(refused.retry_after_ms >= 5_000, "{refused:?}");
+    let block = store.get_block("s-key").await.unwrap().unwrap();
+    assert_eq!(block.reason, "block_ms");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let again = store
+        .decide(&request, Mode::Record, Now::Server)
+        .await
+        .unwrap();
+    assert!(again.blocked);
+    let later = store.get_block("s-key").await.unwrap().unwrap();
+    assert!(
+        later.remaining_ms <= block.remaining_ms - 250,
+        "{later:?} {block:?}"
+    );
+    // A peek never blocks.
+    let other = Request::single("s-peek", limit).unwrap();
+    store
+        .decide(&other, Mode::Record, Now::Server)
+        .await
+        .unwrap();
+    let peek = store.decide(&other, Mode::Peek, Now::Server).await.unwrap();
+    assert!(!peek.allowed && !peek.blocked);
+    assert!(store.get_block("s-peek").await.unwrap().is_none());
+}
