@@ -174,6 +174,13 @@ pub trait InProcess: Send + Sync {
 
     /// Returns what the store holds against its bounds.
     fn usage(&self) -> Usage;
+
+    /// [`Store::get_override`], answered synchronously (no boxed future
+    /// on every decision). The default: none.
+    fn override_now(&self, key: &str) -> Option<crate::Override> {
+        let _ = key;
+        None
+    }
 }
 
 /// What an in-process store holds against its bounds ([`InProcess::usage`]).

@@ -42,6 +42,8 @@ pub(crate) struct Controls {
     table: Mutex<HashMap<String, Entry>>,
     /// Entries holding a block (maybe expired): 0 lets decisions skip the lock.
     blocks: AtomicUsize,
+    /// Entries holding an override (maybe expired): the same for overrides.
+    rules: AtomicUsize,
     cap: usize,
 }
 
@@ -51,6 +53,7 @@ impl Controls {
         Self {
             table: Mutex::new(HashMap::new()),
             blocks: AtomicUsize::new(0),
+            rules: AtomicUsize::new(0),
             cap: cap.max(1),
         }
     }
@@ -58,6 +61,11 @@ impl Controls {
     /// Whether any block may be held (the one check decisions pay while none is).
     pub(crate) fn any_blocks(&self) -> bool {
         self.blocks.load(Ordering::Acquire) > 0
+    }
+
+    /// Whether any override may be held.
+    pub(crate) fn any_rules(&self) -> bool {
+        self.rules.load(Ordering::Acquire) > 0
     }
 
     /// The block in force on `key` at `now_ms`, as its remaining ms and reason.
@@ -81,14 +89,16 @@ impl Controls {
     ) -> Result<Option<R>, StoreError> {
         let mut table = self.table.lock();
         if create && !table.contains_key(key) && table.len() >= self.cap {
-            let mut dropped = 0;
+            let (mut blocks, mut rules) = (0, 0);
             table.retain(|_, e| {
-                let had = e.block.is_some();
+                let had = (e.block.is_some(), e.rule.is_some());
                 e.expire(now_ms);
-                dropped += usize::from(had && e.block.is_none());
+                blocks += usize::from(had.0 && e.block.is_none());
+                rules += usize::from(had.1 && e.rule.is_none());
                 e.block.is_some() || e.rule.is_some()
             });
-            self.blocks.fetch_sub(dropped, Ordering::AcqRel);
+            self.blocks.fetch_sub(blocks, Ordering::AcqRel);
+            self.rules.fetch_sub(rules, Ordering::AcqRel);
             if table.len() >= self.cap {
                 return Err(StoreError::Full {
                     limit: FullLimit::Controls(self.cap),
@@ -101,14 +111,11 @@ impl Controls {
             (None, true) => table.entry(key.to_owned()).or_default(),
             (None, false) => return Ok(None),
         };
-        let had_block = entry.block.is_some();
+        let had = (entry.block.is_some(), entry.rule.is_some());
         entry.expire(now_ms);
         let out = change(entry);
-        match (had_block, entry.block.is_some()) {
-            (false, true) => self.blocks.fetch_add(1, Ordering::AcqRel),
-            (true, false) => self.blocks.fetch_sub(1, Ordering::AcqRel),
-            _ => 0,
-        };
+        count(&self.blocks, had.0, entry.block.is_some());
+        count(&self.rules, had.1, entry.rule.is_some());
         if entry.block.is_none() && entry.rule.is_none() {
             table.remove(key);
         }
@@ -171,6 +178,9 @@ impl Controls {
 
     /// The override in force on `key`.
     pub(crate) fn get_override(&self, key: &str, now_ms: u64) -> Option<Override> {
+        if self.rules.load(Ordering::Acquire) == 0 {
+            return None;
+        }
         let table = self.table.lock();
         let (until, rule) = table.get(key)?.rule.as_ref()?;
         (*until > now_ms).then(|| Override {
@@ -197,4 +207,14 @@ impl Controls {
             )
         })
     }
+}
+
+/// Moves `counter` by an entry that had (`before`) and has (`after`) a block
+/// or an override.
+fn count(counter: &AtomicUsize, before: bool, after: bool) {
+    match (before, after) {
+        (false, true) => counter.fetch_add(1, Ordering::AcqRel),
+        (true, false) => counter.fetch_sub(1, Ordering::AcqRel),
+        _ => 0,
+    };
 }

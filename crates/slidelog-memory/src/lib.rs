@@ -488,6 +488,14 @@ impl slidelog_core::store::InProcess for MemoryStore {
         self.decide_all_at(checks, mode, now.or_clock(&*self.clock))
     }
 
+    fn override_now(&self, key: &str) -> Option<slidelog_core::Override> {
+        // One atomic load while no override is held: no clock, no lock.
+        if !self.controls.any_rules() {
+            return None;
+        }
+        self.controls.get_override(key, self.clock.now_ms())
+    }
+
     fn usage(&self) -> slidelog_core::store::Usage {
         slidelog_core::store::Usage {
             keys: self.key_count(),

@@ -218,6 +218,10 @@ impl Limiter {
     /// to answer is taken to have none: the decision's own call then meets
     /// the failure and its policy.
     async fn override_for(&self, key: &str) -> Option<Override> {
+        // In process: at once, without a boxed future per decision.
+        if let Some(local) = self.inner.store.in_process() {
+            return local.override_now(key);
+        }
         if let Some(cached) = self.inner.overrides.get(key) {
             return cached;
         }
