@@ -329,3 +329,18 @@ async fn on_redis_block_ms_is_set_in_the_refusals_own_step() {
     assert!(!peek.allowed && !peek.blocked);
     assert!(store.get_block("s-peek").await.unwrap().is_none());
 }
+
+/// On the module engine the command reads no block key: a block is refused
+/// with a clear error rather than stored and not enforced.
+#[tokio::test]
+async fn on_the_module_engine_a_block_is_refused_not_ignored() {
+    let server = RedisServer::start_with_module(slidelog_testkit::ServerKind::Redis, &[]);
+    let limiter = on_url(&format!("{}?engine=module", server.url()), "blocks_module").await;
+    let e = limiter
+        .block("m-key", Duration::from_secs(10), "x")
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("module engine"), "{e}");
+    let limits = [Limit::new(1, 60_000).unwrap()];
+    assert!(limiter.check("m-key", &limits, 1).await.unwrap().allowed);
+}

@@ -78,6 +78,11 @@ where
         block: &Block,
         only_new: bool,
     ) -> Result<bool, StoreError> {
+        // The module's command reads no block key: a block it would not
+        // enforce is refused rather than stored (docs/design.md §5.8).
+        if self.engine.in_use() == Some(crate::engine::Engine::Module) {
+            return Err(self.unsupported("put_block on the module engine"));
+        }
         self.admit('b', key, block.remaining_ms).await?;
         let mut cmd = redis::cmd("SET");
         cmd.arg(block_key(&self.redis_key(key)))
