@@ -4,7 +4,7 @@
 # 100 and 10,000 records per key; cost 1, one cost per record (weighted) and a
 # cost per limit. Every record is written by the real command (SLIDELOG.CHECK,
 # or EVALSHA of single_limit.lua / sliding_log.lua with 26-character ULID-like
-# members), 1 ms apart, all admitted. BENCHMARKS.md, "The native module".
+# members), 1 ms apart, all admitted. BENCHMARKS.md, "Memory per record".
 #
 #   scripts/bench/module_memory.sh
 #   SERVER=/path/to/valkey-server scripts/bench/module_memory.sh

@@ -5,9 +5,7 @@
 
 use crate::{InputError, Limit, Request};
 
-/// Longest block, override TTL and limit `block_ms`: 366 days, the longest
-/// window (a "forever" block is a deletion an operator forgot).
-pub const MAX_BLOCK_MS: u64 = crate::MAX_WINDOW_MS;
+pub use crate::limit::MAX_BLOCK_MS;
 
 /// Longest block reason, in bytes.
 pub const MAX_REASON_BYTES: usize = 256;

@@ -18,6 +18,10 @@ pub const MAX_KEY_BYTES: usize = 512;
 pub const MAX_LIMITS: usize = 16;
 /// Largest cost of one request (a cost is also bounded by the smallest `max`).
 pub const MAX_COST: u64 = MAX_MAX;
+/// Longest block, override TTL and limit `block_ms` (docs/design.md §5.8):
+/// 366 days, the longest window (a "forever" block is a deletion an
+/// operator forgot).
+pub const MAX_BLOCK_MS: u64 = MAX_WINDOW_MS;
 
 pub use crate::name::{LimitName, MAX_NAME_BYTES};
 
@@ -65,7 +69,7 @@ impl Limit {
     /// The same limit blocking a key it refuses for `block_ms` from that
     /// refusal (0: no block), even after its window slid; refusals during
     /// the block do not extend it (docs/design.md §5.8). At most
-    /// [`crate::control::MAX_BLOCK_MS`].
+    /// [`MAX_BLOCK_MS`].
     ///
     /// ```
     /// # use slidelog_core::Limit;
@@ -75,7 +79,7 @@ impl Limit {
     /// # Ok::<(), slidelog_core::InputError>(())
     /// ```
     pub fn with_block_ms(self, block_ms: u64) -> Result<Self, InputError> {
-        if block_ms > crate::control::MAX_BLOCK_MS {
+        if block_ms > MAX_BLOCK_MS {
             return Err(InputError::BlockMs { got: block_ms });
         }
         Ok(Self { block_ms, ..self })

@@ -56,6 +56,32 @@ pub fn problems_of(
     if z.pttl_ms == -1 {
         found.push((ProblemKind::NoTtl, format!("PTTL -1, {} records", z.zcard)));
     }
+    found.extend(score_problems(z, now_ms, t));
+    // A module log merges the requests of one ms into one record: its
+    // units are what a sorted set's members count.
+    let (size, what) = match z.units {
+        Some(units) => (units, "units"),
+        None => (z.zcard, "ZCARD"),
+    };
+    if let Some(max) = max.filter(|m| size > t.oversize_factor.saturating_mul(*m)) {
+        found.push((
+            ProblemKind::Oversized,
+            format!("{what} {size} > {} x max {max}", t.oversize_factor),
+        ));
+    }
+    found.extend(member_problem(z));
+    if z.zcard > t.huge_zcard {
+        found.push((
+            ProblemKind::HugeSets,
+            format!("ZCARD {} > {}", z.zcard, t.huge_zcard),
+        ));
+    }
+    found
+}
+
+/// Scores in seconds instead of ms, and scores ahead of the node's clock.
+fn score_problems(z: &ZSetFacts, now_ms: u64, t: &Thresholds) -> Vec<(ProblemKind, String)> {
+    let mut found = Vec::new();
     // No let chains: the workspace's MSRV is 1.85.
     if let Some(oldest) = z.oldest_score().filter(|s| *s < t.seconds_below) {
         found.push((
@@ -78,41 +104,26 @@ pub fn problems_of(
             ),
         ));
     }
-    // A module log merges the requests of one ms into one record: its
-    // units are what a sorted set's members count.
-    let (size, what) = match z.units {
-        Some(units) => (units, "units"),
-        None => (z.zcard, "ZCARD"),
-    };
-    if let Some(max) = max.filter(|m| size > t.oversize_factor.saturating_mul(*m)) {
-        found.push((
-            ProblemKind::Oversized,
-            format!("{what} {size} > {} x max {max}", t.oversize_factor),
-        ));
-    }
+    found
+}
+
+/// A sampled member two requests can easily share (a bare number).
+fn member_problem(z: &ZSetFacts) -> Option<(ProblemKind, String)> {
     // A module log has no members to sample.
     let sample = z
         .first
         .iter()
         .chain(z.newest.iter())
         .filter(|_| !z.module_log);
-    if let Some((member, score)) = sample.into_iter().find(|(m, s)| duplicate_prone(m, *s)) {
-        found.push((
-            ProblemKind::DuplicateProneMembers,
-            format!(
-                "member {:?} with score {} is a bare number",
-                display_key(member),
-                fmt_score(*score)
-            ),
-        ));
-    }
-    if z.zcard > t.huge_zcard {
-        found.push((
-            ProblemKind::HugeSets,
-            format!("ZCARD {} > {}", z.zcard, t.huge_zcard),
-        ));
-    }
-    found
+    let (member, score) = sample.into_iter().find(|(m, s)| duplicate_prone(m, *s))?;
+    Some((
+        ProblemKind::DuplicateProneMembers,
+        format!(
+            "member {:?} with score {} is a bare number",
+            display_key(member),
+            fmt_score(*score)
+        ),
+    ))
 }
 
 /// Returns true for a member that two requests can easily share: a bare integer or

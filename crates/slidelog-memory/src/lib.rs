@@ -363,7 +363,8 @@ impl Store for MemoryStore {
         mode: Mode,
         now: Now,
     ) -> Result<Decision, StoreError> {
-        slidelog_core::store::InProcess::decide_now(self, request, mode, now)
+        // Straight to the one step: no wrapper between a call and its lock.
+        self.decide_as(request, mode, now.or_clock(&*self.clock))
     }
 
     async fn decide_each(
@@ -372,7 +373,7 @@ impl Store for MemoryStore {
         mode: Mode,
         now: Now,
     ) -> Result<Detailed, StoreError> {
-        slidelog_core::store::InProcess::decide_each_now(self, request, mode, now)
+        self.decide_as(request, mode, now.or_clock(&*self.clock))
     }
 
     async fn decide_all(
@@ -467,7 +468,7 @@ impl slidelog_core::store::InProcess for MemoryStore {
     }
 
     fn decide_now(&self, request: &Request, mode: Mode, now: Now) -> Result<Decision, StoreError> {
-        self.decide_at(request, mode, now.or_clock(&*self.clock))
+        self.decide_as(request, mode, now.or_clock(&*self.clock))
     }
 
     fn decide_each_now(
@@ -476,7 +477,7 @@ impl slidelog_core::store::InProcess for MemoryStore {
         mode: Mode,
         now: Now,
     ) -> Result<Detailed, StoreError> {
-        self.decide_each_at(request, mode, now.or_clock(&*self.clock))
+        self.decide_as(request, mode, now.or_clock(&*self.clock))
     }
 
     fn decide_all_now(

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Settle and charge on Redis, the module beside the scripts, each beside a
-# check on the same token-limited key (BENCHMARKS.md, "Settle and charge on
-# the module"). Two numbers per cell:
+# check on the same token-limited key (BENCHMARKS.md, "Settle and charge").
+# Two numbers per cell:
 #   - instructions per call inside the server (callgrind, counting only the
 #     measured calls: instrumentation is switched on after the key is
 #     filled; --toggle-collect on EVALSHA or on the module command

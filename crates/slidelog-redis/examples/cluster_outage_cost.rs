@@ -3,7 +3,7 @@
 //! (the key's CRC16 and one atomic load) and its timer (each keyed call is
 //! bounded by half the store timeout), measured side by side in one process
 //! on one 3-master cluster, with the mode on and bypassed
-//! (`cluster::bypass_node_health_for_measurement`, which sends keyed calls
+//! (`ClusterConnection::bypass_node_health_for_measurement`, which sends keyed calls
 //! straight to redis-rs as before the mode existed). BENCHMARKS.md, "Cluster
 //! outage mode".
 //!
@@ -21,7 +21,6 @@
 //! at the end; nothing persists.
 
 use slidelog_core::{Limit, Request, Store};
-use slidelog_redis::cluster::bypass_node_health_for_measurement;
 use slidelog_redis::{ClusterStore, RedisOptions};
 use slidelog_testkit::RedisCluster;
 use std::sync::Arc;
@@ -121,7 +120,9 @@ async fn run(args: Vec<String>) {
                 "off" => true,
                 other => panic!("on or off, not {other}"),
             };
-            bypass_node_health_for_measurement(bypass);
+            store
+                .connection()
+                .bypass_node_health_for_measurement(bypass);
             let limit = Limit::new(100, 60_000).unwrap();
             for i in 0..n {
                 let key = format!("bench:{}", i % 1_000);
@@ -145,7 +146,9 @@ async fn run(args: Vec<String>) {
             println!("round | outage mode | ops/s | client CPU µs/call | errors");
             for r in 0..rounds * 2 {
                 let bypass = r % 2 == 1;
-                bypass_node_health_for_measurement(bypass);
+                store
+                    .connection()
+                    .bypass_node_health_for_measurement(bypass);
                 let (ops, cpu, errors) = round(&store, tasks, seconds).await;
                 let mode = if bypass { "bypassed" } else { "on" };
                 println!("{r} | {mode} | {ops:.0} | {cpu:.2} | {errors}");
@@ -153,7 +156,7 @@ async fn run(args: Vec<String>) {
                 into.0.push(ops);
                 into.1.push(cpu);
             }
-            bypass_node_health_for_measurement(false);
+            store.connection().bypass_node_health_for_measurement(false);
             println!(
                 "median, {tasks} tasks, {rounds} rounds of {seconds} s each: on {:.0} ops/s {:.2} µs/call; bypassed {:.0} ops/s {:.2} µs/call",
                 median(&mut on.0),

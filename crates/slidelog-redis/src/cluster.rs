@@ -25,8 +25,8 @@
 //! and learns the new master from.
 //!
 //! Getting a cluster connection can hang (an upstream issue), so it is
-//! bounded by the connect timeout; each call by the per-call timeout of
-//! [`ScriptStore`].
+//! bounded by the connect timeout (`cluster_store.rs`); each call by the
+//! per-call timeout of [`ScriptStore`](crate::store::ScriptStore).
 //!
 //! A node connection that falls silent (black-holed) never errors, and
 //! redis-rs retries a timed-out call on the same connection. So a call that
@@ -45,37 +45,15 @@ mod nodes;
 pub use nodes::{DownCause, NodeDown};
 
 use crate::heal::{Healing, Maker, Probe, Watch};
-use crate::multi_url::MultiHostUrl;
-use crate::options::RedisOptions;
-use crate::store::ScriptStore;
-use crate::{ConnectError, mask_password};
 use nodes::Nodes;
 use redis::aio::ConnectionLike;
-use redis::cluster::{ClusterClient, ClusterConfig};
 use redis::cluster_async::ClusterConnection as RawClusterConnection;
 use redis::cluster_routing::{
     MultipleNodeRoutingInfo, ResponsePolicy, Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr,
 };
-use redis::{Cmd, ErrorKind, Pipeline, RedisFuture, ServerErrorKind, TlsCertificates, Value};
+use redis::{Cmd, ErrorKind, Pipeline, RedisFuture, ServerErrorKind, Value};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The store on a Redis Cluster.
-pub type ClusterStore = ScriptStore<ClusterConnection>;
-
-/// Measurement only: true sends keyed calls straight to redis-rs, without
-/// the per-master outage mode's slot check and timer (as before it), so
-/// its cost can be measured side by side in one process
-/// (`examples/cluster_outage_cost.rs`, BENCHMARKS.md). Never set otherwise.
-static BYPASS_NODE_HEALTH: std::sync::atomic::AtomicBool =
-    std::sync::atomic::AtomicBool::new(false);
-
-/// Measurement only: `true` turns the
-/// per-master outage mode off for every cluster store of this process.
-#[doc(hidden)]
-pub fn bypass_node_health_for_measurement(bypass: bool) {
-    BYPASS_NODE_HEALTH.store(bypass, std::sync::atomic::Ordering::Relaxed);
-}
 
 /// A redis-rs async cluster connection that answers NOSCRIPT by running the
 /// script with `EVAL` on the key's own master (see the module docs).
@@ -84,6 +62,12 @@ pub struct ClusterConnection {
     inner: Healing<RawClusterConnection>,
     /// Each master's health ([`nodes`]).
     nodes: Nodes,
+    /// Measurement only: true sends keyed calls straight to redis-rs,
+    /// without the per-master outage mode's slot check and timer (as before
+    /// it), so its cost can be measured side by side in one process
+    /// (`examples/cluster_outage_cost.rs`, BENCHMARKS.md). Shared by the
+    /// clones of one connection; never set otherwise.
+    bypass_node_health: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl ClusterConnection {
@@ -130,7 +114,16 @@ impl ClusterConnection {
         Self {
             inner: Healing::new(inner, make, probe, probe_timeout, "redis-cluster"),
             nodes,
+            bypass_node_health: Arc::default(),
         }
+    }
+
+    /// Measurement only: `true` turns the per-master outage mode off for
+    /// this connection and its clones (a store's calls).
+    #[doc(hidden)]
+    pub fn bypass_node_health_for_measurement(&self, bypass: bool) {
+        self.bypass_node_health
+            .store(bypass, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The masters known down now: calls for their slots fail at once
@@ -146,6 +139,12 @@ impl ClusterConnection {
 
     /// The redis-rs connection in use now, for commands routed to several
     /// nodes (asking every primary for the module, [`crate::engine`]).
+    /// Reads which master serves which slots (at connect): false when the
+    /// cluster did not answer.
+    pub(crate) async fn refresh_nodes(&self) -> bool {
+        self.nodes.refresh(&mut self.raw()).await
+    }
+
     pub(crate) fn raw(&self) -> RawClusterConnection {
         self.inner.current()
     }
@@ -350,7 +349,10 @@ impl ClusterConnection {
 impl ConnectionLike for ClusterConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
-            if BYPASS_NODE_HEALTH.load(std::sync::atomic::Ordering::Relaxed) {
+            if self
+                .bypass_node_health
+                .load(std::sync::atomic::Ordering::Relaxed)
+            {
                 return self.send(cmd).await;
             }
             if let Some(slot) = decision_slot(cmd) {
@@ -377,115 +379,6 @@ impl ConnectionLike for ClusterConnection {
     fn get_db(&self) -> i64 {
         0
     }
-}
-
-impl ClusterStore {
-    /// Connects to the cluster whose seed nodes `url` lists, within
-    /// `options.connect_timeout` (it never hangs), and checks it answers.
-    pub async fn connect_cluster(url: &str, options: RedisOptions) -> Result<Self, ConnectError> {
-        let client = cluster_client(url, &options)?;
-        let connect = async {
-            let raw = client.get_async_connection().await?;
-            let make = maker(client.clone(), &options);
-            let conn = ClusterConnection::new(raw, make, options.timeout, options.probe_timeout);
-            let read = conn.nodes.refresh(&mut conn.raw()).await;
-            match redis::cmd("PING")
-                .query_async::<String>(&mut conn.clone())
-                .await
-            {
-                Ok(_) => {}
-                // The cluster answers but a master does not: its slots are
-                // answered by policy while its probe runs ([`nodes`]).
-                Err(e) if read && crate::errors::is_transient(&e) => tracing::warn!(
-                    store = "redis-cluster",
-                    error = %e,
-                    "a cluster master does not answer at connect; the others decide"
-                ),
-                Err(e) => return Err(e),
-            }
-            redis::RedisResult::Ok(conn)
-        };
-        let conn = match tokio::time::timeout(options.connect_timeout, connect).await {
-            Ok(Ok(conn)) => conn,
-            Ok(Err(e)) => {
-                return Err(ConnectError::Connect {
-                    url: mask_password(url),
-                    transient: crate::errors::is_transient(&e),
-                    reason: crate::errors::describe(&e),
-                });
-            }
-            Err(_) => {
-                return Err(ConnectError::Connect {
-                    url: mask_password(url),
-                    reason: format!("no cluster connection within {:?}", options.connect_timeout),
-                    transient: true,
-                });
-            }
-        };
-        let store = ScriptStore::with_connection(conn, &options, "redis-cluster")
-            .set_engine_select(crate::engine::cluster_select_for(url, &options)?);
-        store.check_clock().await;
-        store.settle_engine(url).await
-    }
-
-    /// A store that connects to the cluster in the background and never
-    /// fails for a cluster that is down: until it answers, decisions return
-    /// transient errors. Must be called inside a Tokio runtime.
-    pub fn connect_cluster_lazy(url: &str, options: RedisOptions) -> Result<Self, ConnectError> {
-        let client = cluster_client(url, &options)?;
-        let make = maker(client, &options);
-        let conn = make().expect("a pending cluster connection is always made");
-        Ok(ScriptStore::with_connection(
-            ClusterConnection::new(conn, make, options.timeout, options.probe_timeout),
-            &options,
-            "redis-cluster",
-        )
-        .set_engine_select(crate::engine::cluster_select_for(url, &options)?))
-    }
-}
-
-/// Makes a fresh cluster connection that connects in the background.
-fn maker(client: ClusterClient, options: &RedisOptions) -> Maker<RawClusterConnection> {
-    let (connect, response) = (options.connect_timeout, response_timeout(options));
-    Arc::new(move || {
-        let config = ClusterConfig::new()
-            .set_connection_timeout(connect)
-            .set_response_timeout(response);
-        Some(client.get_pending_async_connection_with_config(config))
-    })
-}
-
-/// The store bounds each call; this only frees a request that nobody waits
-/// on any more.
-fn response_timeout(options: &RedisOptions) -> Duration {
-    options.timeout.max(Duration::from_secs(1))
-}
-
-/// The redis-rs cluster client for `url`: seeds, credentials, TLS.
-fn cluster_client(url: &str, options: &RedisOptions) -> Result<ClusterClient, ConnectError> {
-    let invalid = |reason: String| ConnectError::InvalidUrl {
-        url: mask_password(url),
-        reason,
-    };
-    let parsed = MultiHostUrl::parse(url, "redis+cluster", "rediss+cluster").map_err(invalid)?;
-    if !parsed.path.is_empty() {
-        return Err(invalid(
-            "Redis Cluster has only db 0: nothing may follow the hosts".into(),
-        ));
-    }
-    let mut builder = ClusterClient::builder(parsed.node_urls())
-        .connection_timeout(options.connect_timeout)
-        .response_timeout(response_timeout(options));
-    if parsed.tls {
-        crate::install_crypto_provider();
-        if let Some(pem) = &options.tls_root_cert_pem {
-            builder = builder.certs(TlsCertificates {
-                client_tls: None,
-                root_cert: Some(pem.clone()),
-            });
-        }
-    }
-    builder.build().map_err(|e| invalid(e.to_string()))
 }
 
 #[cfg(test)]

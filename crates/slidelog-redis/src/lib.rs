@@ -52,6 +52,7 @@
 pub mod caller_deadline;
 mod catalogue;
 pub mod cluster;
+mod cluster_store;
 mod connect;
 pub mod engine;
 pub mod errors;
@@ -70,7 +71,8 @@ mod store;
 pub mod usage;
 mod watched;
 
-pub use cluster::{ClusterConnection, ClusterStore};
+pub use cluster::ClusterConnection;
+pub use cluster_store::ClusterStore;
 pub use connect::{ConnectError, client, install_crypto_provider, mask_password};
 pub use engine::{Engine, RedisEngine};
 pub use multi_url::MultiHostUrl;

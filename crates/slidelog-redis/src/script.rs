@@ -123,14 +123,7 @@ pub async fn run<C: ConnectionLike>(conn: &mut C, check: Check<'_>) -> RedisResu
     invocation
         .key(crate::keys::weights_key(redis_key))
         .key(crate::keys::pending_key(redis_key))
-        .arg(
-            match (mode, each) {
-                (Mode::Peek, false) => 0,
-                (Mode::Record, false) => 1,
-                (Mode::Peek, true) => 2,
-                (Mode::Record, true) => 3,
-            } + if penalty { 4 } else { 0 },
-        )
+        .arg(script_mode(mode, each, penalty))
         .arg(now_ms.map_or(-1, |ms| ms as i64))
         .arg(limit_args(request));
     if mode == Mode::Record {
@@ -139,9 +132,13 @@ pub async fn run<C: ConnectionLike>(conn: &mut C, check: Check<'_>) -> RedisResu
             .arg(deadline_ms.map_or(-1, |ms| ms as i64));
     }
     if penalty {
-        for limit in request.limits() {
-            invocation.arg(limit.block_ms());
-        }
+        invocation.arg(
+            request
+                .limits()
+                .iter()
+                .map(|l| l.block_ms())
+                .collect::<Vec<_>>(),
+        );
     }
     let reply: Vec<i64> = invocation.invoke_async(conn).await?;
     let outcome = parse_reply(&reply)?;
@@ -150,6 +147,17 @@ pub async fn run<C: ConnectionLike>(conn: &mut C, check: Check<'_>) -> RedisResu
     } else {
         outcome
     })
+}
+
+/// The general script's mode (`sliding_log.lua`'s ARGV[1]): peek 0 / check
+/// 1, answering every limit +2, with each limit's block_ms after the
+/// deadline +4 (docs/design.md §5.8).
+fn script_mode(mode: Mode, each: bool, penalty: bool) -> u8 {
+    let base = match mode {
+        Mode::Peek => 0,
+        Mode::Record => 1,
+    };
+    base + if each { 2 } else { 0 } + if penalty { 4 } else { 0 }
 }
 
 /// The limits as every engine's call takes them: `<n> <max_1>

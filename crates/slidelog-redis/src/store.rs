@@ -263,6 +263,19 @@ where
         }
     }
 
+    /// The deadline of a call in `mode`: none for a peek (it records
+    /// nothing, so nothing can be late), else [`deadline_ms`](Self::deadline_ms),
+    /// and a timeout when no time is left for the call.
+    pub(crate) fn record_deadline(&self, mode: Mode) -> Result<Option<u64>, StoreError> {
+        match mode {
+            Mode::Peek => Ok(None),
+            Mode::Record => self
+                .deadline_ms()
+                .map(Some)
+                .ok_or(StoreError::Timeout(self.timeout)),
+        }
+    }
+
     /// A settle or charge the module engine (or a key it holds) cannot take yet.
     fn unsupported(&self, operation: &'static str) -> StoreError {
         StoreError::Unsupported {

@@ -9,7 +9,7 @@
 //! Faults: kill -9 and restart without and with persistence (AOF, fsync
 //! always), SIGSTOP/SIGCONT, a black-holed connection, `SCRIPT FLUSH` every
 //! 100 ms, a Cluster failover and a Sentinel failover. The table is printed
-//! (`--nocapture`) and kept in the README's operations section. Admissions
+//! (`--nocapture`) and kept in the operations guide (docs/guide/operations.md). Admissions
 //! beyond the limit are 0 whenever Redis keeps its data; a restart without
 //! persistence forgets every log, and the table shows what that costs.
 

@@ -32,7 +32,7 @@ use slidelog::store::MemoryStore;
 use slidelog::{Decision, StoreError};
 use std::collections::HashMap;
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -682,11 +682,17 @@ impl Tallies {
         }
     }
 
-    /// The calling thread's shard: threads take shards in turn.
+    /// The calling thread's shard, by a hash of its id computed once per
+    /// thread (no counter shared by the process: two threads may share a
+    /// shard, which only costs contention on its lines).
     fn shard(&self) -> &Shard {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
         thread_local! {
-            static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+            static SHARD: usize = {
+                use std::hash::{Hash, Hasher};
+                let mut hasher = std::hash::DefaultHasher::new();
+                std::thread::current().id().hash(&mut hasher);
+                hasher.finish() as usize
+            };
         }
         let index = SHARD.with(|shard| *shard) & (self.shards.len() - 1);
         &self.shards[index]

@@ -9,7 +9,7 @@
 //! everything behind the limiter. `local` is between the two: each instance
 //! decides every limit at `ceil(max × --local-share)` in its own memory
 //! (degraded), and charges what it admitted back to the store when it
-//! returns. The default is fail-open (see README).
+//! returns. The default is fail-open (docs/guide/operations.md).
 
 pub use slidelog::{FailurePolicy, UnknownPolicy};
 

@@ -1,4 +1,4 @@
-//! Each server kind starts the program it names, at the version the README
+//! Each server kind starts the program it names, at the version the stores guide (docs/guide/stores.md)
 //! says is tested (Redis 7.0, Valkey 8.1), and a Valkey cluster comes up
 //! from the same harness as a Redis one.
 
@@ -24,7 +24,7 @@ fn redis_is_redis_7_0() {
     let version = field(&info, "redis_version").expect("redis_version");
     assert!(
         version.starts_with("7.0."),
-        "README: tested with Redis 7.0, got {version}"
+        "docs/guide/stores.md: tested with Redis 7.0, got {version}"
     );
 }
 
@@ -36,7 +36,7 @@ fn valkey_is_valkey_8_1() {
     let version = field(&info, "valkey_version").expect("valkey_version: not a Valkey server");
     assert!(
         version.starts_with("8.1."),
-        "README: tested with Valkey 8.1, got {version}"
+        "docs/guide/stores.md: tested with Valkey 8.1, got {version}"
     );
 }
 

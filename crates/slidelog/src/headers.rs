@@ -94,6 +94,31 @@ pub fn ceil_secs(ms: u64) -> u64 {
     ms.div_ceil(1000)
 }
 
+/// Where the RateLimit fields are written: a `String` here, the service's
+/// answer buffer in `slidelog serve` (which writes its numbers two digits
+/// at a time). One writer of the fields for both (the functions below that
+/// take a sink), so the layer's and the service's headers cannot differ.
+pub trait FieldSink {
+    /// Appends `s`.
+    fn put_str(&mut self, s: &str);
+    /// Appends `n` in decimal.
+    fn put_u64(&mut self, n: u64);
+    /// True when nothing was written yet (no `, ` before the first item).
+    fn is_empty(&self) -> bool;
+}
+
+impl FieldSink for String {
+    fn put_str(&mut self, s: &str) {
+        self.push_str(s);
+    }
+    fn put_u64(&mut self, n: u64) {
+        let _ = write!(self, "{n}");
+    }
+    fn is_empty(&self) -> bool {
+        str::is_empty(self)
+    }
+}
+
 /// Returns the policy name of `limit` among the request's `limits`: its
 /// own name, else `default` when alone, else `<max>per<window_ms>ms`.
 pub fn policy_name(limits: &[Limit], limit: &Limit) -> String {
@@ -106,23 +131,32 @@ pub fn policy_name(limits: &[Limit], limit: &Limit) -> String {
 /// limit) to `out`: under `key` when the limits are listed by key
 /// (`key`, `key.name`, `key.<max>per<window_ms>ms`), else as
 /// [`policy_name`] gives it. The one place a name is spelled.
-fn push_name(out: &mut String, key: Option<&str>, alone: bool, limit: &Limit) {
+fn push_name(out: &mut impl FieldSink, key: Option<&str>, alone: bool, limit: &Limit) {
     match (key, limit.name()) {
-        (Some(key), None) if alone => out.push_str(key),
-        (None, None) if alone => out.push_str("default"),
+        (Some(key), None) if alone => out.put_str(key),
+        (None, None) if alone => out.put_str("default"),
         (key, name) => {
             if let Some(key) = key {
-                out.push_str(key);
-                out.push('.');
+                out.put_str(key);
+                out.put_str(".");
             }
             match name {
-                Some(name) => out.push_str(name),
+                Some(name) => out.put_str(name),
                 None => {
-                    let _ = write!(out, "{}per{}ms", limit.max(), limit.window_ms());
+                    out.put_u64(limit.max());
+                    out.put_str("per");
+                    out.put_u64(limit.window_ms());
+                    out.put_str("ms");
                 }
             }
         }
     }
+}
+
+/// Writes the policy name of `limit` (one of `alone`: a request's only
+/// limit) to `out`, as [`policy_name`] spells it.
+pub fn write_name(out: &mut impl FieldSink, alone: bool, limit: &Limit) {
+    push_name(out, None, alone, limit);
 }
 
 /// Returns the policy name of the deciding limit (`max`, `window_ms`).
@@ -152,15 +186,29 @@ pub fn policy_value(limits: &[Limit]) -> String {
 
 /// Appends the `RateLimit-Policy` items of `limits` to `out` (after a
 /// `, ` when it is not empty), named under `key` when given.
-fn push_policy(out: &mut String, key: Option<&str>, limits: &[Limit]) {
+fn push_policy(out: &mut impl FieldSink, key: Option<&str>, limits: &[Limit]) {
+    write_policy(out, key, limits.iter());
+}
+
+/// Writes the `RateLimit-Policy` items of `limits` (a request's limits, in
+/// order) to `out`, after a `, ` when it is not empty, named under `key`
+/// when given: the one writer of that field.
+pub fn write_policy<'a>(
+    out: &mut impl FieldSink,
+    key: Option<&str>,
+    limits: impl ExactSizeIterator<Item = &'a Limit>,
+) {
+    let alone = limits.len() == 1;
     for limit in limits {
         if !out.is_empty() {
-            out.push_str(", ");
+            out.put_str(", ");
         }
-        out.push('"');
-        push_name(out, key, limits.len() == 1, limit);
-        let window = ceil_secs(limit.window_ms()).max(1);
-        let _ = write!(out, "\";q={};w={window}", limit.max());
+        out.put_str("\"");
+        push_name(out, key, alone, limit);
+        out.put_str("\";q=");
+        out.put_u64(limit.max());
+        out.put_str(";w=");
+        out.put_u64(ceil_secs(limit.window_ms()).max(1));
     }
 }
 
@@ -242,7 +290,14 @@ pub fn ratelimit_value_each(each: &Detailed) -> String {
 
 /// Appends the `RateLimit` items of every limit `each` has counts for to
 /// `out` (the deciding one first), named under `key` when given.
-fn push_each(out: &mut String, key: Option<&str>, each: &Detailed) {
+fn push_each(out: &mut impl FieldSink, key: Option<&str>, each: &Detailed) {
+    write_ratelimit_each(out, key, each);
+}
+
+/// Writes the `RateLimit` items of every limit `each` has counts for to
+/// `out` (the deciding one first), after a `, ` when it is not empty, named
+/// under `key` when given: the one writer of that field.
+pub fn write_ratelimit_each(out: &mut impl FieldSink, key: Option<&str>, each: &Detailed) {
     let alone = each.limits.len() == 1;
     let deciding = each.deciding().map(|s| s.limit);
     let first = each.limits.iter().filter(|s| Some(s.limit) == deciding);
@@ -256,11 +311,14 @@ fn push_each(out: &mut String, key: Option<&str>, each: &Detailed) {
             wait => wait,
         };
         if !out.is_empty() {
-            out.push_str(", ");
+            out.put_str(", ");
         }
-        out.push('"');
+        out.put_str("\"");
         push_name(out, key, alone, &state.limit);
-        let _ = write!(out, "\";r={};t={}", counts.remaining, ceil_secs(t_ms));
+        out.put_str("\";r=");
+        out.put_u64(counts.remaining);
+        out.put_str(";t=");
+        out.put_u64(ceil_secs(t_ms));
     }
 }
 

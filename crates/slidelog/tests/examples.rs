@@ -1,7 +1,7 @@
 //! The examples run here, as CI runs the tests: `check` as it is, and the
 //! two servers' routers (`app`) on a loopback port with a real HTTP client,
 //! on the memory store and on a Redis that is down when the app starts. The
-//! README shows each example's code as it is in `examples/`; the last test
+//! library guide (docs/guide/library.md) and the README show each example's code as it is in `examples/`; the last test
 //! holds them equal (the worker example runs in tests/worker_processes.rs).
 
 mod common;
@@ -104,14 +104,23 @@ fn code_of(example: &str) -> String {
 }
 
 #[test]
-fn the_readme_shows_each_example_as_it_is() {
+fn the_guide_and_the_readme_show_each_example_as_it_is() {
     let dir = env!("CARGO_MANIFEST_DIR");
-    let readme = std::fs::read_to_string(format!("{dir}/../../README.md")).unwrap();
-    for example in ["check", "axum_app", "tokens_per_minute", "worker"] {
-        let code = code_of(&format!("{dir}/examples/{example}.rs"));
-        assert!(
-            readme.contains(&format!("```rust\n{code}\n```")),
-            "README.md must show examples/{example}.rs as it is:\n{code}"
-        );
+    let pages = [
+        (
+            "docs/guide/library.md",
+            &["check", "axum_app", "tokens_per_minute", "worker"][..],
+        ),
+        ("README.md", &["check"][..]),
+    ];
+    for (page, examples) in pages {
+        let text = std::fs::read_to_string(format!("{dir}/../../{page}")).unwrap();
+        for example in examples {
+            let code = code_of(&format!("{dir}/examples/{example}.rs"));
+            assert!(
+                text.contains(&format!("```rust\n{code}\n```")),
+                "{page} must show examples/{example}.rs as it is:\n{code}"
+            );
+        }
     }
 }

@@ -4,7 +4,7 @@
 //! exactly what the real token counts allow (a plain model of the limits,
 //! fed with the upstream's counts, decides every request the same way),
 //! refund upstream failures, and keep the estimate when no usage comes
-//! back. The README shows the example's `app` as it is.
+//! back. The library guide (docs/guide/library.md) shows the example's `app` as it is.
 
 mod common;
 
@@ -168,12 +168,12 @@ fn app_of_example() -> String {
 }
 
 #[test]
-fn the_readme_shows_the_gateway_as_it_is() {
+fn the_library_guide_shows_the_gateway_as_it_is() {
     let dir = env!("CARGO_MANIFEST_DIR");
-    let readme = std::fs::read_to_string(format!("{dir}/../../README.md")).unwrap();
+    let readme = std::fs::read_to_string(format!("{dir}/../../docs/guide/library.md")).unwrap();
     let code = app_of_example();
     assert!(
         readme.contains(&code),
-        "README.md must show examples/llm_gateway.rs's estimate, usage and app as they are:\n{code}"
+        "docs/guide/library.md must show examples/llm_gateway.rs's estimate, usage and app as they are:\n{code}"
     );
 }

@@ -73,6 +73,15 @@ impl Wide {
     }
 }
 
+/// `a + b` as stored: saturated, and a saturated cost stays so.
+pub(super) fn add(a: u32, b: u32) -> u32 {
+    if a == SATURATED || b == SATURATED {
+        SATURATED
+    } else {
+        a.saturating_add(b)
+    }
+}
+
 /// A cost as stored: saturated at [`SATURATED`].
 #[inline]
 pub(super) fn stored(cost: u64) -> u32 {
@@ -400,7 +409,7 @@ impl Costs {
             return false;
         }
         let phys = self.front + j;
-        self.set_narrow(phys, super::update::add(self.c0[phys], cost));
+        self.set_narrow(phys, add(self.c0[phys], cost));
         true
     }
 

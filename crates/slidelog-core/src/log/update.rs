@@ -5,17 +5,8 @@
 //! the newest record (a clock that stepped back), which is O(n).
 
 use super::Log;
-use super::costs::{Row, SATURATED, distinct_width, row_of};
+use super::costs::{Row, SATURATED, add, distinct_width, row_of};
 use crate::MAX_LIMITS;
-
-/// `a + b` as stored: saturated, and a saturated cost stays so.
-pub(super) fn add(a: u32, b: u32) -> u32 {
-    if a == SATURATED || b == SATURATED {
-        SATURATED
-    } else {
-        a.saturating_add(b)
-    }
-}
 
 impl Log {
     /// Raises the horizon to `window_ms` when that is longer: a request of

@@ -21,7 +21,7 @@
 //!   override is named as the reference names it, at most as many names
 //!   per domain, then `<domain>.(override)` ([`rule::OVERRIDE_OVERFLOW`]).
 //! - `quota_mode` and `metadata` are read and kept on the rule; a quota-mode
-//!   descriptor is enforced as an ordinary limit (the README says why).
+//!   descriptor is enforced as an ordinary limit (docs/guide/envoy.md says why).
 //!
 //! Matching (the `tree` module): the exact value wins, then the first wildcard that
 //! matches in config order, then the value-less key. An unknown domain or a

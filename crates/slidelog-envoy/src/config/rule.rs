@@ -165,7 +165,7 @@ impl Rule {
     }
 
     /// Tells whether `quota_mode: true` was configured. slidelog reads it but enforces the
-    /// rule as an ordinary limit (see the README's Envoy section).
+    /// rule as an ordinary limit (see docs/guide/envoy.md).
     pub fn quota_mode(&self) -> bool {
         self.quota_mode
     }

@@ -75,7 +75,7 @@ pub const GRPC_MAX_LOCAL_ERROR_RESETS: usize = 1_024;
 /// A helper for embedding and tests; like `slidelog serve` it ends a call
 /// at the client's `grpc-timeout` and drains calls in flight at shutdown.
 /// `slidelog serve` does more for a port that faces untrusted clients: a
-/// cap on open connections and a sweep of idle ones (README, "The HTTP
+/// cap on open connections and a sweep of idle ones (docs/guide/http.md, "The HTTP
 /// service", its table of flags).
 pub async fn serve_grpc(
     listener: tokio::net::TcpListener,

@@ -88,21 +88,7 @@ impl RateLimiter {
             .iter()
             .map(|d| self.rule_for(domain, &req.domain, d))
             .collect::<Result<SmallVec<[_; 4]>, _>>()?;
-        // A rule whose name another matched rule `replaces` is not applied.
-        // Few names, if any: a list on the stack, no hashing.
-        let replaced: SmallVec<[&str; 4]> = matched
-            .iter()
-            .flatten()
-            .flat_map(|r| r.replaces().iter().map(String::as_str))
-            .collect();
-        let applies: SmallVec<[bool; 4]> = matched
-            .iter()
-            .map(|r| {
-                r.as_ref()
-                    .is_some_and(|r| !r.name().is_some_and(|n| replaced.contains(&n)))
-            })
-            .collect();
-        drop(replaced);
+        let applies = applying(&matched);
         for (d, _) in req
             .descriptors
             .iter()
@@ -258,4 +244,22 @@ fn override_name(domain: &str, entries: &[Entry]) -> String {
 /// Refuses a client's override whose limit breaks a bound.
 fn override_error(e: RuleLimitError) -> ServiceError {
     ServiceError::InvalidArgument(format!("descriptor limit override: {e}"))
+}
+
+/// Whether each matched rule applies: a rule whose name another matched
+/// rule `replaces` does not. Few names, if any: a list on the stack, no
+/// hashing.
+fn applying(matched: &[Option<Arc<Rule>>]) -> SmallVec<[bool; 4]> {
+    let replaced: SmallVec<[&str; 4]> = matched
+        .iter()
+        .flatten()
+        .flat_map(|r| r.replaces().iter().map(String::as_str))
+        .collect();
+    matched
+        .iter()
+        .map(|r| {
+            r.as_ref()
+                .is_some_and(|r| !r.name().is_some_and(|n| replaced.contains(&n)))
+        })
+        .collect()
 }

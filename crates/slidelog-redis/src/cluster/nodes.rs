@@ -296,27 +296,9 @@ impl Nodes {
                 return None;
             }
         }
-        let targets: Vec<(u16, String)> = {
-            let map = shared.map.read();
-            map.nodes
-                .iter()
-                .filter(|n| n.down.is_none() && !n.probing && n.slots > 0)
-                .map(|n| (n.slot, n.addr()))
-                .collect()
-        };
+        let targets = self.ping_targets();
         if targets.is_empty() {
-            let down: Vec<String> = self
-                .down()
-                .iter()
-                .map(|d| format!("{} ({})", d.addr, d.cause))
-                .collect();
-            return Some(Err(RedisError::from(std::io::Error::new(
-                std::io::ErrorKind::ConnectionRefused,
-                format!(
-                    "no cluster master is known up (down: {}; the others are being probed)",
-                    down.join(", ")
-                ),
-            ))));
+            return Some(Err(self.none_up()));
         }
         let some_down = shared.any_down.load(Ordering::Acquire);
         if some_down
@@ -327,7 +309,49 @@ impl Nodes {
         {
             return Some(Ok(Value::SimpleString("PONG".into())));
         }
-        let bound = shared.suspect_after;
+        if let Err(e) = self.ping_each(&conn, &targets, healing).await {
+            return Some(Err(e));
+        }
+        *shared.pinged.lock() = Some(Instant::now());
+        Some(Ok(Value::SimpleString("PONG".into())))
+    }
+
+    /// The masters a keyless `PING` asks: every one not known down, not
+    /// being probed, serving slots (by one of its slots and its address).
+    fn ping_targets(&self) -> Vec<(u16, String)> {
+        let map = self.shared.map.read();
+        map.nodes
+            .iter()
+            .filter(|n| n.down.is_none() && !n.probing && n.slots > 0)
+            .map(|n| (n.slot, n.addr()))
+            .collect()
+    }
+
+    /// The error of a `PING` when no master is known up, naming those down.
+    fn none_up(&self) -> RedisError {
+        let down: Vec<String> = self
+            .down()
+            .iter()
+            .map(|d| format!("{} ({})", d.addr, d.cause))
+            .collect();
+        RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            format!(
+                "no cluster master is known up (down: {}; the others are being probed)",
+                down.join(", ")
+            ),
+        ))
+    }
+
+    /// Pings every target within the suspect bound, at once; a master that
+    /// does not answer is made suspect, and the last failure returned.
+    async fn ping_each(
+        &self,
+        conn: &RawClusterConnection,
+        targets: &[(u16, String)],
+        healing: &Healing<RawClusterConnection>,
+    ) -> RedisResult<()> {
+        let bound = self.shared.suspect_after;
         let pings = targets.iter().map(|(slot, _)| {
             let mut conn = conn.clone();
             async move {
@@ -341,26 +365,19 @@ impl Nodes {
                 }
             }
         });
-        let mut failed = None;
-        for (result, (slot, addr)) in futures::future::join_all(pings)
-            .await
-            .into_iter()
-            .zip(&targets)
-        {
+        let mut failed = Ok(());
+        let answers = futures::future::join_all(pings).await;
+        for (result, (slot, addr)) in answers.into_iter().zip(targets) {
             if let Err(e) = result {
                 self.suspect(*slot, healing);
-                failed = Some(RedisError::from((
+                failed = Err(RedisError::from((
                     e.kind(),
                     "cluster master did not answer PING",
                     format!("{addr}: {e}"),
                 )));
             }
         }
-        if let Some(e) = failed {
-            return Some(Err(e));
-        }
-        *shared.pinged.lock() = Some(Instant::now());
-        Some(Ok(Value::SimpleString("PONG".into())))
+        failed
     }
 
     /// Reads the slot map now (the connect functions call it).
@@ -574,25 +591,7 @@ async fn check(
     conn: &mut RawClusterConnection,
     bound: Duration,
 ) -> Result<(), (DownCause, bool)> {
-    let mut fresh =
-        match tokio::time::timeout(bound, tokio::net::TcpStream::connect((host, port))).await {
-            Err(_) => return Err((DownCause::Silent, false)),
-            Ok(Err(e)) => return Err((DownCause::Refused(e.to_string()), false)),
-            Ok(Ok(stream)) => stream,
-        };
-    // Any answer on a fresh connection (PONG, NOAUTH, a TLS port closing on
-    // a plain PING) says the process runs; none says it is frozen, and a
-    // fresh cluster connection would not help.
-    let asked = async {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        fresh.write_all(b"PING\r\n").await?;
-        let mut reply = [0u8; 64];
-        fresh.read(&mut reply).await
-    };
-    if tokio::time::timeout(bound, asked).await.is_err() {
-        return Err((DownCause::Silent, false));
-    }
-    drop(fresh);
+    answers_fresh(host, port, bound).await?;
     let by_address = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
         host: host.to_owned(),
         port,
@@ -613,22 +612,44 @@ async fn check(
         Err(_) => Err((DownCause::Silent, true)),
         Ok(Err(e)) if is_connection_error(&e) => Err((DownCause::Refused(e.to_string()), false)),
         Ok(Err(e)) => Err((DownCause::Unavailable(e.to_string()), false)),
-        Ok(Ok(value)) => {
-            let text = match &value {
-                Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
-                Value::VerbatimString { text, .. } => text.clone(),
-                Value::SimpleString(s) => s.clone(),
-                other => format!("{other:?}"),
-            };
-            if text.contains("cluster_state:ok") {
-                Ok(())
-            } else {
-                Err((
-                    DownCause::Unavailable("cluster_state is not ok".into()),
-                    false,
-                ))
-            }
-        }
+        Ok(Ok(value)) if text_of(&value).contains("cluster_state:ok") => Ok(()),
+        Ok(Ok(_)) => Err((
+            DownCause::Unavailable("cluster_state is not ok".into()),
+            false,
+        )),
+    }
+}
+
+/// A TCP connect and a `PING` on a fresh connection, each within `bound`.
+/// Any answer (PONG, NOAUTH, a TLS port closing on a plain PING) says the
+/// process runs; none says it is frozen, and a fresh cluster connection
+/// would not help.
+async fn answers_fresh(host: &str, port: u16, bound: Duration) -> Result<(), (DownCause, bool)> {
+    let mut fresh =
+        match tokio::time::timeout(bound, tokio::net::TcpStream::connect((host, port))).await {
+            Err(_) => return Err((DownCause::Silent, false)),
+            Ok(Err(e)) => return Err((DownCause::Refused(e.to_string()), false)),
+            Ok(Ok(stream)) => stream,
+        };
+    let asked = async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        fresh.write_all(b"PING\r\n").await?;
+        let mut reply = [0u8; 64];
+        fresh.read(&mut reply).await
+    };
+    match tokio::time::timeout(bound, asked).await {
+        Err(_) => Err((DownCause::Silent, false)),
+        Ok(_) => Ok(()),
+    }
+}
+
+/// The text of a `CLUSTER INFO` reply, whatever its RESP type.
+fn text_of(value: &Value) -> String {
+    match value {
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::VerbatimString { text, .. } => text.clone(),
+        Value::SimpleString(s) => s.clone(),
+        other => format!("{other:?}"),
     }
 }
 

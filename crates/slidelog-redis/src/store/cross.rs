@@ -79,13 +79,7 @@ where
         let now_ms = explicit_ms(now)?;
         let slots = slots(checks, keys)?;
         let started = Instant::now();
-        let deadline_ms = match mode {
-            Mode::Peek => None,
-            Mode::Record => Some(
-                self.deadline_ms()
-                    .ok_or(StoreError::Timeout(self.timeout))?,
-            ),
-        };
+        let deadline_ms = self.record_deadline(mode)?;
         let phase1 = slots.iter().map(|slot| {
             let mut conn = self.conn.clone();
             let call = JointCall {

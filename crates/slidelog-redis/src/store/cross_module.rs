@@ -52,13 +52,7 @@ where
     ) -> Result<JointDecision, StoreError> {
         let slots = slots(checks, keys)?;
         let started = Instant::now();
-        let deadline_ms = match mode {
-            Mode::Peek => None,
-            Mode::Record => Some(
-                self.deadline_ms()
-                    .ok_or(StoreError::Timeout(self.timeout))?,
-            ),
-        };
+        let deadline_ms = self.record_deadline(mode)?;
         // Each slot bounded on its own: a slot that answered keeps its
         // reply (and so its records' times) when another one hangs.
         let phase1 = slots.iter().map(|slot| {

@@ -1,7 +1,8 @@
 //! The handlers of the HTTP API (docs/design.md §5): check, peek, reset, health,
 //! readiness and metrics.
 
-use super::body::{BodyCap, DecisionBody, JsonBytes, MAX_NOW_MS, Text};
+use super::body::{BodyCap, DecisionBody, JsonBytes, Text};
+use super::call::{client_now, decision_error};
 use super::error::ApiError;
 use crate::app::App;
 use axum::Json;
@@ -9,7 +10,7 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, Request as HttpRequest, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use slidelog::{LimiterError, Mode, Now, StoreError};
+use slidelog::Mode;
 
 /// `POST /v1/check`: decide and record.
 pub async fn check<B>(app: App, req: axum::http::Request<B>, cap: BodyCap) -> Response
@@ -59,7 +60,7 @@ async fn decide_inner(
     // A blocked key's answer carries the block's reason: read only then
     // (one more store call on a refusal that needs no log read).
     let reason = match each.decision.blocked {
-        true => super::control::reason_of(app, request.key()).await,
+        true => reason_of(app, request.key()).await,
         false => None,
     };
     // The answer and its header fields written straight from the decision
@@ -70,49 +71,6 @@ async fn decide_inner(
         app.limiter().receipt_key(),
         reason.as_deref(),
     ))
-}
-
-/// The time a body asks to be decided at: the server's clock, or its
-/// `now_ms` where client time is trusted.
-pub(super) fn client_now(app: &App, now_ms: Option<u64>) -> Result<Now, ApiError> {
-    match now_ms {
-        None => Ok(Now::Server),
-        Some(_) if !app.config().trust_client_time => Err(ApiError::bad_request(
-            "now_ms",
-            "now_ms is refused: this server decides on its own clock \
-             (start it with --trust-client-time to accept client time)",
-        )),
-        Some(ms) if ms > MAX_NOW_MS => Err(ApiError::bad_request(
-            "now_ms",
-            format!("now_ms must be between 0 and {MAX_NOW_MS} (Unix ms), got {ms}"),
-        )),
-        Some(ms) => Ok(Now::At(ms)),
-    }
-}
-
-/// The answer when the limiter gave no decision: bad input (an operator's
-/// bound) is 400; a full store is 503 with `Retry-After` = the time until
-/// the first held log expires, at most 60 s (docs/design.md §6; not an
-/// outage: no policy admits past it); any other store error reached us
-/// because the policy is fail-closed.
-pub(super) fn decision_error(app: &App, error: LimiterError) -> ApiError {
-    match error {
-        LimiterError::Input(e) => {
-            app.metrics().bad_request(e.field());
-            ApiError::bad_request(e.field(), e.to_string())
-        }
-        LimiterError::Store(e @ StoreError::Full { .. }) => {
-            let error = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string());
-            match e.full_retry_after_secs() {
-                Some(secs) => error.retry_after(secs),
-                None => error,
-            }
-        }
-        LimiterError::Store(e) => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("rate limit store unavailable (fail-closed): {e}"),
-        ),
-    }
 }
 
 /// `DELETE /v1/keys/{key}`: delete the key's log. Needs the admin token
@@ -258,4 +216,11 @@ mod tests {
         assert!(authorize(&h, "tok").is_err());
         assert!(authorize(&HeaderMap::new(), "tok").is_err());
     }
+}
+
+/// The reason of `key`'s block, for a blocked key's answer (`None` when it
+/// expired meanwhile or the store did not answer).
+pub async fn reason_of(app: &App, key: &str) -> Option<String> {
+    let block = app.limiter().block_of(key).await.ok()??;
+    Some(block.reason)
 }

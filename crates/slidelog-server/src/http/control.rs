@@ -136,13 +136,6 @@ async fn count_held(app: &App) {
     }
 }
 
-/// The reason of `key`'s block, for a blocked key's answer (`None` when it
-/// expired meanwhile or the store did not answer).
-pub async fn reason_of(app: &App, key: &str) -> Option<String> {
-    let block = app.limiter().block_of(key).await.ok()??;
-    Some(block.reason)
-}
-
 /// `PUT /v1/keys/{key}/block`, its body within `cap`.
 pub async fn put_block(
     (State(app), headers, key): Admin,

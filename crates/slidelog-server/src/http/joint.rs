@@ -135,14 +135,14 @@ pub async fn decide(
     body: JointBody<Text<'_>>,
     mode: Mode,
 ) -> Result<Response, ApiError> {
-    let now = super::api::client_now(app, body.now_ms)?;
+    let now = super::call::client_now(app, body.now_ms)?;
     let checks = body.to_checks(app.limiter().bounds())?;
     drop(body);
     let joint = app
         .limiter()
         .decide_all_at(&checks, mode, now)
         .await
-        .map_err(|e| super::api::decision_error(app, e))?;
+        .map_err(|e| super::call::decision_error(app, e))?;
     Ok(respond(&joint, &checks, app.limiter().receipt_key()))
 }
 

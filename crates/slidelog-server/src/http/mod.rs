@@ -16,6 +16,7 @@
 pub mod answer;
 pub mod api;
 pub mod body;
+mod call;
 pub mod control;
 pub mod error;
 pub mod headers;

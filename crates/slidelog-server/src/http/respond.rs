@@ -14,8 +14,8 @@ use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
 use bytes::{BufMut, BytesMut};
-use slidelog::headers::{RATELIMIT, RATELIMIT_POLICY, ceil_secs};
-use slidelog::{Detailed, Limit, LimitState, Receipt, ReceiptKey, Request};
+use slidelog::headers::{self, FieldSink, RATELIMIT, RATELIMIT_POLICY, ceil_secs};
+use slidelog::{Detailed, LimitState, Receipt, ReceiptKey, Request};
 use std::cell::RefCell;
 
 /// Bytes allocated at a time for answers (some 15-25 of them).
@@ -141,21 +141,6 @@ fn put_str(out: &mut BytesMut, s: &str) {
     let _ = serde_json::to_writer(&mut writer, s);
 }
 
-/// The policy name of `limit` (`slidelog::headers::policy_name`): its own
-/// name, else `default` alone, else `<max>per<window_ms>ms`.
-fn put_name(out: &mut BytesMut, limit: &Limit, alone: bool) {
-    match limit.name() {
-        Some(name) => out.put_slice(name.as_bytes()),
-        None if alone => out.put_slice(b"default"),
-        None => {
-            put_u64(out, limit.max());
-            out.put_slice(b"per");
-            put_u64(out, limit.window_ms());
-            out.put_slice(b"ms");
-        }
-    }
-}
-
 /// The JSON of `Answer::new(each).with_receipt(request, receipts)` (see `answer.rs`).
 fn write_json(
     out: &mut BytesMut,
@@ -223,7 +208,7 @@ fn write_limit(out: &mut BytesMut, state: &LimitState, alone: bool) {
         Some(name) => put_str(out, name),
         None => {
             out.put_u8(b'"');
-            put_name(out, &state.limit, alone);
+            headers::write_name(&mut Fields(out), alone, &state.limit);
             out.put_u8(b'"');
         }
     }
@@ -243,49 +228,31 @@ fn write_limit(out: &mut BytesMut, state: &LimitState, alone: bool) {
     out.put_u8(b'}');
 }
 
-/// `RateLimit-Policy` (`slidelog::headers::policy_value`).
-fn write_policy(out: &mut BytesMut, limits: &[LimitState]) {
-    let alone = limits.len() == 1;
-    for (i, state) in limits.iter().enumerate() {
-        if i > 0 {
-            out.put_slice(b", ");
-        }
-        out.put_u8(b'"');
-        put_name(out, &state.limit, alone);
-        out.put_slice(b"\";q=");
-        put_u64(out, state.limit.max());
-        out.put_slice(b";w=");
-        put_u64(out, ceil_secs(state.limit.window_ms()).max(1));
+/// The answer buffer as the library's one writer of the RateLimit fields
+/// writes into it, numbers by [`put_u64`].
+struct Fields<'a>(&'a mut BytesMut);
+
+impl FieldSink for Fields<'_> {
+    fn put_str(&mut self, s: &str) {
+        self.0.put_slice(s.as_bytes());
+    }
+    fn put_u64(&mut self, n: u64) {
+        put_u64(self.0, n);
+    }
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 }
 
-/// `RateLimit` (`slidelog::headers::ratelimit_value_each`): every limit
+/// `RateLimit-Policy` (`slidelog::headers::write_policy`).
+fn write_policy(out: &mut BytesMut, limits: &[LimitState]) {
+    headers::write_policy(&mut Fields(out), None, limits.iter().map(|s| &s.limit));
+}
+
+/// `RateLimit` (`slidelog::headers::write_ratelimit_each`): every limit
 /// with counts, the deciding one first.
 fn write_ratelimit(out: &mut BytesMut, each: &Detailed) {
-    let alone = each.limits.len() == 1;
-    let deciding = each.deciding().map(|s| s.limit);
-    let first = each.limits.iter().filter(|s| Some(s.limit) == deciding);
-    let rest = each.limits.iter().filter(|s| Some(s.limit) != deciding);
-    let mut written = false;
-    for state in first.chain(rest) {
-        let Some(counts) = state.counts else {
-            continue;
-        };
-        let t_ms = match counts.retry_after_ms {
-            0 => counts.reset_after_ms,
-            wait => wait,
-        };
-        if written {
-            out.put_slice(b", ");
-        }
-        written = true;
-        out.put_u8(b'"');
-        put_name(out, &state.limit, alone);
-        out.put_slice(b"\";r=");
-        put_u64(out, counts.remaining);
-        out.put_slice(b";t=");
-        put_u64(out, ceil_secs(t_ms));
-    }
+    headers::write_ratelimit_each(&mut Fields(out), None, each);
 }
 
 #[cfg(test)]

@@ -21,8 +21,8 @@
 //! them, 501.
 
 use super::answer::Answer;
-use super::api::client_now;
 use super::body::{BodyCap, Costs, DecisionBody, JsonBody};
+use super::call::client_now;
 use super::error::ApiError;
 use crate::app::App;
 use axum::Json;

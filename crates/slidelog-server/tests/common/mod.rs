@@ -6,6 +6,7 @@
 
 pub mod child;
 pub mod local;
+pub mod pages;
 pub mod raw_http;
 
 use slidelog::store::MemoryStore;

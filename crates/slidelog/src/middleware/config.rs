@@ -5,7 +5,7 @@
 //! the keys decided with the first ([`super::keys`]), and how long a
 //! refused request may wait for room.
 
-use super::keys::Keyed;
+use super::keyed::Keyed;
 use super::namespace::Namespace;
 use super::response::RejectionHook;
 use super::routes::RouteLimits;

@@ -135,7 +135,7 @@ impl<K: KeyExtractor> RateLimitLayer<K> {
     pub fn new(limiter: Limiter, extractor: K, routes: RouteLimits) -> Self {
         let namespace =
             Namespace::derived(limiter.names(), &extractor.kind(), &routes.fingerprint());
-        let key_name = super::keys::derived_name(&extractor.kind());
+        let key_name = super::keyed::derived_name(&extractor.kind());
         let config = Config {
             limiter,
             extractor: Arc::new(extractor),

@@ -65,6 +65,7 @@ mod ask;
 mod config;
 mod cost;
 mod extract;
+mod keyed;
 mod keys;
 mod layer;
 mod namespace;
@@ -81,7 +82,7 @@ pub use cost::{
     BodyCost, BufferedBody, Charge, Cost, CostError, CostListError, HeadCost, UnitCost,
 };
 pub use extract::{Constant, Header, KeyExtractor, PeerIp, Route};
-pub use keys::KeyError;
+pub use keyed::KeyError;
 pub use layer::{NameError, RateLimitLayer};
 pub use namespace::MAX_NAME_BYTES;
 pub(crate) use namespace::Names;
