@@ -192,6 +192,13 @@ pub async fn metrics(State(app): State<App>) -> Response {
     response
 }
 
+/// The reason of `key`'s block, for a blocked key's answer (`None` when it
+/// expired meanwhile or the store did not answer).
+pub async fn reason_of(app: &App, key: &str) -> Option<String> {
+    let block = app.limiter().block_of(key).await.ok()??;
+    Some(block.reason)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,11 +223,4 @@ mod tests {
         assert!(authorize(&h, "tok").is_err());
         assert!(authorize(&HeaderMap::new(), "tok").is_err());
     }
-}
-
-/// The reason of `key`'s block, for a blocked key's answer (`None` when it
-/// expired meanwhile or the store did not answer).
-pub async fn reason_of(app: &App, key: &str) -> Option<String> {
-    let block = app.limiter().block_of(key).await.ok()??;
-    Some(block.reason)
 }
