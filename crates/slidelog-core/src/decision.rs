@@ -29,6 +29,14 @@ pub struct Decision {
         serde(default, skip_serializing_if = "std::ops::Not::not")
     )]
     pub degraded: bool,
+    /// True when the key is blocked (docs/design.md §5.4): refused whatever
+    /// its counts, `retry_after_ms` is the block's remaining time; the
+    /// reason is the store's ([`crate::Store::get_block`]).
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "std::ops::Not::not")
+    )]
+    pub blocked: bool,
     /// The record an admitted check appended, which a receipt names
     /// ([`crate::Receipt::issue`]); `None` for a peek, a rejection, a
     /// degraded answer, or a store that does not name its records. Not
@@ -48,6 +56,7 @@ impl PartialEq for Decision {
             self.retry_after_ms,
             self.reset_after_ms,
             self.degraded,
+            self.blocked,
         ) == (
             other.allowed,
             other.limit,
@@ -57,6 +66,7 @@ impl PartialEq for Decision {
             other.retry_after_ms,
             other.reset_after_ms,
             other.degraded,
+            other.blocked,
         )
     }
 }
@@ -95,6 +105,25 @@ impl Decision {
             retry_after_ms: 0,
             reset_after_ms: 0,
             degraded: true,
+            blocked: false,
+            record: None,
+        }
+    }
+
+    /// The refusal of a blocked key (docs/design.md §5.4): every limit
+    /// refused, nothing counted, `retry_after_ms` the block's remaining
+    /// time; reported as the first limit.
+    pub fn blocked(limit: &crate::Limit, remaining_ms: u64) -> Self {
+        Self {
+            allowed: false,
+            limit: limit.max(),
+            window_ms: limit.window_ms(),
+            count: 0,
+            remaining: 0,
+            retry_after_ms: remaining_ms.max(1),
+            reset_after_ms: 0,
+            degraded: false,
+            blocked: true,
             record: None,
         }
     }
@@ -210,6 +239,29 @@ impl Detailed {
                 .map(|&limit| LimitState {
                     limit,
                     counts: None,
+                })
+                .collect(),
+        }
+    }
+
+    /// The refusal of a blocked key ([`Decision::blocked`]) with every
+    /// limit refused for the block's remaining time, nothing counted.
+    pub fn blocked(request: &crate::Request, remaining_ms: u64) -> Self {
+        let decision = Decision::blocked(&request.limits()[0], remaining_ms);
+        let counts = Counts {
+            count: 0,
+            remaining: 0,
+            retry_after_ms: decision.retry_after_ms,
+            reset_after_ms: 0,
+        };
+        Self {
+            decision,
+            limits: request
+                .limits()
+                .iter()
+                .map(|&limit| LimitState {
+                    limit,
+                    counts: Some(counts),
                 })
                 .collect(),
         }

@@ -170,6 +170,7 @@ fn decision_from(v: &Verdict<'_>, counts: Counts) -> Decision {
         retry_after_ms: counts.retry_after_ms,
         reset_after_ms: counts.reset_after_ms,
         degraded: false,
+        blocked: false,
         record: None,
     }
 }

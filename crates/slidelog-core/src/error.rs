@@ -106,6 +106,33 @@ pub enum InputError {
         /// The value given.
         got: u64,
     },
+    /// A limit's `block_ms` above the bound.
+    #[error("block_ms must be between 0 and 31622400000 (366 days), got {got}")]
+    BlockMs {
+        /// The value given.
+        got: u64,
+    },
+    /// A block's `duration_ms` out of range.
+    #[error("duration_ms must be between 1 and 31622400000 (366 days), got {got}")]
+    BlockDuration {
+        /// The value given.
+        got: u64,
+    },
+    /// An override's `ttl_ms` out of range.
+    #[error("ttl_ms must be between 1 and 31622400000 (366 days), got {got}")]
+    OverrideTtl {
+        /// The value given.
+        got: u64,
+    },
+    /// A block's reason too long or not printable.
+    #[error("reason must be at most 256 bytes of printable text, got {got} bytes")]
+    Reason {
+        /// Its length in bytes.
+        got: usize,
+    },
+    /// An override that names no limits, or both allow and deny.
+    #[error("{0}")]
+    Override(String),
     /// Per-limit costs whose number is not the number of limits.
     #[error("costs must hold one cost per limit ({limits}), got {got}")]
     CostCount {
@@ -132,6 +159,11 @@ impl InputError {
             Self::Receipt(_) => "receipt",
             Self::UsageCost { .. } => "cost",
             Self::Bound(bound) => bound.field(),
+            Self::BlockMs { .. } => "limits[].block_ms",
+            Self::BlockDuration { .. } => "duration_ms",
+            Self::OverrideTtl { .. } => "ttl_ms",
+            Self::Reason { .. } => "reason",
+            Self::Override(_) => "limits",
         }
     }
 }
@@ -143,12 +175,17 @@ pub enum FullLimit {
     Keys(usize),
     /// The memory budget in bytes (`--memory-limit`).
     Bytes(usize),
+    /// The cap on blocks and overrides held (`--max-blocks`), docs/design.md §5.4.
+    Controls(usize),
 }
 
 impl std::fmt::Display for FullLimit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Keys(cap) => write!(f, "{cap} keys held (the key cap, --memory-key-cap)"),
+            Self::Controls(cap) => {
+                write!(f, "{cap} blocks and overrides held (the cap, --max-blocks)")
+            }
             Self::Bytes(limit) => {
                 write!(f, "{limit} bytes held (the memory budget, --memory-limit)")
             }

@@ -25,6 +25,7 @@ pub mod bounds;
 pub mod checks;
 pub mod clock;
 pub mod codec;
+pub mod control;
 pub mod decision;
 pub mod engine;
 pub mod error;
@@ -41,6 +42,7 @@ pub mod url;
 pub use bounds::{BoundError, Bounds};
 pub use checks::{Checks, JointDecision, MAX_CHECKS, RefusedBy};
 pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock, TimeMode};
+pub use control::{Block, Override, Rule};
 pub use decision::{Counts, Decision, Detailed, LimitState};
 pub use error::{FullLimit, InputError, StoreError};
 pub use limit::{

@@ -18,6 +18,10 @@ pub const MAX_KEY_BYTES: usize = 512;
 pub const MAX_LIMITS: usize = 16;
 /// Largest cost of one request (a cost is also bounded by the smallest `max`).
 pub const MAX_COST: u64 = MAX_MAX;
+/// Longest block, override TTL and limit `block_ms` (docs/design.md §5.4):
+/// 366 days, the longest window (a "forever" block is a deletion an
+/// operator forgot).
+pub const MAX_BLOCK_MS: u64 = MAX_WINDOW_MS;
 
 pub use crate::name::{LimitName, MAX_NAME_BYTES};
 
@@ -30,6 +34,16 @@ pub struct Limit {
     window_ms: u64,
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     name: Option<LimitName>,
+    /// How long a key this limit refuses stays refused (0: not at all),
+    /// docs/design.md §5.4.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "is_zero"))]
+    block_ms: u64,
+}
+
+/// Whether a `block_ms` is the default (serialized only when set).
+#[cfg(feature = "serde")]
+fn is_zero(ms: &u64) -> bool {
+    *ms == 0
 }
 
 impl Limit {
@@ -48,7 +62,32 @@ impl Limit {
             max,
             window_ms,
             name: None,
+            block_ms: 0,
         })
+    }
+
+    /// The same limit blocking a key it refuses for `block_ms` from that
+    /// refusal (0: no block), even after its window slid; refusals during
+    /// the block do not extend it (docs/design.md §5.4). At most
+    /// [`MAX_BLOCK_MS`].
+    ///
+    /// ```
+    /// # use slidelog_core::Limit;
+    /// let limit = Limit::new(5, 1_000)?.with_block_ms(3_000)?;
+    /// assert_eq!(limit.block_ms(), 3_000);
+    /// assert!(Limit::new(5, 1_000)?.with_block_ms(u64::MAX).is_err());
+    /// # Ok::<(), slidelog_core::InputError>(())
+    /// ```
+    pub fn with_block_ms(self, block_ms: u64) -> Result<Self, InputError> {
+        if block_ms > MAX_BLOCK_MS {
+            return Err(InputError::BlockMs { got: block_ms });
+        }
+        Ok(Self { block_ms, ..self })
+    }
+
+    /// How long a key this limit refuses stays refused, in ms (0: not at all).
+    pub fn block_ms(&self) -> u64 {
+        self.block_ms
     }
 
     /// The same limit carrying `name` (validated: see [`LimitName::new`]).

@@ -174,6 +174,13 @@ pub trait InProcess: Send + Sync {
 
     /// Returns what the store holds against its bounds.
     fn usage(&self) -> Usage;
+
+    /// [`Store::get_override`], answered synchronously (no boxed future
+    /// on every decision). The default: none.
+    fn override_now(&self, key: &str) -> Option<crate::Override> {
+        let _ = key;
+        None
+    }
 }
 
 /// What an in-process store holds against its bounds ([`InProcess::usage`]).
@@ -320,6 +327,71 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn receipt_secret(&self, fresh: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         let _ = fresh;
         Ok(None)
+    }
+
+    /// Blocks `key` for `block.remaining_ms` with its reason
+    /// (docs/design.md §5.4): every decision on it is refused
+    /// ([`Decision::blocked`]) until the block expires, on every instance
+    /// sharing the store. `only_new`: keep a block already there (a limit's
+    /// `block_ms`: refusals during a block never extend it). Past the
+    /// store's cap on blocks and overrides, [`StoreError::Full`] with
+    /// [`crate::FullLimit::Controls`]. Answers whether this call set it.
+    ///
+    /// The default refuses with [`StoreError::Unsupported`].
+    async fn put_block(
+        &self,
+        key: &str,
+        block: &crate::Block,
+        only_new: bool,
+    ) -> Result<bool, StoreError> {
+        let _ = (key, block, only_new);
+        Err(self.unsupported("put_block"))
+    }
+
+    /// Deletes `key`'s block; answers whether one was in force.
+    async fn delete_block(&self, key: &str) -> Result<bool, StoreError> {
+        let _ = key;
+        Err(self.unsupported("delete_block"))
+    }
+
+    /// `key`'s block in force, with its remaining time.
+    async fn get_block(&self, key: &str) -> Result<Option<crate::Block>, StoreError> {
+        let _ = key;
+        Err(self.unsupported("get_block"))
+    }
+
+    /// Puts `key`'s override for `rule.remaining_ms` (replacing one there),
+    /// bounded by the same cap as blocks.
+    async fn put_override(&self, key: &str, rule: &crate::Override) -> Result<(), StoreError> {
+        let _ = (key, rule);
+        Err(self.unsupported("put_override"))
+    }
+
+    /// Deletes `key`'s override; answers whether one was in force.
+    async fn delete_override(&self, key: &str) -> Result<bool, StoreError> {
+        let _ = key;
+        Err(self.unsupported("delete_override"))
+    }
+
+    /// `key`'s override in force, with its remaining time. The default:
+    /// none (a store that keeps no overrides never has one).
+    async fn get_override(&self, key: &str) -> Result<Option<crate::Override>, StoreError> {
+        let _ = key;
+        Ok(None)
+    }
+
+    /// How many blocks and how many overrides the store holds, when it
+    /// counts them (entries expired but not yet dropped may count).
+    async fn control_count(&self) -> Result<Option<(usize, usize)>, StoreError> {
+        Ok(None)
+    }
+
+    /// [`StoreError::Unsupported`] for `operation` on this store.
+    fn unsupported(&self, operation: &'static str) -> StoreError {
+        StoreError::Unsupported {
+            store: self.kind(),
+            operation,
+        }
     }
 
     /// Deletes the key's log. Returns whether a log existed.

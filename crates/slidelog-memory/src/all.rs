@@ -20,6 +20,21 @@ impl MemoryStore {
         now_ms: u64,
     ) -> Result<JointDecision, StoreError> {
         let requests = checks.as_slice();
+        // A blocked key refuses the whole request before any lock is taken.
+        let clock_ms = self.clock.now_ms();
+        if self.controls.any_blocks()
+            && requests
+                .iter()
+                .any(|r| self.controls.blocked(r.key(), clock_ms).is_some())
+        {
+            let each = requests
+                .iter()
+                .map(|r| match self.controls.blocked(r.key(), clock_ms) {
+                    Some((remaining_ms, _)) => Detailed::blocked(r, remaining_ms),
+                    None => Detailed::unevaluated(r),
+                });
+            return Ok(JointDecision::of(each.collect()));
+        }
         let hashes: Vec<u64> = requests
             .iter()
             .map(|r| self.hasher.hash_one(r.key()))

@@ -110,6 +110,7 @@ fn log_opening(error: &StoreError, (keys, bytes): (usize, usize)) {
     let budget = match limit {
         FullLimit::Keys(_) => "key cap (--memory-key-cap)",
         FullLimit::Bytes(_) => "memory budget (--memory-limit)",
+        FullLimit::Controls(_) => "block and override cap (--max-blocks)",
     };
     let first_expiry = retry_after_ms.map_or_else(
         || "unknown (no held log expires)".to_owned(),

@@ -39,6 +39,7 @@
 
 mod all;
 mod browse;
+mod controls;
 mod full;
 mod once;
 mod outcome;
@@ -84,6 +85,8 @@ pub struct MemoryStore {
     full: full::FullEpisodes,
     /// The ids [`Store::charge_once`] has charged, until they expire.
     onces: once::Onces,
+    /// Blocks and overrides (docs/design.md §5.4).
+    controls: controls::Controls,
 }
 
 impl Default for MemoryStore {
@@ -110,7 +113,20 @@ impl MemoryStore {
             clock: Arc::new(MonotonicClock::new()),
             full: full::FullEpisodes::default(),
             onces: once::Onces::default(),
+            controls: controls::Controls::new(slidelog_core::control::DEFAULT_MAX_CONTROLS),
         }
+    }
+
+    /// Sets the cap on blocks and overrides held (at least 1; default
+    /// [`slidelog_core::control::DEFAULT_MAX_CONTROLS`]).
+    pub fn with_max_controls(mut self, cap: usize) -> Self {
+        self.controls = controls::Controls::new(cap);
+        self
+    }
+
+    /// Keys holding a block or an override.
+    pub fn control_count(&self) -> usize {
+        self.controls.len()
     }
 
     /// Sets the cap on the number of keys (at least 1).
@@ -252,6 +268,12 @@ impl MemoryStore {
         now_ms: u64,
     ) -> Result<T, StoreError> {
         let key = request.key();
+        if self.controls.any_blocks()
+            && let Some((remaining_ms, _)) = self.controls.blocked(key, self.clock.now_ms())
+            && let Some(refusal) = T::blocked(request, remaining_ms)
+        {
+            return Ok(refusal);
+        }
         let hash = self.hasher.hash_one(key);
         let shard = &self.shards[self.shard_index(hash)];
         let mut guard = shard.lock();
@@ -395,6 +417,44 @@ impl Store for MemoryStore {
         Ok(())
     }
 
+    async fn put_block(
+        &self,
+        key: &str,
+        block: &slidelog_core::Block,
+        only_new: bool,
+    ) -> Result<bool, StoreError> {
+        let now_ms = self.clock.now_ms();
+        self.controls.put_block(key, block, only_new, now_ms)
+    }
+
+    async fn delete_block(&self, key: &str) -> Result<bool, StoreError> {
+        Ok(self.controls.delete_block(key, self.clock.now_ms()))
+    }
+
+    async fn get_block(&self, key: &str) -> Result<Option<slidelog_core::Block>, StoreError> {
+        Ok(self.controls.get_block(key, self.clock.now_ms()))
+    }
+
+    async fn put_override(
+        &self,
+        key: &str,
+        rule: &slidelog_core::Override,
+    ) -> Result<(), StoreError> {
+        self.controls.put_override(key, rule, self.clock.now_ms())
+    }
+
+    async fn delete_override(&self, key: &str) -> Result<bool, StoreError> {
+        Ok(self.controls.delete_override(key, self.clock.now_ms()))
+    }
+
+    async fn get_override(&self, key: &str) -> Result<Option<slidelog_core::Override>, StoreError> {
+        Ok(self.controls.get_override(key, self.clock.now_ms()))
+    }
+
+    async fn control_count(&self) -> Result<Option<(usize, usize)>, StoreError> {
+        Ok(Some(self.controls.counts(self.clock.now_ms())))
+    }
+
     fn kind(&self) -> &'static str {
         "memory"
     }
@@ -429,6 +489,14 @@ impl slidelog_core::store::InProcess for MemoryStore {
         now: Now,
     ) -> Result<slidelog_core::JointDecision, StoreError> {
         self.decide_all_at(checks, mode, now.or_clock(&*self.clock))
+    }
+
+    fn override_now(&self, key: &str) -> Option<slidelog_core::Override> {
+        // One atomic load while no override is held: no clock, no lock.
+        if !self.controls.any_rules() {
+            return None;
+        }
+        self.controls.get_override(key, self.clock.now_ms())
     }
 
     fn usage(&self) -> slidelog_core::store::Usage {

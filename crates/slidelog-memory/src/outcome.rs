@@ -13,6 +13,9 @@ pub(crate) trait Outcome: Sized {
     fn evaluate(log: &Log, now: u64, request: &Request) -> Self;
     /// Whether the request was admitted.
     fn allowed(&self) -> bool;
+    /// The refusal of a blocked key, `remaining_ms` left; `None` for an
+    /// answer a block does not refuse (a charge records usage already had).
+    fn blocked(request: &Request, remaining_ms: u64) -> Option<Self>;
 }
 
 impl Outcome for Decision {
@@ -27,6 +30,10 @@ impl Outcome for Decision {
     fn allowed(&self) -> bool {
         self.allowed
     }
+
+    fn blocked(request: &Request, remaining_ms: u64) -> Option<Self> {
+        Some(Decision::blocked(&request.limits()[0], remaining_ms))
+    }
 }
 
 impl Outcome for Detailed {
@@ -40,6 +47,10 @@ impl Outcome for Detailed {
 
     fn allowed(&self) -> bool {
         self.decision.allowed
+    }
+
+    fn blocked(request: &Request, remaining_ms: u64) -> Option<Self> {
+        Some(Detailed::blocked(request, remaining_ms))
     }
 }
 

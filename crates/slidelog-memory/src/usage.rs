@@ -24,6 +24,10 @@ impl Outcome for Charged {
         // Never shrink a log a charge just grew.
         true
     }
+
+    fn blocked(_: &Request, _: u64) -> Option<Self> {
+        None
+    }
 }
 
 impl MemoryStore {

@@ -70,6 +70,7 @@ impl NaiveModel {
                 retry_after_ms: 0,
                 reset_after_ms: (newest + *window as i128 - now) as u64,
                 degraded: false,
+                blocked: false,
                 record: None,
             }
         } else {
@@ -94,6 +95,7 @@ impl NaiveModel {
                 retry_after_ms: wait as u64,
                 reset_after_ms: (newest + window as i128 - now).max(0) as u64,
                 degraded: false,
+                blocked: false,
                 record: None,
             }
         };

@@ -119,6 +119,7 @@ impl Model {
             retry_after_ms: wait(&log, now, i, costs[i]).unwrap_or(0),
             reset_after_ms: newest.map_or(0, |n| (n + window).saturating_sub(now)),
             degraded: false,
+            blocked: false,
             record: None,
         };
         if allowed {
@@ -152,6 +153,7 @@ impl Model {
                 retry_after_ms: retry.unwrap_or(0),
                 reset_after_ms: newest_unit(&log, now, i, true).map_or(0, |n| n + window - now),
                 degraded: false,
+                blocked: false,
                 record: None,
             }
         };

@@ -58,6 +58,31 @@ pub fn pending_key(log_key: &[u8]) -> Vec<u8> {
     key
 }
 
+/// The weights key's name with `letter` for `w` (`{<log key>}#<letter>`,
+/// `{T}#<letter>:<log key>`, `{S}#<letter>:<log key>`): a key in the log's slot.
+fn sibling_key(log_key: &[u8], letter: u8) -> Vec<u8> {
+    let mut key = weights_key(log_key);
+    // The weights key is `{` tag `}#w…`, and a tag holds no `}`.
+    if let Some(close) = key.iter().position(|&b| b == b'}') {
+        key[close + 2] = letter;
+    }
+    key
+}
+
+/// The block key of the log at `log_key` (docs/design.md §5.4): a string
+/// holding the block's reason, with the block's TTL, in the log's slot
+/// (`{<log key>}#b`); the scripts derive it from the weights key the same way.
+pub fn block_key(log_key: &[u8]) -> Vec<u8> {
+    sibling_key(log_key, b'b')
+}
+
+/// The override key of the log at `log_key` (docs/design.md §5.4): a
+/// string holding the encoded override, with its TTL, in the log's slot
+/// (`{<log key>}#v`).
+pub fn override_key(log_key: &[u8]) -> Vec<u8> {
+    sibling_key(log_key, b'v')
+}
+
 /// The once key of the record `once_id` charged into the log at `log_key`
 /// (same slot): [`slidelog_core::slot::once_key`].
 pub fn once_key(log_key: &[u8], once_id: &str) -> Vec<u8> {

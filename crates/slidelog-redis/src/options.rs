@@ -45,6 +45,9 @@ pub struct RedisOptions {
     /// A PEM root certificate to trust for `rediss://` in addition to the
     /// built-in web roots (a private CA, a test certificate).
     pub tls_root_cert_pem: Option<Vec<u8>>,
+    /// The cap on blocks and overrides held under the prefix
+    /// (docs/design.md §5.4). Default 100,000.
+    pub max_controls: usize,
 }
 
 impl Default for RedisOptions {
@@ -56,6 +59,7 @@ impl Default for RedisOptions {
             probe_timeout: DEFAULT_PROBE_TIMEOUT,
             skew_margin: DEFAULT_SKEW_MARGIN,
             tls_root_cert_pem: None,
+            max_controls: slidelog_core::control::DEFAULT_MAX_CONTROLS,
         }
     }
 }

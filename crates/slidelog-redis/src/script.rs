@@ -106,8 +106,12 @@ pub async fn run<C: ConnectionLike>(conn: &mut C, check: Check<'_>) -> RedisResu
     } else {
         (String::new(), 0)
     };
+    // A limit's block_ms is set by the general script in the check's own
+    // step (modes 5 / 7, docs/design.md §5.4).
+    let penalty = mode == Mode::Record && request.limits().iter().any(|l| l.block_ms() > 0);
     if mode == Mode::Record
         && !each
+        && !penalty
         && request.limits().len() == 1
         && request.cost_for(0) == 1
         && let Some(outcome) =
@@ -119,18 +123,22 @@ pub async fn run<C: ConnectionLike>(conn: &mut C, check: Check<'_>) -> RedisResu
     invocation
         .key(crate::keys::weights_key(redis_key))
         .key(crate::keys::pending_key(redis_key))
-        .arg(match (mode, each) {
-            (Mode::Peek, false) => 0,
-            (Mode::Record, false) => 1,
-            (Mode::Peek, true) => 2,
-            (Mode::Record, true) => 3,
-        })
+        .arg(script_mode(mode, each, penalty))
         .arg(now_ms.map_or(-1, |ms| ms as i64))
         .arg(limit_args(request));
     if mode == Mode::Record {
         invocation
             .arg(&member)
             .arg(deadline_ms.map_or(-1, |ms| ms as i64));
+    }
+    if penalty {
+        invocation.arg(
+            request
+                .limits()
+                .iter()
+                .map(|l| l.block_ms())
+                .collect::<Vec<_>>(),
+        );
     }
     let reply: Vec<i64> = invocation.invoke_async(conn).await?;
     let outcome = parse_reply(&reply)?;
@@ -139,6 +147,17 @@ pub async fn run<C: ConnectionLike>(conn: &mut C, check: Check<'_>) -> RedisResu
     } else {
         outcome
     })
+}
+
+/// The general script's mode (`sliding_log.lua`'s ARGV[1]): peek 0 / check
+/// 1, answering every limit +2, with each limit's block_ms after the
+/// deadline +4 (docs/design.md §5.4).
+fn script_mode(mode: Mode, each: bool, penalty: bool) -> u8 {
+    let base = match mode {
+        Mode::Peek => 0,
+        Mode::Record => 1,
+    };
+    base + if each { 2 } else { 0 } + if penalty { 4 } else { 0 }
 }
 
 /// The limits as every engine's call takes them: `<n> <max_1>
@@ -180,6 +199,7 @@ async fn run_single<C: ConnectionLike>(
     let limit = request.limits()[0];
     let mut invocation = SINGLE.key(redis_key);
     invocation
+        .key(crate::keys::block_key(redis_key))
         .arg(limit.max())
         .arg(limit.window_ms())
         .arg(member)
@@ -245,6 +265,8 @@ pub fn parse_reply(reply: &[i64]) -> RedisResult<Outcome> {
         return Err(unexpected());
     }
     let u = |v: &i64| u64::try_from(*v).unwrap_or(0);
+    // -2: the key is blocked (sliding_log.lua step 1c), every limit refused.
+    let blocked = *allowed == -2;
     let each = tail
         .chunks_exact(4)
         .map(|c| Counts {
@@ -259,11 +281,12 @@ pub fn parse_reply(reply: &[i64]) -> RedisResult<Outcome> {
             allowed: *allowed == 1,
             limit: u(limit),
             window_ms: u(window_ms),
-            count: u(count),
-            remaining: u(remaining),
+            count: if blocked { 0 } else { u(count) },
+            remaining: if blocked { 0 } else { u(remaining) },
             retry_after_ms: u(retry),
             reset_after_ms: u(reset),
             degraded: false,
+            blocked,
             record: None,
         },
         now_ms: u(now),

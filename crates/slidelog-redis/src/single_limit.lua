@@ -12,6 +12,7 @@
 -- not use. BENCHMARKS.md measures it against the original design's script.
 --
 -- KEYS[1]  the log (sorted set; score = ms timestamp, member = a unique id)
+-- KEYS[2]  its block key (string, same slot; optional): see step 1b
 -- ARGV[1]  max
 -- ARGV[2]  window_ms
 -- ARGV[3]  the member to add when admitted
@@ -26,6 +27,7 @@
 
 local log = KEYS[1]
 
+
 -- Step 1: the time, as the string ZADD stores (a number only once a live
 -- key needs arithmetic; a new key never does): Redis TIME by default, so every instance shares one clock, or the caller's ms.
 -- TIME in ms as a decimal string is sec * 1000 + usec / 1000, truncated:
@@ -36,6 +38,15 @@ local now_s = ARGV[5]
 if not now_s then
   local t = redis.call('TIME')
   now_s = t[1] .. string.sub('00000' .. t[2], -6, -4)
+end
+
+-- Step 1b: a block (docs/design.md §5.4): KEYS[2], the log's block key (same
+-- slot), refuses while it lives, for its remaining time, nothing written.
+-- The reply is the general script's blocked reply ({-2, ...}: see
+-- sliding_log.lua step 1c) with this script's numbers.
+if KEYS[2] then
+  local left = redis.call('PTTL', KEYS[2])
+  if left > 0 then return {-2, 0, left, 0, now_s} end
 end
 
 -- Step 2: the newest record. Its member is the marker of a weighted log

@@ -25,6 +25,9 @@
 -- ARGV[4+3n]       the member to add when admitted (checks only)
 -- ARGV[5+3n]       the caller's deadline in Unix ms, or '-1' (checks only):
 --                  a check that starts later is refused, nothing recorded
+-- ARGV[6+3n .. 5+4n]  modes '5' / '7' only (a check, '1' / '3', whose
+--                  limits carry block_ms): each limit's block_ms, taken
+--                  apart by sliding_log_main.lua (decide()'s `penalty`)
 -- Returns {allowed 0|1, max, window_ms, count, remaining, retry_after_ms,
 --          reset_after_ms, now_ms} for the deciding limit; in modes '2'/'3'
 --          followed by count_i, remaining_i, retry_after_ms_i,
@@ -110,7 +113,7 @@ end
 -- ARGV above, and A[6+3n], when given, makes an admitted check a
 -- reservation until that time (check_all.lua's phase 1). It returns the
 -- reply above (or an error reply).
-local function decide(log, weights, pending, A)
+local function decide(log, weights, pending, A, penalty)
   local mode = A[1]
   local record = mode == '1' or mode == '3'
   local each = mode == '2' or mode == '3'
@@ -136,7 +139,26 @@ local function decide(log, weights, pending, A)
     return redis.error_reply('DEADLINE the caller gave up on this check before it ran; nothing recorded')
   end
 
-  -- Step 1c: the newest record: its member is the marker (above), its score
+  -- Step 1c: a block (docs/design.md §5.4). The key's block key lives in
+  -- the log's slot: the weights key's name with '#b' for '#w' (the tag ends
+  -- at the first '}', and '#w' follows it). While it lives, every limit is
+  -- refused for its remaining time (PTTL) and nothing is read or written:
+  -- the reply's `allowed` is -2, count and remaining 0, each limit waiting
+  -- that long.
+  local close = string.find(weights, '}', 1, true)
+  local block = string.sub(weights, 1, close) .. '#b' .. string.sub(weights, close + 3)
+  local left = redis.call('PTTL', block)
+  if left > 0 then
+    local out = {-2, tonumber(A[4]), tonumber(A[5]), 0, 0, left, 0, now}
+    if each then
+      for i = 1, n do
+        out[5 + 4 * i], out[6 + 4 * i], out[7 + 4 * i], out[8 + 4 * i] = 0, 0, left, 0
+      end
+    end
+    return out
+  end
+
+  -- Step 1d: the newest record: its member is the marker (above), its score
   -- the reset_after_ms. Read before anything is removed, so that a weighted
   -- log's frontiers (step 3) still see every record.
   -- A key the module converted (docs/design.md §4.4) answers WRONGTYPE here:
@@ -327,6 +349,7 @@ local function decide(log, weights, pending, A)
   -- The k-th oldest live unit, k = live + cost - max, must expire before the
   -- request fits.
   local allowed = true
+  local penalty_ms = 0
   local worst, worst_wait = nil, 0
   local tight, tight_rem = nil, 0
   local waits = nil
@@ -338,6 +361,7 @@ local function decide(log, weights, pending, A)
       -- A cost above max (a joint decision's checks of one key merged,
       -- docs/design.md §1) never fits: one window, as the engine answers.
       local k = live + costs[i] - maxes[i]
+      if penalty ~= nil and penalty[i] > penalty_ms then penalty_ms = penalty[i] end
       local wait = windows[i]
       if k <= live then wait = kth_unit(i, k) + windows[i] - now end
       if each then
@@ -444,9 +468,19 @@ local function decide(log, weights, pending, A)
     -- More than max units can be live after a clock step back or a lowered
     -- max: remaining is then 0 (as the engine's saturating subtraction).
     local remaining = math.max(0, maxes[d] - lives[d])
-    if reply == nil then return {0, maxes[d], windows[d], lives[d], remaining, worst_wait, reset, now} end
+    -- Step 9a': a limit's block_ms (docs/design.md §5.4, `penalty`: one
+    -- per limit, from sliding_log_main.lua): a check refused by limits that
+    -- carry one blocks the key for the longest of them, in this same step,
+    -- only if no block is in force (NX: refusals during a block never
+    -- extend it); the answer is then the blocked one (-2).
+    local refused = 0
+    if record and penalty_ms > 0 and redis.call('SET', block, 'block_ms', 'PX', penalty_ms, 'NX') then
+      refused = -2
+      if penalty_ms > worst_wait then worst_wait = penalty_ms end
+    end
+    if reply == nil then return {refused, maxes[d], windows[d], lives[d], remaining, worst_wait, reset, now} end
     reply[1], reply[2], reply[3], reply[4], reply[5], reply[6], reply[7], reply[8] =
-      0, maxes[d], windows[d], lives[d], remaining, worst_wait, reset, now
+      refused, maxes[d], windows[d], lives[d], remaining, worst_wait, reset, now
     return reply
   end
 

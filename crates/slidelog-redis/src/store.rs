@@ -51,11 +51,14 @@ pub struct ScriptStore<C> {
     clock_watch: Arc<ClockWatch>,
     /// The scripts or the module (docs/design.md §4.4; [`crate::engine`]).
     engine: Arc<EngineSelect<C>>,
+    /// The cap on blocks and overrides held under this prefix.
+    max_controls: usize,
 }
 
 pub use crate::watched::LATE_WINDOW;
 
 mod all;
+mod control;
 mod cross;
 mod cross_module;
 
@@ -101,6 +104,7 @@ where
                 kind,
                 options.connect_timeout,
             )),
+            max_controls: options.max_controls.max(1),
         }
     }
 
@@ -423,6 +427,43 @@ where
 
     async fn ping(&self) -> Result<(), StoreError> {
         crate::errors::ping(&mut self.conn.clone(), self.timeout).await
+    }
+
+    async fn put_block(
+        &self,
+        key: &str,
+        block: &slidelog_core::Block,
+        only_new: bool,
+    ) -> Result<bool, StoreError> {
+        self.put_block_now(key, block, only_new).await
+    }
+
+    async fn delete_block(&self, key: &str) -> Result<bool, StoreError> {
+        self.delete_block_now(key).await
+    }
+
+    async fn get_block(&self, key: &str) -> Result<Option<slidelog_core::Block>, StoreError> {
+        self.get_block_now(key).await
+    }
+
+    async fn put_override(
+        &self,
+        key: &str,
+        entry: &slidelog_core::Override,
+    ) -> Result<(), StoreError> {
+        self.put_override_now(key, entry).await
+    }
+
+    async fn delete_override(&self, key: &str) -> Result<bool, StoreError> {
+        self.delete_override_now(key).await
+    }
+
+    async fn get_override(&self, key: &str) -> Result<Option<slidelog_core::Override>, StoreError> {
+        self.get_override_now(key).await
+    }
+
+    async fn control_count(&self) -> Result<Option<(usize, usize)>, StoreError> {
+        self.control_count_now().await.map(Some)
     }
 
     fn kind(&self) -> &'static str {

@@ -20,6 +20,8 @@
 //! two counters are counted per thread (`Tallies`) and set into the
 //! exporter's counters when rendered, so `/metrics` shows the same numbers.
 
+mod control;
+
 use metrics::{Counter, Gauge, Histogram, Key, Label, Recorder, SharedString, counter, gauge};
 use metrics_exporter_prometheus::{
     Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
@@ -302,6 +304,11 @@ impl Metrics {
 
     /// Counts one decision the store made.
     pub fn decision(&self, op: Op, decision: &Decision, elapsed: Duration) {
+        if decision.blocked {
+            self.blocked_refusal(op);
+            self.set_store_up(1.0);
+            return;
+        }
         let rule = self.rule_series(decision.limit, decision.window_ms);
         let (series, result) = if decision.allowed {
             (&rule.allowed, "allowed")
@@ -781,6 +788,10 @@ impl MetricsHook for Metrics {
         Metrics::store_up(self, true);
     }
 
+    fn control(&self, what: &'static str, op: &'static str) {
+        Metrics::control(self, what, op);
+    }
+
     fn store_down(&self, _cause: &StoreError) {
         self.down_since
             .lock()
@@ -837,6 +848,7 @@ mod tests {
             retry_after_ms: 0,
             reset_after_ms: window_ms,
             degraded: false,
+            blocked: false,
             record: None,
         }
     }

@@ -66,7 +66,6 @@ fn the_served_document_validates_and_a_generated_client_checks_and_settles() {
 }
 
 #[test]
-#[ignore = "until blocks routes land"]
 fn a_generated_client_blocks_a_key() {
     let out = generated_client_runs(&["block"]);
     assert!(out.contains("block ok"), "{out}");

@@ -100,6 +100,7 @@ pub async fn first_decision_reports_the_full_window(store: &dyn Store) {
         retry_after_ms: 0,
         reset_after_ms: 60_000,
         degraded: false,
+        blocked: false,
         record: None,
     };
     assert_eq!(d, expected);

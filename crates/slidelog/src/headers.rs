@@ -486,6 +486,7 @@ mod tests {
             retry_after_ms: retry,
             reset_after_ms: reset,
             degraded: false,
+            blocked: false,
             record: None,
         }
     }

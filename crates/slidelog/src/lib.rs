@@ -81,9 +81,10 @@ pub use limiter::{
 pub use middleware::RateLimitLayer;
 pub use slidelog_core::limit;
 pub use slidelog_core::{
-    BoundError, Bounds, Checks, Counts, Decision, Detailed, FullLimit, InputError, JointDecision,
-    Limit, LimitParseError, LimitState, MAX_RECEIPT_TTL_MS, Mode, Now, Receipt, ReceiptError,
-    ReceiptKey, RecordRef, RefusedBy, Request, Settled, StoreError, TimeMode,
+    Block, BoundError, Bounds, Checks, Counts, Decision, Detailed, FullLimit, InputError,
+    JointDecision, Limit, LimitParseError, LimitState, MAX_RECEIPT_TTL_MS, Mode, Now, Override,
+    Receipt, ReceiptError, ReceiptKey, RecordRef, RefusedBy, Request, Rule, Settled, StoreError,
+    TimeMode,
 };
 pub use url::OpenError;
 
@@ -91,6 +92,7 @@ pub use url::OpenError;
 /// implements, the in-process [`MemoryStore`](store::MemoryStore), and the
 /// clocks a [`TimeMode::Client`] limiter can read.
 pub mod store {
+    pub use slidelog_core::control::{DEFAULT_MAX_CONTROLS, MAX_BLOCK_MS, MAX_REASON_BYTES};
     pub use slidelog_core::{
         Clock, DEFAULT_KEY_PREFIX, MAX_NOW_MS, ManualClock, OnceMark, Store, SystemClock,
     };

@@ -96,6 +96,13 @@ pub trait MetricsHook: Send + Sync + std::fmt::Debug {
         let _ = (op, error, degraded, elapsed);
     }
 
+    /// An operator's control changed (docs/design.md §5.4): `what` is
+    /// `block` or `override`, `op` `put`, `delete` or (a limit's
+    /// `block_ms`) `penalty`.
+    fn control(&self, what: &'static str, op: &'static str) {
+        let _ = (what, op);
+    }
+
     /// Called when the store answered a readiness ping, and after a call
     /// that failed only because one node of the store is down while the
     /// others answer (a Redis Cluster master, reported by

@@ -131,6 +131,7 @@ impl Entry {
             retry_after_ms: self.decision.retry_after_ms - elapsed_ms,
             reset_after_ms: self.decision.reset_after_ms.saturating_sub(elapsed_ms),
             degraded: false,
+            blocked: false,
             record: None,
         })
     }
@@ -479,6 +480,7 @@ mod tests {
             retry_after_ms: retry,
             reset_after_ms: 900,
             degraded: false,
+            blocked: false,
             record: None,
         }
     }

@@ -35,6 +35,9 @@ pub struct StoreOptions {
     /// Redis stores: a PEM root certificate to trust for `rediss://` (a
     /// private CA). Default none (the built-in web roots).
     pub tls_root_cert_pem: Option<Vec<u8>>,
+    /// The cap on blocks and overrides the store holds (`--max-blocks`,
+    /// docs/design.md §5.4).
+    pub max_controls: usize,
 }
 
 impl Default for StoreOptions {
@@ -46,6 +49,7 @@ impl Default for StoreOptions {
             connect_timeout: Duration::from_secs(2),
             lazy_connect: false,
             tls_root_cert_pem: None,
+            max_controls: slidelog_core::control::DEFAULT_MAX_CONTROLS,
         }
     }
 }
@@ -129,6 +133,7 @@ impl StoreOptions {
         MemoryStore::new()
             .with_key_cap(self.memory_key_cap)
             .with_memory_limit(self.memory_limit)
+            .with_max_controls(self.max_controls)
     }
 }
 
@@ -164,6 +169,7 @@ pub fn redis_options(options: &StoreOptions, timeout: Duration) -> slidelog_redi
         timeout,
         connect_timeout: options.connect_timeout,
         tls_root_cert_pem: options.tls_root_cert_pem.clone(),
+        max_controls: options.max_controls,
         ..slidelog_redis::RedisOptions::default()
     }
 }

@@ -74,6 +74,7 @@ fn decision_of(log: &Log, now: u64, v: &Verdict<'_>) -> Decision {
             .newest_unit(start, v.position)
             .map_or(0, |n| (n + window).saturating_sub(now)),
         degraded: false,
+        blocked: false,
         record: None,
     }
 }

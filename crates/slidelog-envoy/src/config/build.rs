@@ -224,6 +224,12 @@ fn unlimited(
             "should not specify a window when unlimited",
         ));
     }
+    if let Some(b) = &r.block {
+        return Err(ctx.invalid(
+            at(&b.referenced),
+            "should not specify a block when unlimited (nothing is refused)",
+        ));
+    }
     Ok((Kind::Unlimited, Unit::Second, 0, Unit::Second.millis()))
 }
 
@@ -254,6 +260,10 @@ fn limited(
                 let e = RuleLimitError::from(e);
                 ctx.invalid(at(&rpu.expect("set").referenced), e.to_string())
             })?;
+            let limit = match &r.block {
+                Some(block) => with_block(ctx, limit, block)?,
+                None => limit,
+            };
             Ok((Kind::Limited(limit), unit, n, window_ms))
         }
     }
@@ -283,6 +293,22 @@ fn window_ms(
         ));
     };
     unit_window(ctx, r, unit, place)
+}
+
+/// Reads slidelog's `block: 10m` onto `limit` (at most 366 days).
+fn with_block(ctx: &Ctx<'_>, limit: Limit, block: &Spanned<String>) -> Result<Limit, ConfigError> {
+    let p = at(&block.referenced);
+    let d = humantime::parse_duration(&block.value).map_err(|e| {
+        let msg = format!(
+            "rate_limit block {:?} is not a duration like 10m: {e}",
+            block.value
+        );
+        ctx.invalid(p, msg)
+    })?;
+    let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    limit
+        .with_block_ms(ms)
+        .map_err(|e| ctx.invalid(p, format!("rate_limit block: {e}")))
 }
 
 /// Reads slidelog's `window: 90s`.

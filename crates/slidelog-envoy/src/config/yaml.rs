@@ -71,6 +71,10 @@ pub(super) struct RateLimitYaml {
     /// slidelog's extension: hits are charged (recorded even over the limit).
     #[serde(default)]
     pub charge: Option<Spanned<bool>>,
+    /// slidelog's extension: a key this rule refuses stays refused this
+    /// long from that refusal (`block: 10m`; docs/design.md §5.4).
+    #[serde(default)]
+    pub block: Option<Spanned<String>>,
 }
 
 /// One entry of `replaces`.

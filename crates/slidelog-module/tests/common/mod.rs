@@ -62,6 +62,7 @@ pub fn decision(reply: &[i64]) -> (Decision, u64) {
             retry_after_ms: u(5),
             reset_after_ms: u(6),
             degraded: false,
+            blocked: false,
             record: None,
         },
         u(7),

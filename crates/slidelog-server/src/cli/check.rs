@@ -51,6 +51,11 @@ pub struct CheckArgs {
     /// Window length, e.g. 60s, 1m, 500ms (1 ms to 366 days); with --max.
     #[arg(long, value_parser = parse_duration, requires = "max")]
     pub window: Option<Duration>,
+    /// With --max/--window: a key this limit refuses stays refused for
+    /// DURATION from that refusal (e.g. 10m; at most 366 days), on every
+    /// instance sharing the store (docs/design.md §5.4).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "max")]
+    pub block: Option<Duration>,
     /// A limit as [NAME=]<max>/<window> (100/minute, 10/1s,
     /// tokens=1000000/60s); repeat it for several limits on the key, all of
     /// which must admit (after --max and --window when both are given).
@@ -95,7 +100,9 @@ pub async fn run(args: CheckArgs, store_given: bool, groups: Groups) -> anyhow::
     }
     let mut limits = Vec::with_capacity(args.limits.len() + 1);
     if let (Some(max), Some(window)) = (args.max, args.window) {
-        limits.push(Limit::per(max, window)?);
+        let block_ms = args.block.map_or(0, |d| d.as_millis());
+        let block_ms = u64::try_from(block_ms).unwrap_or(u64::MAX);
+        limits.push(Limit::per(max, window)?.with_block_ms(block_ms)?);
     }
     limits.extend(args.limits.iter().copied());
     if limits.is_empty() {

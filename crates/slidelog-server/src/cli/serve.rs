@@ -148,6 +148,15 @@ pub struct ServeArgs {
     /// Most keys the in-memory store holds (memory:// only).
     #[arg(long, default_value_t = slidelog_memory::DEFAULT_KEY_CAP)]
     pub memory_key_cap: usize,
+    /// Most blocks and overrides the store holds (1 to 10000000); past it
+    /// a new one is refused (409 naming this flag), docs/design.md §5.4.
+    #[arg(long, default_value_t = slidelog::store::DEFAULT_MAX_CONTROLS)]
+    pub max_blocks: usize,
+    /// Redis stores: how long an override read from the store (or its
+    /// absence) is reused: how late another instance's override may apply
+    /// here (0s: read on every decision, one more round trip).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub override_cache: Duration,
     /// Budget of the in-memory store (bytes, or 512MiB, 1GiB, 2GB, ...):
     /// records, keys and their table slots (memory:// only). At the budget
     /// or the key cap new keys get 503 with Retry-After; existing keys are

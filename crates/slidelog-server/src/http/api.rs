@@ -60,12 +60,19 @@ async fn decide_inner(
         .await
         .map_err(|e| decision_error(app, e))?;
     super::policy::refuse_degraded(&policy, each.decision.degraded)?;
+    // A blocked key's answer carries the block's reason: read only then
+    // (one more store call on a refusal that needs no log read).
+    let reason = match each.decision.blocked {
+        true => reason_of(app, request.key()).await,
+        false => None,
+    };
     // The answer and its header fields written straight from the decision
     // (the same bytes as `Answer` and `slidelog::headers::insert_each`).
-    Ok(super::respond::decision(
+    Ok(super::respond::decision_because(
         &each,
         &request,
         app.limiter().receipt_key(),
+        reason.as_deref(),
     ))
 }
 
@@ -148,4 +155,11 @@ pub async fn metrics(State(app): State<App>) -> Response {
         HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
     );
     response
+}
+
+/// The reason of `key`'s block, for a blocked key's answer (`None` when it
+/// expired meanwhile or the store did not answer).
+pub async fn reason_of(app: &App, key: &str) -> Option<String> {
+    let block = app.limiter().block_of(key).await.ok()??;
+    Some(block.reason)
 }

@@ -62,6 +62,10 @@ pub struct DecisionBody<S = String> {
     /// (`{"tokens": 4000}`); a limit it does not name costs `cost`.
     #[serde(default)]
     pub costs: Option<std::collections::BTreeMap<String, u64>>,
+    /// With `max`/`window_ms`: the key stays refused this long after the
+    /// limit refuses it (docs/design.md §5.4); 0 to 366 days, default 0.
+    #[serde(default)]
+    pub block_ms: Option<u64>,
 }
 
 /// The default of an optional field (`#[serde(default)]` would ask `S:
@@ -88,6 +92,10 @@ pub struct LimitBody<S = String> {
     /// unit, as 1 request and 4,000 tokens. Default: the request's `cost`.
     #[serde(default)]
     pub cost: Option<u64>,
+    /// The key stays refused this long after this limit refuses it
+    /// (docs/design.md §5.4); 0 to 366 days, default 0.
+    #[serde(default)]
+    pub block_ms: Option<u64>,
 }
 
 /// A string of a body, borrowed from its bytes unless it holds escapes.
@@ -291,11 +299,16 @@ impl<S: AsRef<str>> DecisionBody<S> {
                 "limits",
                 "give either max and window_ms, or limits, not both",
             )),
+            (Some(_), None, None) if self.block_ms.is_some() => Err(ApiError::bad_request(
+                "block_ms",
+                "with `limits`, give block_ms inside each limit (limits[].block_ms)",
+            )),
             (Some(limits), None, None) => limits
                 .iter()
                 .enumerate()
                 .map(|(i, l)| {
-                    let limit = Limit::new(l.max, l.window_ms);
+                    let limit = Limit::new(l.max, l.window_ms)
+                        .and_then(|limit| limit.with_block_ms(l.block_ms.unwrap_or(0)));
                     match &l.name {
                         Some(name) => limit.and_then(|limit| limit.named(name.as_ref())),
                         None => limit,
@@ -304,7 +317,9 @@ impl<S: AsRef<str>> DecisionBody<S> {
                 })
                 .collect(),
             (None, Some(max), Some(window_ms)) => {
-                Ok(smallvec![Limit::new(max, window_ms).map_err(input_error)?])
+                let limit = Limit::new(max, window_ms)
+                    .and_then(|limit| limit.with_block_ms(self.block_ms.unwrap_or(0)));
+                Ok(smallvec![limit.map_err(input_error)?])
             }
             (None, Some(_), None) => Err(ApiError::bad_request(
                 "window_ms",

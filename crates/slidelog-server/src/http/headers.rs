@@ -66,6 +66,7 @@ mod tests {
             retry_after_ms: 1_001,
             reset_after_ms: 1_400,
             degraded,
+            blocked: false,
             record: None,
         }
     }

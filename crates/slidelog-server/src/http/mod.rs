@@ -9,6 +9,8 @@
 //! | `GET /v1/keys` | admin: one bounded page of keys (`keys`) |
 //! | `GET /v1/keys/{key}` | admin: one key's log, and its state under a policy (`keys`) |
 //! | `DELETE /v1/keys/{key}` | admin: delete a key's log |
+//! | `PUT`/`DELETE /v1/keys/{key}/block` | admin: block a key for a time, or lift it (docs/design.md §5.4) |
+//! | `PUT`/`DELETE /v1/keys/{key}/override` | admin: other limits, allow or deny for a key, or remove them |
 //! | `GET /healthz` | the process answers |
 //! | `GET /readyz` | the store answers (503 while it does not) |
 //! | `GET /metrics` | Prometheus text format |
@@ -21,6 +23,7 @@ pub mod answer;
 pub mod api;
 pub mod body;
 mod call;
+pub mod control;
 pub mod error;
 pub mod headers;
 pub mod joint;

@@ -44,7 +44,18 @@ fn piece(write: impl FnOnce(&mut BytesMut)) -> Bytes {
 /// JSON (with the receipt of `request`'s record when one was appended) and
 /// the RateLimit header fields.
 pub fn decision(each: &Detailed, request: &Request, receipts: &ReceiptKey) -> Response {
-    let body = piece(|out| write_json(out, each, request, receipts));
+    decision_because(each, request, receipts, None)
+}
+
+/// [`decision`] with the reason of the key's block in the body (`"reason"`,
+/// after `"blocked":true`; docs/design.md §5.4).
+pub fn decision_because(
+    each: &Detailed,
+    request: &Request,
+    receipts: &ReceiptKey,
+    reason: Option<&str>,
+) -> Response {
+    let body = piece(|out| write_json(out, each, request, receipts, reason));
     let body_len = body.len();
     let mut response = Response::new(Body::from(body));
     if !each.decision.allowed {
@@ -131,7 +142,13 @@ fn put_str(out: &mut BytesMut, s: &str) {
 }
 
 /// The JSON of `Answer::new(each).with_receipt(request, receipts)` (see `answer.rs`).
-fn write_json(out: &mut BytesMut, each: &Detailed, request: &Request, receipts: &ReceiptKey) {
+fn write_json(
+    out: &mut BytesMut,
+    each: &Detailed,
+    request: &Request,
+    receipts: &ReceiptKey,
+    reason: Option<&str>,
+) {
     let d = &each.decision;
     out.put_slice(if d.allowed {
         b"{\"allowed\":true,\"limit\":"
@@ -151,6 +168,13 @@ fn write_json(out: &mut BytesMut, each: &Detailed, request: &Request, receipts: 
     put_u64(out, d.reset_after_ms);
     if d.degraded {
         out.put_slice(b",\"degraded\":true");
+    }
+    if d.blocked {
+        out.put_slice(b",\"blocked\":true");
+        if let Some(reason) = reason {
+            out.put_slice(b",\"reason\":");
+            put_str(out, reason);
+        }
     }
     let alone = each.limits.len() == 1;
     let listed = !alone || each.limits.iter().any(|s| s.limit.name().is_some());
@@ -268,7 +292,7 @@ mod tests {
         assert_eq!(headers[CONTENT_LENGTH], expected.len().to_string().as_str());
         let names: Vec<&str> = headers.keys().map(|name| name.as_str()).collect();
         assert_eq!(names.last(), Some(&"content-length"), "{names:?}");
-        let json = piece(|out| write_json(out, each, request, &key()));
+        let json = piece(|out| write_json(out, each, request, &key(), None));
         assert_eq!(
             std::str::from_utf8(&json).unwrap(),
             std::str::from_utf8(&expected).unwrap()

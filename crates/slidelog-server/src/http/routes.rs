@@ -5,9 +5,11 @@
 //! cannot be served undocumented or documented unserved.
 
 use super::body::BodyCap;
-use super::{api, keys, usage};
+use super::{api, control, keys, usage};
 use crate::app::App;
-use axum::extract::{Request, State};
+use crate::auth::AdminGuard;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, Request, State};
 use axum::routing::{MethodFilter, MethodRouter, on};
 
 /// One route of the API.
@@ -49,16 +51,15 @@ pub const ROUTES: &[Route] = &[
     route("GET", "/openapi.json", "openapi"),
 ];
 
+/// A key in the path, or why the path gives none.
+type KeyPath = Result<Path<String>, PathRejection>;
+
 /// Routes of the table that another module serves: `/json` comes with the
 /// Envoy crate's router (`router_with`'s `extra`).
 pub const ROUTED_ELSEWHERE: &[&str] = &["envoyJson"];
 
-/// Operations documented whose handlers are not in this build yet.
-pub const AWAITING_HANDLERS: &[&str] =
-    &["putBlock", "deleteBlock", "putOverride", "deleteOverride"];
-
 /// The handler of `route`, or `None` for an operation served elsewhere
-/// ([`ROUTED_ELSEWHERE`]) or awaiting its handler ([`AWAITING_HANDLERS`]).
+/// ([`ROUTED_ELSEWHERE`]).
 pub fn handler(route: &Route, cap: BodyCap) -> Option<MethodRouter<App>> {
     let filter = match route.method {
         "GET" => MethodFilter::GET,
@@ -83,6 +84,20 @@ pub fn handler(route: &Route, cap: BodyCap) -> Option<MethodRouter<App>> {
         "listKeys" => on(filter, keys::list),
         "getKey" => on(filter, keys::get),
         "reset" => on(filter, api::reset),
+        "putBlock" => on(
+            filter,
+            move |g: AdminGuard, s: State<App>, k: KeyPath, req: Request| {
+                control::put_block((g, s, k), req, cap)
+            },
+        ),
+        "deleteBlock" => on(filter, control::delete_block),
+        "putOverride" => on(
+            filter,
+            move |g: AdminGuard, s: State<App>, k: KeyPath, req: Request| {
+                control::put_override((g, s, k), req, cap)
+            },
+        ),
+        "deleteOverride" => on(filter, control::delete_override),
         "healthz" => on(filter, api::healthz),
         "readyz" => on(filter, api::readyz),
         "metrics" => on(filter, api::metrics),
@@ -177,7 +192,7 @@ mod tests {
     }
 
     #[test]
-    fn only_the_operations_served_elsewhere_or_awaited_have_no_handler_here() {
+    fn only_the_operations_served_elsewhere_have_no_handler_here() {
         let cap = BodyCap(1024);
         let without: Vec<&str> = ROUTES
             .iter()
@@ -187,7 +202,7 @@ mod tests {
         let expected: Vec<&str> = ROUTES
             .iter()
             .map(|r| r.operation)
-            .filter(|op| ROUTED_ELSEWHERE.contains(op) || AWAITING_HANDLERS.contains(op))
+            .filter(|op| ROUTED_ELSEWHERE.contains(op))
             .collect();
         assert_eq!(without, expected);
     }

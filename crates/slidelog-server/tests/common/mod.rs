@@ -20,16 +20,6 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-/// Metrics the Grafana dashboard shows whose code lands from the blocks
-/// and overrides work (docs/design.md §5.3): the deploy-file tests do not
-/// yet require them to be exported. Empty this list when that code is in.
-pub const AWAITED_METRICS: &[&str] = &[
-    "slidelog_blocks_total",
-    "slidelog_blocked_refusals_total",
-    "slidelog_overrides_active",
-    "slidelog_overrides_total",
-];
-
 /// An Envoy config (`--config`) with one limited descriptor, `user`, and
 /// the `/json` body of one decision on it plus one descriptor no rule
 /// matches: between them every `slidelog_envoy_*` series.

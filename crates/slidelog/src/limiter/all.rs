@@ -62,9 +62,20 @@ impl Limiter {
         mode: Mode,
         now: Now,
     ) -> Result<JointDecision, LimiterError> {
+        self.controlled_all_at(checks, mode, now).await
+    }
+
+    /// [`decide_all_at`](Self::decide_all_at) on the checks as given (after
+    /// every key's override).
+    pub(super) async fn decide_all_store_at(
+        &self,
+        checks: &Checks,
+        mode: Mode,
+        now: Now,
+    ) -> Result<JointDecision, LimiterError> {
         self.bounds.check_all(checks).map_err(InputError::from)?;
         if let [one] = checks.as_slice() {
-            let each = self.decide_each_at(one, mode, now).await?;
+            let each = self.decide_each_store_at(one, mode, now).await?;
             return Ok(JointDecision::of(vec![each]));
         }
         let op = Op::deciding(mode);
@@ -95,6 +106,9 @@ impl Limiter {
         }
         if let (Ok(joint), Some(cache)) = (&answer, self.cache_at(now)) {
             for (request, each) in checks.as_slice().iter().zip(&joint.checks) {
+                if each.decision.blocked {
+                    continue;
+                }
                 if let Err(ticket) = cache.answer_each(request) {
                     cache.observe_each(request, each, ticket);
                 }

@@ -42,6 +42,8 @@ pub struct LimiterBuilder {
     receipts: Option<Arc<ReceiptKey>>,
     /// The local policy's journal cap.
     journal_cap: usize,
+    /// How long a remote store's override (or its absence) is reused.
+    override_cache: Duration,
 }
 
 impl Default for LimiterBuilder {
@@ -55,7 +57,20 @@ impl Default for LimiterBuilder {
             rejections: Setting::default(),
             receipts: None,
             journal_cap: super::DEFAULT_JOURNAL_CAP,
+            override_cache: super::control::DEFAULT_OVERRIDE_CACHE,
         }
+    }
+}
+
+impl LimiterBuilder {
+    /// How long an override read from a remote store (or the news that a
+    /// key has none) is reused before it is read again: the bound on how
+    /// late another instance's override or its deletion applies here
+    /// (docs/design.md §5.4). Zero reads it on every decision. Default
+    /// 1 s; a store in this process's memory is always read at once.
+    pub fn override_cache(mut self, ttl: Duration) -> Self {
+        self.override_cache = ttl;
+        self
     }
 }
 
@@ -238,6 +253,11 @@ impl LimiterBuilder {
                     .receipts
                     .unwrap_or_else(|| Arc::new(ReceiptKey::random())),
                 queue: Default::default(),
+                overrides: super::control::OverrideCache::new(if remote {
+                    self.override_cache
+                } else {
+                    Duration::ZERO
+                }),
                 #[cfg(feature = "tower")]
                 names: Default::default(),
             }),

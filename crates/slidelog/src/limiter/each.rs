@@ -50,6 +50,17 @@ impl Limiter {
         mode: Mode,
         now: Now,
     ) -> Result<Detailed, LimiterError> {
+        self.controlled_each_at(request, mode, now).await
+    }
+
+    /// [`decide_each_at`](Self::decide_each_at) on the request as given
+    /// (after the key's override).
+    pub(super) async fn decide_each_store_at(
+        &self,
+        request: &Request,
+        mode: Mode,
+        now: Now,
+    ) -> Result<Detailed, LimiterError> {
         let Some(in_process) = self.inner.store.in_process() else {
             return self.decide_each_remote(request, mode, now).await;
         };
@@ -107,7 +118,9 @@ impl Limiter {
         let call = self.inner.store.decide_each(request, mode, now);
         match self.inner.bound.run(call).await {
             Ok(each) => {
-                if let (Some(cache), Some(ticket)) = (cache, ticket) {
+                if let (Some(cache), Some(ticket)) = (cache, ticket)
+                    && !each.decision.blocked
+                {
                     cache.observe_each(request, &each, ticket);
                 }
                 self.inner.health.answered();

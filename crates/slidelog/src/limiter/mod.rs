@@ -26,6 +26,7 @@
 mod all;
 mod bounded;
 mod builder;
+mod control;
 mod each;
 mod error;
 mod health;
@@ -94,6 +95,8 @@ struct Inner {
     receipts: Arc<ReceiptKey>,
     /// The waiters of [`Limiter::until_ready`], in turn per key.
     queue: queue::Queue,
+    /// Overrides read from a remote store, kept a short while ([`control`]).
+    overrides: control::OverrideCache,
     /// The layer namespaces derived on this limiter (never process-wide).
     #[cfg(feature = "tower")]
     names: Arc<crate::middleware::Names>,
@@ -247,6 +250,17 @@ impl Limiter {
         mode: Mode,
         now: Now,
     ) -> Result<Decision, LimiterError> {
+        self.controlled_at(request, mode, now).await
+    }
+
+    /// [`decide_at`](Self::decide_at) on the request as given (after the
+    /// key's override, [`control`]).
+    async fn decide_store_at(
+        &self,
+        request: &Request,
+        mode: Mode,
+        now: Now,
+    ) -> Result<Decision, LimiterError> {
         self.bounds.check(request).map_err(InputError::from)?;
         let op = Op::deciding(mode);
         let started = self.inner.report.start();
@@ -283,7 +297,9 @@ impl Limiter {
         };
         match answer {
             Ok(decision) => {
-                if let (Some(cache), Some(ticket)) = (cache, ticket) {
+                if let (Some(cache), Some(ticket)) = (cache, ticket)
+                    && !decision.blocked
+                {
                     cache.observe(request, &decision, ticket);
                 }
                 self.inner.health.answered();

@@ -5,9 +5,8 @@
 use crate::FailurePolicy;
 use slidelog_core::Limit;
 
-/// One limit of a policy: the [`Limit`] and what the limit adds to it.
-/// Kept apart from [`Limit`] so the file can carry settings the decision
-/// itself does not read (the block after a refusal).
+/// One limit of a policy: the [`Limit`] (which carries its `block`) and
+/// the settings as the file wrote them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PolicyLimit {
     /// The limit (`max` per `window`, its name).
@@ -205,7 +204,14 @@ fn parse_item(policy: &mut Policy, text: &str) -> Result<(), String> {
     };
     for word in words {
         match word.split_once('=') {
-            Some(("block", d)) => item.block_ms = Some(duration_ms("block", d)?),
+            Some(("block", d)) => {
+                let ms = duration_ms("block", d)?;
+                item.limit = item
+                    .limit
+                    .with_block_ms(ms)
+                    .map_err(|e| format!("block={d}: {e}"))?;
+                item.block_ms = Some(ms);
+            }
             Some(("granularity", d)) => {
                 let g = duration_ms("granularity", d)?;
                 if !item.limit.window_ms().is_multiple_of(g) {

@@ -16,6 +16,7 @@ pub(super) async fn build_app(args: &ServeArgs) -> anyhow::Result<App> {
     let mut options = args.store.options();
     options.memory_key_cap = args.memory_key_cap;
     options.memory_limit = args.memory_limit;
+    options.max_controls = args.max_blocks;
     if StoreUrl::parse(&args.store.store)?.is_memory() {
         // Made as the library makes it from a URL, and kept by the app too:
         // its key count is exported, it is swept on a timer and snapshotted.
@@ -57,7 +58,10 @@ pub(super) async fn build_app(args: &ServeArgs) -> anyhow::Result<App> {
     let no_cache = args.no_rejection_cache;
     let journal_cap = args.local_journal_cap;
     let app = App::with_builder(store, config, |b| {
-        let b = b.time_mode(time).local_journal_cap(journal_cap);
+        let b = b
+            .time_mode(time)
+            .local_journal_cap(journal_cap)
+            .override_cache(args.override_cache);
         if no_cache { b.no_rejection_cache() } else { b }
     });
     report_preflight(args, &app, preflight);

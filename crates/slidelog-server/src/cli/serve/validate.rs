@@ -43,6 +43,12 @@ fn memory_store(args: &ServeArgs) -> anyhow::Result<()> {
     if args.memory_key_cap == 0 {
         anyhow::bail!("--memory-key-cap must be at least 1, got 0");
     }
+    if !(1..=10_000_000).contains(&args.max_blocks) {
+        anyhow::bail!(
+            "--max-blocks must be between 1 and 10000000, got {}",
+            args.max_blocks
+        );
+    }
     if args.memory_limit < 1 << 20 {
         anyhow::bail!(
             "--memory-limit must be at least 1048576 (1 MiB), got {}",
