@@ -201,104 +201,13 @@ impl Metrics {
 
     fn describe(&self) {
         metrics::with_local_recorder(self.recorder.as_ref(), || {
-            use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
-            describe_counter!(
-                DECISIONS,
-                "Decisions by operation (check/peek) and result (allowed/rejected)."
-            );
-            describe_counter!(
-                RULE_DECISIONS,
-                "Decisions by deciding rule (max/window; at most 64 rules, then \"other\") and result."
-            );
-            describe_counter!(
-                DEGRADED,
-                "Decisions answered by the fail-open policy because the store failed."
-            );
-            describe_counter!(
-                LOCAL_DECISIONS_TOTAL,
-                "Decisions answered by the local policy in this instance's memory, at its share of each limit (degraded)."
-            );
-            describe_counter!(
-                LOCAL_CHARGE_BACK_TOTAL,
-                "Local records the charge-back answered: charged, duplicate (the store had it), expired, failed."
-            );
-            describe_gauge!(
-                LOCAL_JOURNAL_RECORDS,
-                "Local records awaiting charge-back to the store."
-            );
-            describe_counter!(
-                LOCAL_JOURNAL_FULL_TOTAL,
-                "Local admissions refused because the journal of records awaiting charge-back was at its cap."
-            );
-            describe_counter!(
-                STORE_ERRORS,
-                "Store calls that failed, by kind and whether the failure is transient."
-            );
-            describe_histogram!(
-                LATENCY,
-                Unit::Seconds,
-                "Time to decide, store call included."
-            );
-            describe_counter!(
-                BAD_REQUESTS,
-                "Requests refused as bad input, by the field at fault."
-            );
-            describe_counter!(
-                LATE_RECORDS,
-                "Redis checks recorded after their caller had timed out (a clock skew beyond the margin, or a reply that came too late)."
-            );
-            describe_counter!(
-                UNKNOWN_OUTCOMES,
-                "Redis checks whose caller timed out and whose reply never came: recorded or not, unknown."
-            );
-            describe_gauge!(MEMORY_KEYS, "Keys held by the in-memory store.");
-            describe_gauge!(MEMORY_KEY_CAP, "Key cap of the in-memory store.");
-            describe_gauge!(
-                MEMORY_BYTES,
-                Unit::Bytes,
-                "Bytes the in-memory store holds (records, keys, table slots), counted against --memory-limit."
-            );
-            describe_gauge!(
-                MEMORY_LIMIT_BYTES,
-                Unit::Bytes,
-                "Memory budget of the in-memory store (--memory-limit)."
-            );
-            describe_gauge!(
-                MEMORY_FULL,
-                "1 while the in-memory store refuses new keys at its key cap or memory budget."
-            );
-            describe_counter!(
-                MEMORY_FULL_REFUSALS,
-                "New keys the in-memory store refused at its key cap or memory budget (503)."
-            );
-            describe_gauge!(
-                STORE_UP,
-                "1 when the last store call or readiness probe succeeded, else 0."
-            );
-            describe_gauge!(
-                STORE_DOWN,
-                Unit::Seconds,
-                "Seconds the store has been known down (decisions answer by policy without it), 0 while it answers."
-            );
-            gauge!(STORE_DOWN).set(0.0);
-            describe_gauge!(STORE_NODES, "Masters of the Redis Cluster store.");
-            describe_gauge!(
-                STORE_NODES_DOWN,
-                "Cluster masters known down: their keys are answered by policy, the others decide."
-            );
-            describe_gauge!(
-                STORE_NODES_DOWN_SECONDS,
-                Unit::Seconds,
-                "Seconds the cluster master down longest has been known down, 0 when none is."
-            );
-            // Series that alerts watch exist from the start, at 0, so that a
-            // rate() over them works before the first incident.
-            for op in [Op::Check, Op::Peek] {
-                for result in ["allowed", "rejected"] {
-                    counter!(DECISIONS, "op" => op.as_str(), "result" => result).increment(0);
-                }
-                counter!(DEGRADED, "op" => op.as_str()).increment(0);
-            }
+            describe_decisions();
+            describe_local();
+            describe_store_calls();
+            describe_memory();
+            describe_store_health();
+            control::describe();
+            zero_watched_series();
         });
     }
 
@@ -831,6 +740,131 @@ impl MetricsHook for Metrics {
         metrics::with_local_recorder(self.recorder.as_ref(), || {
             counter!(LOCAL_JOURNAL_FULL_TOTAL).increment(1);
         });
+    }
+}
+
+/// Decisions by operation, by rule, and the fail-open ones.
+fn describe_decisions() {
+    use metrics::describe_counter;
+    describe_counter!(
+        DECISIONS,
+        "Decisions by operation (check/peek) and result (allowed/rejected)."
+    );
+    describe_counter!(
+        RULE_DECISIONS,
+        "Decisions by deciding rule (max/window; at most 64 rules, then \"other\") and result."
+    );
+    describe_counter!(
+        DEGRADED,
+        "Decisions answered by the fail-open policy because the store failed."
+    );
+}
+
+/// The local failure policy's answers, charge-back and journal.
+fn describe_local() {
+    use metrics::{describe_counter, describe_gauge};
+    describe_counter!(
+        LOCAL_DECISIONS_TOTAL,
+        "Decisions answered by the local policy in this instance's memory, at its share of each limit (degraded)."
+    );
+    describe_counter!(
+        LOCAL_CHARGE_BACK_TOTAL,
+        "Local records the charge-back answered: charged, duplicate (the store had it), expired, failed."
+    );
+    describe_gauge!(
+        LOCAL_JOURNAL_RECORDS,
+        "Local records awaiting charge-back to the store."
+    );
+    describe_counter!(
+        LOCAL_JOURNAL_FULL_TOTAL,
+        "Local admissions refused because the journal of records awaiting charge-back was at its cap."
+    );
+}
+
+/// Store calls: errors, latency, bad input, late records and unknown outcomes.
+fn describe_store_calls() {
+    use metrics::{Unit, describe_counter, describe_histogram};
+    describe_counter!(
+        STORE_ERRORS,
+        "Store calls that failed, by kind and whether the failure is transient."
+    );
+    describe_histogram!(
+        LATENCY,
+        Unit::Seconds,
+        "Time to decide, store call included."
+    );
+    describe_counter!(
+        BAD_REQUESTS,
+        "Requests refused as bad input, by the field at fault."
+    );
+    describe_counter!(
+        LATE_RECORDS,
+        "Redis checks recorded after their caller had timed out (a clock skew beyond the margin, or a reply that came too late)."
+    );
+    describe_counter!(
+        UNKNOWN_OUTCOMES,
+        "Redis checks whose caller timed out and whose reply never came: recorded or not, unknown."
+    );
+}
+
+/// The in-memory store's keys, bytes and full episodes.
+fn describe_memory() {
+    use metrics::{Unit, describe_counter, describe_gauge};
+    describe_gauge!(MEMORY_KEYS, "Keys held by the in-memory store.");
+    describe_gauge!(MEMORY_KEY_CAP, "Key cap of the in-memory store.");
+    describe_gauge!(
+        MEMORY_BYTES,
+        Unit::Bytes,
+        "Bytes the in-memory store holds (records, keys, table slots), counted against --memory-limit."
+    );
+    describe_gauge!(
+        MEMORY_LIMIT_BYTES,
+        Unit::Bytes,
+        "Memory budget of the in-memory store (--memory-limit)."
+    );
+    describe_gauge!(
+        MEMORY_FULL,
+        "1 while the in-memory store refuses new keys at its key cap or memory budget."
+    );
+    describe_counter!(
+        MEMORY_FULL_REFUSALS,
+        "New keys the in-memory store refused at its key cap or memory budget (503)."
+    );
+}
+
+/// The store's health, and a Cluster's masters.
+fn describe_store_health() {
+    use metrics::{Unit, describe_gauge};
+    describe_gauge!(
+        STORE_UP,
+        "1 when the last store call or readiness probe succeeded, else 0."
+    );
+    describe_gauge!(
+        STORE_DOWN,
+        Unit::Seconds,
+        "Seconds the store has been known down (decisions answer by policy without it), 0 while it answers."
+    );
+    gauge!(STORE_DOWN).set(0.0);
+    describe_gauge!(STORE_NODES, "Masters of the Redis Cluster store.");
+    describe_gauge!(
+        STORE_NODES_DOWN,
+        "Cluster masters known down: their keys are answered by policy, the others decide."
+    );
+    describe_gauge!(
+        STORE_NODES_DOWN_SECONDS,
+        Unit::Seconds,
+        "Seconds the cluster master down longest has been known down, 0 when none is."
+    );
+}
+
+/// Series that alerts watch exist from the start, at 0, so that a rate()
+/// over them works before the first incident.
+fn zero_watched_series() {
+    for op in [Op::Check, Op::Peek] {
+        for result in ["allowed", "rejected"] {
+            counter!(DECISIONS, "op" => op.as_str(), "result" => result).increment(0);
+        }
+        counter!(DEGRADED, "op" => op.as_str()).increment(0);
     }
 }
 

@@ -16,6 +16,40 @@ const BLOCKED_REFUSALS: &str = "slidelog_blocked_refusals_total";
 const BLOCKS_ACTIVE: &str = "slidelog_blocks_active";
 const OVERRIDES_ACTIVE: &str = "slidelog_overrides_active";
 
+/// Describes the series and registers them at 0 (the dashboard's panels
+/// and a rate() over them work before the first block).
+pub(super) fn describe() {
+    use metrics::{describe_counter, describe_gauge};
+    describe_counter!(
+        BLOCKS,
+        "Blocks put, deleted, or set by a limit's block_ms (penalty), by op."
+    );
+    describe_counter!(OVERRIDES, "Overrides put or deleted, by op.");
+    describe_counter!(
+        BLOCKED_REFUSALS,
+        "Decisions refused because the key is blocked, by op."
+    );
+    describe_gauge!(
+        BLOCKS_ACTIVE,
+        "Blocks the store holds (read after each change through this instance)."
+    );
+    describe_gauge!(
+        OVERRIDES_ACTIVE,
+        "Overrides the store holds (read after each change through this instance)."
+    );
+    for op in ["put", "delete", "penalty"] {
+        counter!(BLOCKS, "op" => op).increment(0);
+    }
+    for op in ["put", "delete"] {
+        counter!(OVERRIDES, "op" => op).increment(0);
+    }
+    for op in [Op::Check, Op::Peek] {
+        counter!(BLOCKED_REFUSALS, "op" => op.as_str()).increment(0);
+    }
+    gauge!(BLOCKS_ACTIVE).set(0.0);
+    gauge!(OVERRIDES_ACTIVE).set(0.0);
+}
+
 impl Metrics {
     /// Counts a change of a block or an override.
     pub fn control(&self, what: &'static str, op: &'static str) {
