@@ -3,7 +3,7 @@
 //! they stand, which both answer (the deciding limit and every limit's
 //! state, [`standing_each`]). The reference every store agrees with.
 
-use super::{Verdict, deciding, judge};
+use super::{Verdict, counted_at, deciding, first_live_for, judge, tier};
 use crate::{
     Counts, Decision, Detailed, Limit, LimitState, Log, Receipt, ReceiptError, RecordRef, Request,
     Settled,
@@ -62,7 +62,7 @@ pub fn standing_each(log: &Log, now: u64, limits: &[Limit]) -> Detailed {
 /// The [`standing`] fields of the deciding verdict `v` (of cost 1).
 fn decision_of(log: &Log, now: u64, v: &Verdict<'_>) -> Decision {
     let window = v.limit.window_ms();
-    let start = log.first_live(now, window);
+    let start = first_live_for(log, now, v.limit);
     Decision {
         allowed: v.wait.is_none(),
         limit: v.limit.max(),
@@ -72,7 +72,7 @@ fn decision_of(log: &Log, now: u64, v: &Verdict<'_>) -> Decision {
         retry_after_ms: v.wait.unwrap_or(0),
         reset_after_ms: log
             .newest_unit(start, v.position)
-            .map_or(0, |n| (n + window).saturating_sub(now)),
+            .map_or(0, |n| (counted_at(n, v.limit) + window).saturating_sub(now)),
         degraded: false,
         record: None,
     }
@@ -89,6 +89,7 @@ fn decision_of(log: &Log, now: u64, v: &Verdict<'_>) -> Decision {
 /// change ([`standing_each`]).
 pub fn settle(log: &mut Log, now: u64, request: &Request, receipt: &Receipt) -> Settled {
     log.expire(now, request.longest_window_ms());
+    tier::rebucket(log, now, request.limits(), true);
     let refused = receipt.spend().and_then(|spend| {
         if log.is_spent(spend.nonce) {
             Some(ReceiptError::Spent)
@@ -96,8 +97,12 @@ pub fn settle(log: &mut Log, now: u64, request: &Request, receipt: &Receipt) -> 
             (!log.can_spend(now)).then_some(ReceiptError::TooManySettles)
         }
     });
-    let settled =
-        refused.is_none() && log.settle_share(receipt.ts(), receipt.costs(), request.costs());
+    // The record is where it was stored, or in a coarse tier since
+    // (docs/design.md §1.1).
+    let settled = refused.is_none()
+        && tier::homes(receipt.ts(), request.limits())
+            .into_iter()
+            .any(|ts| log.settle_share(ts, receipt.costs(), request.costs()));
     if let Some(spend) = receipt.spend().filter(|_| settled) {
         // Room was checked above: the nonce is kept (or the log emptied,
         // and no receipt can settle on it).
@@ -125,7 +130,7 @@ pub fn settle(log: &mut Log, now: u64, request: &Request, receipt: &Receipt) -> 
 /// max or more live units.
 pub fn charge_merges(log: &Log, now: u64, request: &Request) -> bool {
     request.limits().iter().enumerate().any(|(p, limit)| {
-        let start = log.first_live(now, limit.window_ms());
+        let start = first_live_for(log, now, limit);
         request.cost_for(p) > 0 && log.units_from(start, p) >= limit.max()
     })
 }
@@ -142,11 +147,16 @@ pub fn charge_merges(log: &Log, now: u64, request: &Request) -> bool {
 pub fn charge(log: &mut Log, now: u64, request: &Request) -> Detailed {
     log.expire(now, request.longest_window_ms());
     let record = request.costs().iter().any(|&c| c > 0).then(|| {
+        let at = request.stored_at(now);
         let ts = if charge_merges(log, now, request) {
-            log.merge_into_newest(now, request.costs())
+            // Which record is the newest must not depend on when the
+            // tiers were last rebuilt.
+            tier::rebucket(log, now, request.limits(), true);
+            log.merge_into_newest(at, request.costs())
         } else {
-            log.append(now, request.costs());
-            now
+            tier::rebucket(log, now, request.limits(), false);
+            log.append(at, request.costs());
+            at
         };
         log.raise_horizon(request.longest_window_ms());
         RecordRef { ts, id: None }
