@@ -247,7 +247,7 @@ fn span_ms(text: &str) -> Option<u64> {
         count.parse().ok()?
     };
     let unit_ms = unit_ms(&unit.trim().to_ascii_lowercase())?;
-    Some(count.checked_mul(unit_ms).unwrap_or(u64::MAX))
+    Some(count.saturating_mul(unit_ms))
 }
 
 /// `"<max>/<window>"` or `"<max> per <window>"` (the Python `limits`
