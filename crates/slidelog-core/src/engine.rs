@@ -12,7 +12,9 @@
 
 pub use crate::log::Log;
 pub use all::decide_all;
-pub use usage::{charge, charge_merges, settle, standing, standing_each};
+pub use tier::{Rounds, homes, rebucket};
+
+pub use usage::{charge, charge_merges, settle, settle_home, standing, standing_each};
 
 mod all;
 mod tier;
@@ -258,8 +260,17 @@ fn prepare(log: &mut Log, now: u64, request: &Request) {
 fn record(log: &mut Log, now: u64, request: &Request) -> RecordRef {
     let ts = request.stored_at(now);
     log.append(ts, request.costs());
-    log.raise_horizon(request.longest_window_ms());
+    log.raise_horizon(keep_from(now, ts, request));
     RecordRef { ts, id: None }
+}
+
+/// The horizon a request that recorded at `ts` (at `now`) raises: its keep,
+/// counted from `now` as if from `ts` (so a replica that replays the record
+/// at `ts` with this window expires what the decision expired, docs/design.md
+/// §1.1). The longest window itself for exact limits.
+#[inline]
+pub fn keep_from(now: u64, ts: u64, request: &Request) -> u64 {
+    request.longest_window_ms() + ts.saturating_sub(now)
 }
 
 /// One full check on a log: drop expired records (for the longer of the

@@ -83,9 +83,10 @@ fn movable_end(log: &Log, tier: &Tier, now: u64) -> usize {
 /// charge about to merge into the newest one, need a log that does not
 /// depend on when the last rebuild was. Exact for `limits`: no decision of
 /// theirs changes.
-pub(crate) fn rebucket(log: &mut Log, now: u64, limits: &[Limit], force: bool) {
+pub fn rebucket(log: &mut Log, now: u64, limits: &[Limit], force: bool) -> Rounds {
+    let mut rounds = Rounds::new();
     if !force && log.len() < MIN_GAIN {
-        return;
+        return rounds;
     }
     for tier in tiers(limits) {
         let end = movable_end(log, &tier, now);
@@ -105,14 +106,22 @@ pub(crate) fn rebucket(log: &mut Log, now: u64, limits: &[Limit], force: bool) {
             gain * 4 >= log.len() + MIN_GAIN
         };
         if due {
+            let through = round_up(log.ts(end - 1), tier.granule);
             log.round_front(end, tier.granule);
+            rounds.push((through, tier.granule));
         }
     }
+    rounds
 }
+
+/// The re-bucketings one call made, in order: every record at or before
+/// the first time was rounded up to a multiple of the second (what a
+/// replica replays, [`Log::round_through`]).
+pub type Rounds = SmallVec<[(u64, u64); 2]>;
 
 /// Where a record first stored at `ts` may be now: `ts` itself, then its
 /// time in each tier's granule (finest tier first).
-pub(crate) fn homes(ts: u64, limits: &[Limit]) -> SmallVec<[u64; 3]> {
+pub fn homes(ts: u64, limits: &[Limit]) -> SmallVec<[u64; 3]> {
     let mut homes: SmallVec<[u64; 3]> = SmallVec::new();
     homes.push(ts);
     for tier in tiers(limits).iter().rev() {

@@ -3,7 +3,7 @@
 //! they stand, which both answer (the deciding limit and every limit's
 //! state, [`standing_each`]). The reference every store agrees with.
 
-use super::{Verdict, counted_at, deciding, first_live_for, judge, tier};
+use super::{Verdict, counted_at, deciding, first_live_for, judge, keep_from, tier};
 use crate::{
     Counts, Decision, Detailed, Limit, LimitState, Log, Receipt, ReceiptError, RecordRef, Request,
     Settled,
@@ -97,12 +97,9 @@ pub fn settle(log: &mut Log, now: u64, request: &Request, receipt: &Receipt) -> 
             (!log.can_spend(now)).then_some(ReceiptError::TooManySettles)
         }
     });
-    // The record is where it was stored, or in a coarse tier since
-    // (docs/design.md §1.1).
     let settled = refused.is_none()
-        && tier::homes(receipt.ts(), request.limits())
-            .into_iter()
-            .any(|ts| log.settle_share(ts, receipt.costs(), request.costs()));
+        && settle_home(log, receipt, request)
+            .is_some_and(|ts| log.settle_share(ts, receipt.costs(), request.costs()));
     if let Some(spend) = receipt.spend().filter(|_| settled) {
         // Room was checked above: the nonce is kept (or the log emptied,
         // and no receipt can settle on it).
@@ -123,6 +120,25 @@ pub fn settle(log: &mut Log, now: u64, request: &Request, receipt: &Receipt) -> 
         limits,
         refused,
     }
+}
+
+/// Where the record `receipt` names is now: where it was stored, or its
+/// time in a coarse tier since (docs/design.md §1.1), the first of them
+/// holding a record whose costs hold the receipt's share. `None`: gone.
+pub fn settle_home(log: &Log, receipt: &Receipt, request: &Request) -> Option<u64> {
+    tier::homes(receipt.ts(), request.limits())
+        .into_iter()
+        .find(|&ts| {
+            log.find_ts(ts).is_some_and(|j| {
+                let share = receipt.costs();
+                (0..crate::MAX_LIMITS).all(|p| {
+                    let want = share[p.min(share.len() - 1)];
+                    // As `Log::settle_share` compares them (a saturated
+                    // cost holds any share).
+                    log.cost(j, p) >= want.min(u64::from(u32::MAX))
+                })
+            })
+        })
 }
 
 /// True when a charge of `request` at `now` merges into the newest record
@@ -158,7 +174,7 @@ pub fn charge(log: &mut Log, now: u64, request: &Request) -> Detailed {
             log.append(at, request.costs());
             at
         };
-        log.raise_horizon(request.longest_window_ms());
+        log.raise_horizon(keep_from(now, at, request));
         RecordRef { ts, id: None }
     });
     let mut each = standing_each(log, now, request.limits());

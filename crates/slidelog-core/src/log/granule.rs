@@ -46,4 +46,11 @@ impl Log {
         *self = rebuilt;
         before - self.len()
     }
+
+    /// [`round_front`](Self::round_front) of every record at or before
+    /// `through_ms`: a re-bucketing replayed from its record.
+    pub fn round_through(&mut self, through_ms: u64, granule_ms: u64) -> usize {
+        let end = self.count_through(through_ms);
+        self.round_front(end, granule_ms)
+    }
 }

@@ -23,6 +23,9 @@ fn up(t: u64, g: u64) -> u64 {
 pub struct Model {
     pub limits: Vec<Limit>,
     pub log: Vec<Record>,
+    /// How long records are kept: the request's keep counted from its
+    /// stored time (at most a granule past its `now`), until the log empties.
+    pub horizon: u64,
 }
 
 impl Model {
@@ -30,6 +33,7 @@ impl Model {
         Self {
             limits,
             log: Vec::new(),
+            horizon: 0,
         }
     }
 
@@ -98,8 +102,20 @@ impl Model {
     }
 
     fn expire(&mut self, now: u64) {
-        let keep = self.keep();
+        let keep = self.keep().max(self.horizon);
         self.log.retain(|(s, _)| s + keep > now);
+        self.forget_if_empty();
+    }
+
+    fn forget_if_empty(&mut self) {
+        if self.log.is_empty() {
+            self.horizon = 0;
+        }
+    }
+
+    /// A record stored at `ts` at `now` keeps the log that long.
+    fn raise(&mut self, now: u64, ts: u64) {
+        self.horizon = self.horizon.max(self.keep() + ts - now);
     }
 
     fn add(&mut self, ts: u64, costs: [u64; 3]) {
@@ -164,6 +180,7 @@ impl Model {
             if record {
                 let ts = up(now, self.granule());
                 self.add(ts, costs);
+                self.raise(now, ts);
                 d.record = Some(RecordRef { ts, id: None });
             }
         }
@@ -249,6 +266,7 @@ impl Model {
             *c = [0, 1, 2].map(|p| c[p] - share[p] + costs[p]);
             if *c == [0; 3] {
                 self.log.remove(j);
+                self.forget_if_empty();
             }
             if costs != [0; 3] {
                 record = Some(RecordRef { ts, id: None });
@@ -290,6 +308,7 @@ impl Model {
                     at
                 }
             };
+            self.raise(now, at);
             record = Some(RecordRef { ts, id: None });
         }
         let (mut d, each) = self.standing(now);
