@@ -119,6 +119,11 @@ pub fn rebucket(log: &mut Log, now: u64, limits: &[Limit], force: bool) -> Round
 /// replica replays, [`Log::round_through`]).
 pub type Rounds = SmallVec<[(u64, u64); 2]>;
 
+/// True when some records of `limits` move to a coarse tier.
+pub fn has_tiers(limits: &[Limit]) -> bool {
+    !tiers(limits).is_empty()
+}
+
 /// Where a record first stored at `ts` may be now: `ts` itself, then its
 /// time in each tier's granule (finest tier first).
 pub fn homes(ts: u64, limits: &[Limit]) -> SmallVec<[u64; 3]> {
