@@ -133,3 +133,14 @@ fn mixed_granularities_keep_the_day_at_minutes() {
     let d = evaluate_each(&log, start + 600_000, &r);
     assert_eq!(d.limits[1].counts.unwrap().count, 6_000 + 1);
 }
+
+#[test]
+fn the_limit_syntax_takes_a_granularity_after_an_at() {
+    let limits =
+        slidelog_core::limit::parse_list("100/1m@1s, tokens=100000/day@1m, 5/500ms").unwrap();
+    let g: Vec<u64> = limits.iter().map(Limit::granularity_ms).collect();
+    assert_eq!(g, [1_000, 60_000, 1]);
+    let err = "10/1s@300ms".parse::<Limit>().unwrap_err();
+    assert!(err.to_string().contains("granularity_ms"), "{err}");
+    assert!("10/1s@".parse::<Limit>().is_err());
+}
