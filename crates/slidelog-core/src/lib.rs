@@ -28,6 +28,7 @@ pub mod codec;
 pub mod decision;
 pub mod engine;
 pub mod error;
+pub mod floor;
 pub mod limit;
 pub mod log;
 pub mod name;
@@ -43,6 +44,7 @@ pub use checks::{Checks, JointDecision, MAX_CHECKS, RefusedBy};
 pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock, TimeMode};
 pub use decision::{Counts, Decision, Detailed, LimitState};
 pub use error::{FullLimit, InputError, StoreError};
+pub use floor::{FloorError, GranularityFloor};
 pub use limit::{
     Limit, LimitParseError, MAX_COST, MAX_KEY_BYTES, MAX_LIMITS, MAX_MAX, MAX_WINDOW_MS, Request,
 };

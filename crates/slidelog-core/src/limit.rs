@@ -97,16 +97,15 @@ impl Limit {
         self.granularity_ms
     }
 
-    /// The same limit with its granularity raised to the operator's floor
-    /// `fraction` of its window (docs/design.md §1.1): when the granularity
-    /// is below `window_ms * fraction`, the smallest divisor of `window_ms`
-    /// at or above it. A granularity at or above the floor is kept.
-    pub fn with_floor(self, fraction: f64) -> Self {
-        let floor = (self.window_ms as f64 * fraction).ceil() as u64;
-        if self.granularity_ms >= floor {
+    /// The same limit with its granularity raised to `floor_ms` (an
+    /// operator's floor, [`crate::GranularityFloor`]): when it is below, to
+    /// the smallest divisor of `window_ms` at or above `floor_ms`. A
+    /// granularity at or above the floor is kept.
+    pub fn with_floor_ms(self, floor_ms: u64) -> Self {
+        if self.granularity_ms >= floor_ms {
             return self;
         }
-        let granularity_ms = smallest_divisor_from(self.window_ms, floor);
+        let granularity_ms = smallest_divisor_from(self.window_ms, floor_ms);
         Self {
             granularity_ms,
             ..self
@@ -573,6 +572,16 @@ impl Request {
     /// itself for exact limits.
     pub fn longest_window_ms(&self) -> u64 {
         self.longest_window_ms
+    }
+
+    /// The same request under `limits` (the same windows and maxes, other
+    /// granularities: an operator's floor), its costs kept.
+    pub(crate) fn with_limits(&self, limits: Vec<Limit>) -> Self {
+        debug_assert_eq!(limits.len(), self.limits.len());
+        let mut request = Self::validated(self.key.clone(), SmallVec::from_vec(limits), 1)
+            .expect("the same windows and maxes validate again");
+        request.costs = self.costs.clone();
+        request
     }
 
     /// The same request with another cost for every limit (validated again).

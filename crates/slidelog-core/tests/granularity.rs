@@ -90,19 +90,35 @@ fn a_bad_granularity_names_the_field_and_the_bound() {
 
 #[test]
 fn the_operator_floor_raises_to_the_smallest_divisor() {
+    use slidelog_core::GranularityFloor;
+    let floor = |text: &str| text.parse::<GranularityFloor>().unwrap();
     let minute = Limit::new(10, 60_000).unwrap();
-    assert_eq!(minute.with_floor(1.0 / 600.0).granularity_ms(), 100);
-    assert_eq!(minute.with_floor(0.001).granularity_ms(), 60);
+    assert_eq!(floor("1/600").limit(minute).granularity_ms(), 100);
+    assert_eq!(floor("0.001").limit(minute).granularity_ms(), 60);
     // 7 ms has no divisor from 3 to 6: raised to 7.
-    assert_eq!(
-        Limit::new(1, 7).unwrap().with_floor(0.4).granularity_ms(),
-        7
-    );
+    let seven = Limit::new(1, 7).unwrap();
+    assert_eq!(floor("0.4").limit(seven).granularity_ms(), 7);
     let coarse = minute.with_granularity(1_000).unwrap();
-    assert_eq!(coarse.with_floor(0.001).granularity_ms(), 1_000);
+    assert_eq!(floor("0.001").limit(coarse).granularity_ms(), 1_000);
     // A prime window over a day: the search ends.
     let prime = Limit::new(1, 86_400_013).unwrap();
-    assert_eq!(prime.with_floor(0.5).granularity_ms(), 86_400_013);
+    assert_eq!(floor("1/2").limit(prime).granularity_ms(), 86_400_013);
+    for bad in ["0", "1.5", "2/1", "-1", "x", "1/0", ""] {
+        let err = bad.parse::<GranularityFloor>().unwrap_err();
+        assert!(err.to_string().contains("(0, 1]"), "{err}");
+    }
+    // A request: raised limits, costs and key kept.
+    let r = Request::with_costs(
+        "k",
+        vec![minute, Limit::new(100, 1_000).unwrap()],
+        vec![1, 40],
+    )
+    .unwrap();
+    let raised = floor("1/100").request(&r).unwrap();
+    let g: Vec<u64> = raised.limits().iter().map(Limit::granularity_ms).collect();
+    assert_eq!((g, raised.costs().to_vec()), (vec![600, 10], vec![1, 40]));
+    assert_eq!(raised.granule_ms(), 10);
+    assert!(floor("1/100").request(&raised).is_none());
 }
 
 #[test]

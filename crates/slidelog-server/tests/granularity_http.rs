@@ -71,3 +71,30 @@ async fn a_bad_granularity_is_a_400_naming_the_field_and_the_bound() {
         assert!(error.contains("1000"), "{error}");
     }
 }
+
+#[tokio::test]
+async fn the_operator_floor_raises_the_granularity_and_says_so() {
+    use slidelog_server::app::App;
+    use std::sync::Arc;
+    let store = Arc::new(slidelog_memory::MemoryStore::new());
+    let floor: slidelog::GranularityFloor = "1/600".parse().unwrap();
+    let app = App::with_builder(store, trusting(), |b| b.min_granularity(floor));
+    let server = common::start(app).await;
+    let http = client();
+    // 60 s at 1 ms asked: raised to 100 ms, and the answer says so.
+    let body = json!({"key": "f", "max": 2, "window_ms": 60000, "now_ms": 1_050});
+    let r = post_json(&http, server.url("/v1/check"), &body).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let answer: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(answer["limits"][0]["granularity_ms"], 100, "{answer}");
+    assert_eq!(answer["reset_after_ms"], 1_100 + 60_000 - 1_050, "{answer}");
+    // Above the floor: kept.
+    let body =
+        json!({"key": "f2", "max": 2, "window_ms": 60000, "granularity_ms": 1000, "now_ms": 1_050});
+    let answer: serde_json::Value = post_json(&http, server.url("/v1/check"), &body)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["limits"][0]["granularity_ms"], 1000, "{answer}");
+}

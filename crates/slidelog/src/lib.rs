@@ -80,9 +80,10 @@ pub use limiter::{
 pub use middleware::RateLimitLayer;
 pub use slidelog_core::limit;
 pub use slidelog_core::{
-    BoundError, Bounds, Checks, Counts, Decision, Detailed, FullLimit, InputError, JointDecision,
-    Limit, LimitParseError, LimitState, MAX_RECEIPT_TTL_MS, Mode, Now, Receipt, ReceiptError,
-    ReceiptKey, RecordRef, RefusedBy, Request, Settled, StoreError, TimeMode,
+    BoundError, Bounds, Checks, Counts, Decision, Detailed, FloorError, FullLimit,
+    GranularityFloor, InputError, JointDecision, Limit, LimitParseError, LimitState,
+    MAX_RECEIPT_TTL_MS, Mode, Now, Receipt, ReceiptError, ReceiptKey, RecordRef, RefusedBy,
+    Request, Settled, StoreError, TimeMode,
 };
 pub use url::OpenError;
 

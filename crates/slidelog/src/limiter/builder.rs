@@ -42,6 +42,8 @@ pub struct LimiterBuilder {
     receipts: Option<Arc<ReceiptKey>>,
     /// The local policy's journal cap.
     journal_cap: usize,
+    /// The granularity floor ([`LimiterBuilder::min_granularity`]).
+    floor: Option<slidelog_core::GranularityFloor>,
 }
 
 impl Default for LimiterBuilder {
@@ -55,6 +57,7 @@ impl Default for LimiterBuilder {
             rejections: Setting::default(),
             receipts: None,
             journal_cap: super::DEFAULT_JOURNAL_CAP,
+            floor: None,
         }
     }
 }
@@ -67,6 +70,17 @@ impl LimiterBuilder {
     /// store in this process's memory, which answers without I/O.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Raises every request's granularity to `floor`, a fraction of each
+    /// limit's window (docs/design.md §1.1: `slidelog serve
+    /// --min-granularity 1/600`): below it, to the smallest divisor of the
+    /// window at or above it. The answers' limits report the granularity
+    /// used. So callers who choose their limits cannot make a key hold
+    /// more than about `1 / fraction` records per limit.
+    pub fn min_granularity(mut self, floor: slidelog_core::GranularityFloor) -> Self {
+        self.floor = Some(floor);
         self
     }
 
@@ -242,6 +256,7 @@ impl LimiterBuilder {
                 names: Default::default(),
             }),
             bounds: self.bounds,
+            floor: self.floor,
         }
     }
 }
