@@ -28,7 +28,8 @@ struct Tier {
     granule: u64,
 }
 
-/// The tiers of `limits`, coarsest first; none when every limit's
+/// The tiers of `limits`, coarsest first (each tier's granules coarsest
+/// first); none when every limit's
 /// granularity is a multiple of one granule already (one limit, or equal
 /// granularities: the records are stored at it).
 fn tiers(limits: &[Limit]) -> SmallVec<[Tier; 2]> {
@@ -43,8 +44,15 @@ fn tiers(limits: &[Limit]) -> SmallVec<[Tier; 2]> {
     order.sort_unstable();
     for k in (1..order.len()).rev() {
         let granule = order[k..].iter().map(|l| l.1).reduce(gcd).unwrap_or(1);
-        let finest = order[..k].iter().map(|l| l.1).fold(granule, gcd);
-        if granule > finest {
+        // The next finer tier's granule (all limits' gcd below tier 1).
+        let next = order[k - 1..].iter().map(|l| l.1).reduce(gcd).unwrap_or(1);
+        // The tier's granule and a chain of its divisors down to the next
+        // tier's (each dividing the one before, so one nested chain over
+        // all tiers): a record moves to the coarsest one that no finer
+        // limit can see it at, so the records of the current coarse granule
+        // are not all held at the finest until it is over (a minute of
+        // 10 ms granules under a per-day limit).
+        for granule in chain(granule, next) {
             tiers.push(Tier {
                 finer: order[..k].into(),
                 granule,
@@ -52,6 +60,23 @@ fn tiers(limits: &[Limit]) -> SmallVec<[Tier; 2]> {
         }
     }
     tiers
+}
+
+/// `top`, then `top` divided by its smallest prime factor over `bottom`,
+/// and so on while above `bottom` (`bottom` divides `top`). A factor above
+/// 1,000 ends the chain: the search stays cheap.
+fn chain(top: u64, bottom: u64) -> SmallVec<[u64; 8]> {
+    let mut out = SmallVec::new();
+    let mut d = top;
+    while d > bottom {
+        out.push(d);
+        let rest = d / bottom;
+        match (2..=1_000u64.min(rest)).find(|p| rest.is_multiple_of(*p)) {
+            Some(p) => d /= p,
+            None => break,
+        }
+    }
+    out
 }
 
 /// True when a record at `ts`, moved to `tier`'s granule, counts in none of

@@ -19,6 +19,25 @@ fn up(t: u64, g: u64) -> u64 {
     t.div_ceil(g) * g
 }
 
+/// The granules records that limits `..k` (by window) no longer count
+/// may move to, coarsest first: the longer limits' gcd, then divided by
+/// its smallest prime factor over the next tier's granule, step by step.
+fn tier_granules(order: &[(u64, u64)], k: usize) -> Vec<u64> {
+    let top = order[k..].iter().fold(0, |a, l| gcd(a, l.1));
+    let bottom = order[k - 1..].iter().fold(0, |a, l| gcd(a, l.1));
+    let mut out = Vec::new();
+    let mut d = top;
+    while d > bottom {
+        out.push(d);
+        let rest = d / bottom;
+        match (2..=1_000u64.min(rest)).find(|p| rest % p == 0) {
+            Some(p) => d /= p,
+            None => break,
+        }
+    }
+    out
+}
+
 /// One key's log under one set of limits.
 pub struct Model {
     pub limits: Vec<Limit>,
@@ -137,12 +156,13 @@ impl Model {
         order.sort_unstable();
         let old = std::mem::take(&mut self.log);
         for (mut s, c) in old {
-            for k in (1..order.len()).rev() {
-                let granule = order[k..].iter().fold(0, |a, l| gcd(a, l.1));
-                let moved = up(s, granule);
-                if order[..k].iter().all(|&(w, g)| up(moved, g) + w <= now) {
-                    s = moved;
-                    break;
+            'tiers: for k in (1..order.len()).rev() {
+                for granule in tier_granules(&order, k) {
+                    let moved = up(s, granule);
+                    if order[..k].iter().all(|&(w, g)| up(moved, g) + w <= now) {
+                        s = moved;
+                        break 'tiers;
+                    }
                 }
             }
             self.add(s, c);
@@ -239,7 +259,7 @@ impl Model {
         order.sort_unstable();
         let mut homes = vec![ts];
         for k in 1..order.len() {
-            homes.push(up(ts, order[k..].iter().fold(0, |a, l| gcd(a, l.1))));
+            homes.extend(tier_granules(&order, k).into_iter().map(|g| up(ts, g)));
         }
         homes
     }
