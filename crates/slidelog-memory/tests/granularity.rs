@@ -81,3 +81,39 @@ fn bytes_per_hot_key() {
     let (bytes, records) = hot_key(vec![day], 86_400, 1_000, 1);
     println!("24 h at 1 min: {records} records, {bytes} B per key");
 }
+
+/// The mean time of a recorded check on one hot key whose log holds
+/// `granules` records (one per granule of 10 ms, the window 10 ms ×
+/// `granules`), measured over 200,000 checks that each land in the current
+/// granule (so the log keeps its size).
+fn check_ns(granules: u64) -> f64 {
+    let store = MemoryStore::new();
+    let window = 10 * granules;
+    let limit = Limit::new(10_000_000, window)
+        .unwrap()
+        .with_granularity(10)
+        .unwrap();
+    let r = Request::new("hot", vec![limit], 1).unwrap();
+    let start = 1_700_000_000_000u64;
+    for g in 0..granules {
+        store.decide_at(&r, Mode::Record, start + 10 * g).unwrap();
+    }
+    let now = start + 10 * granules;
+    let n = 200_000u32;
+    let t = std::time::Instant::now();
+    for i in 0..n {
+        // Within one granule: the log neither grows nor expires.
+        let d = store
+            .decide_at(&r, Mode::Record, now + u64::from(i % 10))
+            .unwrap();
+        assert!(d.allowed);
+    }
+    t.elapsed().as_nanos() as f64 / f64::from(n)
+}
+
+#[test]
+#[ignore = "a measurement: cargo test --release -p slidelog-memory --test granularity -- --ignored --nocapture"]
+fn a_hot_key_s_check_does_not_grow_with_its_granules() {
+    let (one, many) = (check_ns(1), check_ns(100_000));
+    println!("check on a key of 1 granule: {one:.0} ns; of 100,000 granules: {many:.0} ns");
+}
