@@ -184,3 +184,74 @@ fn a_bad_granularity_is_refused_by_name() {
         assert!(err.to_string().contains(text), "{err}");
     }
 }
+
+/// `MEMORY USAGE` of one hot key after `per_ms` checks every `every_ms`
+/// for `seconds` under `max` per `window` at `g` (pipelined, at explicit
+/// times an hour behind the server's clock), and its records.
+fn hot_key_bytes(
+    conn: &mut redis::Connection,
+    key: &str,
+    (window, g): (u64, u64),
+    seconds: u64,
+    (every_ms, per_ms): (u64, u64),
+) -> (i64, i64) {
+    let start = wall_ms() / 60_000 * 60_000 - 3_600_000 - window;
+    let limit = format!("{window}@{g}");
+    let mut pipe = redis::pipe();
+    let mut queued = 0;
+    for ms in (0..seconds * 1_000).step_by(every_ms as usize) {
+        for _ in 0..per_ms {
+            pipe.cmd("SLIDELOG.CHECK")
+                .arg(key)
+                .arg("RECORD")
+                .arg(start + ms)
+                .arg(0)
+                .arg(1)
+                .arg(10_000_000)
+                .arg(&limit)
+                .arg(1)
+                .ignore();
+            queued += 1;
+            if queued == 2_000 {
+                let () = pipe.query(conn).unwrap();
+                pipe = redis::pipe();
+                queued = 0;
+            }
+        }
+    }
+    if queued > 0 {
+        let () = pipe.query(conn).unwrap();
+    }
+    let bytes: i64 = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg(key)
+        .query(conn)
+        .unwrap();
+    let info: std::collections::HashMap<String, i64> =
+        redis::cmd("SLIDELOG.INFO").arg(key).query(conn).unwrap();
+    (bytes, info["records"])
+}
+
+#[test]
+#[ignore = "a measurement: cargo test --release -p slidelog-module --test granularity -- --ignored --nocapture"]
+fn bytes_per_hot_key_on_the_module() {
+    // Redis only: Valkey's MEMORY USAGE of a module type is the module's
+    // own `mem_usage`, the same code.
+    for kind in [ServerKind::Redis] {
+        let server = server(kind);
+        let mut conn = server.client();
+        for g in [1, 10, 100, 1_000] {
+            let key = format!("hot:{g}");
+            let (bytes, records) = hot_key_bytes(&mut conn, &key, (60_000, g), 60, (1, 10));
+            println!("{kind:?} 60 s at {g} ms: {records} records, MEMORY USAGE {bytes} B");
+        }
+        let (bytes, records) = hot_key_bytes(
+            &mut conn,
+            "hot:day",
+            (86_400_000, 60_000),
+            86_400,
+            (1_000, 1),
+        );
+        println!("{kind:?} 24 h at 1 min: {records} records, MEMORY USAGE {bytes} B");
+    }
+}
