@@ -160,3 +160,65 @@ fn the_limit_syntax_takes_a_granularity_after_an_at() {
     assert!(err.to_string().contains("granularity_ms"), "{err}");
     assert!("10/1s@".parse::<Limit>().is_err());
 }
+
+/// The cases the differential run found while the tiers were written
+/// (proptest keeps no regression file for an integration test), replayed.
+#[test]
+fn the_differential_run_s_past_failures_pass() {
+    use granular::run::Op::{Charge, Check, Peek, Settle, Step};
+    let l = |m: u64, w: u64, g: u64| Limit::new(m, w).unwrap().with_granularity(g).unwrap();
+    let one = [1, 1, 1];
+    let steps = |s: &[i64]| s.iter().map(|&d| Step(d)).collect::<Vec<_>>();
+    let mut cases = Vec::new();
+    // A moved record counting again after a step back; a settle of an expired one.
+    let mut ops = steps(&[53, 5, 46, 63, 124, 5, 14, 93, 7, 46, 12, 13, 78]);
+    ops.push(Check(one));
+    ops.extend(steps(&[56, 17, 137, -6, 68, 30]));
+    ops.extend([
+        Check(one),
+        Step(71),
+        Check(one),
+        Step(-2),
+        Settle(0, [0, 0, 0]),
+    ]);
+    cases.push((vec![l(1, 300, 10), l(1, 60, 6)], ops));
+    // A settle of a record moved to its tier, twice, then of its receipt.
+    let mut ops = vec![Check(one)];
+    ops.extend(steps(&[78, 23, 9, 95]));
+    ops.extend([
+        Check(one),
+        Settle(0, [1, 1, 0]),
+        Step(8),
+        Settle(0, [1, 1, 0]),
+    ]);
+    ops.extend(steps(&[79, 196, -2, 171]));
+    ops.push(Settle(2, [0, 0, 0]));
+    cases.push((vec![l(2, 600, 60), l(1, 100, 1)], ops));
+    // A charge merged into the newest record, then a settle of the first.
+    let mut ops = steps(&[85, 116]);
+    ops.extend([
+        Check(one),
+        Step(172),
+        Charge([0, 1, 0]),
+        Step(137),
+        Check(one),
+    ]);
+    ops.push(Settle(2, [0, 0, 0]));
+    cases.push((vec![l(1, 10, 1), l(1, 300, 300)], ops));
+    // Three tiers whose granules must form one nested chain.
+    let mut ops = vec![Check(one), Settle(0, [0, 0, 0])];
+    ops.extend(steps(&[46, 170, 47]));
+    ops.extend([Peek(one), Peek(one), Step(85), Check(one), Step(102)]);
+    ops.extend([
+        Settle(1, [1, 0, 0]),
+        Step(161),
+        Check(one),
+        Charge([0, 0, 1]),
+    ]);
+    ops.extend(steps(&[181, 169, 27, 110, 142]));
+    ops.push(Settle(3, [0, 1, 0]));
+    cases.push((vec![l(1, 600, 20), l(4, 600, 300), l(1, 10, 1)], ops));
+    for (limits, ops) in cases {
+        run(&mut Engine(Log::new()), limits, ops).unwrap();
+    }
+}
