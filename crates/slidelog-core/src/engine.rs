@@ -12,10 +12,14 @@
 
 pub use crate::log::Log;
 pub use all::decide_all;
-pub use usage::{charge, charge_merges, settle, standing, standing_each};
+pub use tier::{Rounds, has_tiers, homes, rebucket};
+
+pub use usage::{charge, charge_merges, settle, settle_home, standing, standing_each};
 
 mod all;
+mod tier;
 mod usage;
+use crate::limit::round_up;
 use crate::{Counts, Decision, Detailed, Limit, LimitState, RecordRef, Request};
 use smallvec::SmallVec;
 
@@ -45,7 +49,7 @@ impl Verdict<'_> {
 // decision fewer (callgrind), which the `#[inline]` hint alone did not get.
 #[inline(always)]
 fn judge<'a>(log: &Log, now: u64, limit: &'a Limit, position: usize, cost: u64) -> Verdict<'a> {
-    let start = log.first_live(now, limit.window_ms());
+    let start = first_live_for(log, now, limit);
     let live = log.units_from(start, position);
     let wait = (live + cost > limit.max()).then(|| {
         // The k-th oldest live unit must expire before the request fits:
@@ -56,7 +60,8 @@ fn judge<'a>(log: &Log, now: u64, limit: &'a Limit, position: usize, cost: u64) 
             // one window, never a search past the log's end.
             return limit.window_ms();
         }
-        log.kth_unit_ts(start, position, k) + limit.window_ms() - now
+        let g = limit.granularity_ms();
+        round_up(log.kth_unit_ts(start, position, k), g) + limit.window_ms() - now
     });
     Verdict {
         limit,
@@ -65,6 +70,23 @@ fn judge<'a>(log: &Log, now: u64, limit: &'a Limit, position: usize, cost: u64) 
         cost,
         wait,
     }
+}
+
+/// The first record that counts in `limit` at `now`: a record stored at
+/// `s` counts as if at `ceil(s/g)*g`, live iff that is after `now - w`,
+/// which is `s > floor(now/g)*g - w` as `g` divides `w` (docs/design.md
+/// §1.1): the exact rule at the last granule boundary.
+#[inline(always)]
+fn first_live_for(log: &Log, now: u64, limit: &Limit) -> usize {
+    let g = limit.granularity_ms();
+    let boundary = if g == 1 { now } else { now - now % g };
+    log.first_live(boundary, limit.window_ms())
+}
+
+/// The time a record stored at `ts` counts at in `limit`.
+#[inline(always)]
+fn counted_at(ts: u64, limit: &Limit) -> u64 {
+    round_up(ts, limit.granularity_ms())
 }
 
 /// The deciding verdict: when rejected, the violated limit with the largest
@@ -184,9 +206,14 @@ fn decision_from(v: &Verdict<'_>, counts: Counts) -> Decision {
 #[inline(always)]
 fn counts_of(log: &Log, now: u64, v: &Verdict<'_>, allowed: bool) -> Counts {
     let window = v.limit.window_ms();
-    let newest = log.newest_unit(0, v.position);
+    let newest = log
+        .newest_unit(0, v.position)
+        .map(|n| counted_at(n, v.limit));
     let (count, reset_after_ms) = if allowed {
-        let newest_after = newest.map_or(now, |n| n.max(now));
+        // The request itself counts at `now` rounded up to this limit's
+        // granularity.
+        let at = counted_at(now, v.limit);
+        let newest_after = newest.map_or(at, |n| n.max(at));
         (v.live + v.cost, newest_after + window - now)
     } else {
         let reset = newest.map_or(0, |n| (n + window).saturating_sub(now));
@@ -202,7 +229,7 @@ fn counts_of(log: &Log, now: u64, v: &Verdict<'_>, allowed: bool) -> Counts {
 
 /// [`decide_and_record`] with every limit's state beside the decision.
 pub fn decide_and_record_each(log: &mut Log, now: u64, request: &Request) -> Detailed {
-    log.expire(now, request.longest_window_ms());
+    prepare(log, now, request);
     // Taken apart and built again in the return slot: a `Detailed` kept
     // whole while the log is appended to is copied once more (a `memcpy`
     // call per decision).
@@ -211,11 +238,40 @@ pub fn decide_and_record_each(log: &mut Log, now: u64, request: &Request) -> Det
         limits,
     } = evaluate_each(log, now, request);
     if decision.allowed {
-        log.append(now, request.costs());
-        log.raise_horizon(request.longest_window_ms());
-        decision.record = Some(RecordRef { ts: now, id: None });
+        decision.record = Some(record(log, now, request));
     }
     Detailed { decision, limits }
+}
+
+/// Before a decision that may record: drop what expired for the longer of
+/// the log's horizon and the request's, and move old records to their
+/// coarse tier (docs/design.md §1.1).
+#[inline]
+fn prepare(log: &mut Log, now: u64, request: &Request) {
+    log.expire(now, request.longest_window_ms());
+    if request.limits().len() > 1 {
+        tier::rebucket(log, now, request.limits(), false);
+    }
+}
+
+/// Appends an admitted request's costs at its stored time (`now` rounded
+/// up to the request's granule, docs/design.md §1.1) and raises the
+/// horizon: the record's name.
+#[inline]
+fn record(log: &mut Log, now: u64, request: &Request) -> RecordRef {
+    let ts = request.stored_at(now);
+    log.append(ts, request.costs());
+    log.raise_horizon(keep_from(now, ts, request));
+    RecordRef { ts, id: None }
+}
+
+/// The horizon a request that recorded at `ts` (at `now`) raises: its keep,
+/// counted from `now` as if from `ts` (so a replica that replays the record
+/// at `ts` with this window expires what the decision expired, docs/design.md
+/// §1.1). The longest window itself for exact limits.
+#[inline]
+pub fn keep_from(now: u64, ts: u64, request: &Request) -> u64 {
+    request.longest_window_ms() + ts.saturating_sub(now)
 }
 
 /// One full check on a log: drop expired records (for the longer of the
@@ -224,12 +280,10 @@ pub fn decide_and_record_each(log: &mut Log, now: u64, request: &Request) -> Det
 /// if any), raising the horizon to the request's longest window. A rejected
 /// request appends nothing and leaves the horizon.
 pub fn decide_and_record(log: &mut Log, now: u64, request: &Request) -> Decision {
-    log.expire(now, request.longest_window_ms());
+    prepare(log, now, request);
     let mut decision = evaluate(log, now, request);
     if decision.allowed {
-        log.append(now, request.costs());
-        log.raise_horizon(request.longest_window_ms());
-        decision.record = Some(RecordRef { ts: now, id: None });
+        decision.record = Some(record(log, now, request));
     }
     decision
 }

@@ -29,6 +29,16 @@ pub enum InputError {
         /// The value given, in ms.
         got_ms: u64,
     },
+    /// A granularity outside 1 ..= `window_ms`, or not dividing `window_ms`.
+    #[error(
+        "granularity_ms must be between 1 and window_ms ({window_ms}) and divide window_ms, got {got}"
+    )]
+    Granularity {
+        /// The value given.
+        got: u64,
+        /// The limit's window.
+        window_ms: u64,
+    },
     /// A window that is not a whole number of milliseconds.
     #[error("window must be a whole number of milliseconds (1 ms to 366 days), got {got:?}")]
     WindowResolution {
@@ -149,6 +159,7 @@ impl InputError {
         match self {
             Self::EmptyKey | Self::KeyTooLong { .. } => "key",
             Self::Max { .. } => "max",
+            Self::Granularity { .. } => "granularity_ms",
             Self::Window { .. } | Self::WindowResolution { .. } => "window_ms",
             Self::Cost { .. } | Self::CostCount { .. } => "cost",
             Self::LimitCount { .. } => "limits",

@@ -29,6 +29,7 @@ pub mod control;
 pub mod decision;
 pub mod engine;
 pub mod error;
+pub mod floor;
 pub mod limit;
 pub mod log;
 pub mod name;
@@ -45,6 +46,7 @@ pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock, TimeMode};
 pub use control::{Block, Override, Rule};
 pub use decision::{Counts, Decision, Detailed, LimitState};
 pub use error::{FullLimit, InputError, StoreError};
+pub use floor::{FloorError, GranularityFloor};
 pub use limit::{
     Limit, LimitParseError, MAX_COST, MAX_KEY_BYTES, MAX_LIMITS, MAX_MAX, MAX_WINDOW_MS, Request,
 };

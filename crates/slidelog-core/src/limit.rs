@@ -30,8 +30,14 @@ pub use crate::name::{LimitName, MAX_NAME_BYTES};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Limit {
-    max: u64,
+    // `max` fits 32 bits (at most 10,000,000): so the granularity takes no
+    // room the limit did not already have (a `Limit` stays 56 bytes).
+    max: u32,
     window_ms: u64,
+    /// Records count in this limit at their time rounded up to a multiple
+    /// of this (1: exact milliseconds), docs/design.md §1.1.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "is_exact"))]
+    granularity_ms: u64,
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     name: Option<LimitName>,
     /// How long a key this limit refuses stays refused (0: not at all),
@@ -44,6 +50,12 @@ pub struct Limit {
 #[cfg(feature = "serde")]
 fn is_zero(ms: &u64) -> bool {
     *ms == 0
+}
+
+/// Serde: a granularity of 1 ms is the default and is not written.
+#[cfg(feature = "serde")]
+fn is_exact(granularity_ms: &u64) -> bool {
+    *granularity_ms == 1
 }
 
 impl Limit {
@@ -59,8 +71,9 @@ impl Limit {
             return Err(InputError::Window { got_ms: window_ms });
         }
         Ok(Self {
-            max,
+            max: max as u32,
             window_ms,
+            granularity_ms: 1,
             name: None,
             block_ms: 0,
         })
@@ -88,6 +101,54 @@ impl Limit {
     /// How long a key this limit refuses stays refused, in ms (0: not at all).
     pub fn block_ms(&self) -> u64 {
         self.block_ms
+    }
+
+    /// The same limit counting records at their time rounded up to a
+    /// multiple of `granularity_ms` (docs/design.md §1.1): never early, at
+    /// most `granularity_ms` late, and the log holds at most one record per
+    /// granule of the window whatever the rate.
+    ///
+    /// `granularity_ms` must be 1 ..= `window_ms` and divide `window_ms`.
+    ///
+    /// ```
+    /// # use slidelog_core::Limit;
+    /// let day = Limit::new(100_000, 86_400_000)?.with_granularity(60_000)?;
+    /// assert_eq!(day.granularity_ms(), 60_000);
+    /// assert!(Limit::new(10, 1_000)?.with_granularity(300).is_err());
+    /// # Ok::<(), slidelog_core::InputError>(())
+    /// ```
+    pub fn with_granularity(self, granularity_ms: u64) -> Result<Self, InputError> {
+        let fits = (1..=self.window_ms).contains(&granularity_ms);
+        if !fits || !self.window_ms.is_multiple_of(granularity_ms) {
+            return Err(InputError::Granularity {
+                got: granularity_ms,
+                window_ms: self.window_ms,
+            });
+        }
+        Ok(Self {
+            granularity_ms,
+            ..self
+        })
+    }
+
+    /// The granularity of this limit in milliseconds (1: exact).
+    pub fn granularity_ms(&self) -> u64 {
+        self.granularity_ms
+    }
+
+    /// The same limit with its granularity raised to `floor_ms` (an
+    /// operator's floor, [`crate::GranularityFloor`]): when it is below, to
+    /// the smallest divisor of `window_ms` at or above `floor_ms`. A
+    /// granularity at or above the floor is kept.
+    pub fn with_floor_ms(self, floor_ms: u64) -> Self {
+        if self.granularity_ms >= floor_ms {
+            return self;
+        }
+        let granularity_ms = smallest_divisor_from(self.window_ms, floor_ms);
+        Self {
+            granularity_ms,
+            ..self
+        }
     }
 
     /// The same limit carrying `name` (validated: see [`LimitName::new`]).
@@ -123,7 +184,7 @@ impl Limit {
 
     /// Units admitted per window.
     pub fn max(&self) -> u64 {
-        self.max
+        u64::from(self.max)
     }
 
     /// Window length in milliseconds.
@@ -132,8 +193,55 @@ impl Limit {
     }
 }
 
+/// Greatest common divisor (Euclid).
+pub fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// `t` rounded up to a multiple of `g` (`g >= 1`; saturating at the top,
+/// where no real time is).
+#[inline]
+pub fn round_up(t: u64, g: u64) -> u64 {
+    if g == 1 {
+        return t;
+    }
+    t.div_ceil(g).saturating_mul(g)
+}
+
+/// The smallest divisor of `n` that is at least `from` (`n` itself when
+/// `from > n`). Round windows (60,000, 86,400,000) end the search within a
+/// few steps; a prime window takes at most sqrt(n) steps (177,000 for the
+/// longest window, well under a millisecond).
+fn smallest_divisor_from(n: u64, from: u64) -> u64 {
+    let from = from.max(1);
+    if from >= n {
+        return n;
+    }
+    if from.saturating_mul(from) <= n {
+        // The answer is at most sqrt(n) or its pair: scan upwards.
+        let mut d = from;
+        while d.saturating_mul(d) <= n {
+            if n.is_multiple_of(d) {
+                return d;
+            }
+            d += 1;
+        }
+    }
+    // Divisors above sqrt(n) are n / e for e below it: the smallest one at
+    // or above `from` is n / (the largest such e with n / e >= from).
+    let mut e = (n / from).min(n);
+    while e > 1 {
+        if n.is_multiple_of(e) && n / e >= from {
+            return n / e;
+        }
+        e -= 1;
+    }
+    n
+}
+
 /// `"<max>/<window>"`: `100/minute`, `10/1s`, `1000000/60s`, `5/500ms`,
-/// `3/hour`, optionally named: `requests=60/minute`. The window is a unit
+/// `3/hour`, optionally named: `requests=60/minute`, optionally with a
+/// granularity after `@`: `100000/day@1m` ([`Limit::with_granularity`]). The window is a unit
 /// (`second`, `minute`, `hour`, `day`, `week`, their plurals and `s`, `m`,
 /// `h`, `d`, `w`) or a number followed by one (`ms` too). Bounds are those of
 /// [`Limit::new`] and [`LimitName::new`].
@@ -146,32 +254,38 @@ impl std::str::FromStr for Limit {
             Some((name, rest)) => (Some(name.trim()), rest),
             None => (None, text),
         };
+        let (text, granularity) = match text.split_once('@') {
+            Some((rate, granularity)) => (rate, Some(granularity)),
+            None => (text, None),
+        };
         let (max, window) = split_rate(text).ok_or_else(bad)?;
         let max: u64 = max.trim().parse().map_err(|_| bad())?;
-        let window = window.trim();
-        let digits = window.len()
-            - window
-                .trim_start_matches(|c: char| c.is_ascii_digit())
-                .len();
-        let (count, unit) = window.split_at(digits);
-        let count: u64 = if count.is_empty() {
-            1
-        } else {
-            count.parse().map_err(|_| bad())?
-        };
-        let unit_ms = unit_ms(&unit.trim().to_ascii_lowercase()).ok_or_else(bad)?;
-        let window_ms =
-            count
-                .checked_mul(unit_ms)
-                .ok_or(LimitParseError::Input(InputError::Window {
-                    got_ms: u64::MAX,
-                }))?;
-        let limit = Self::new(max, window_ms)?;
+        let window_ms = span_ms(window).ok_or_else(bad)?;
+        let mut limit = Self::new(max, window_ms)?;
+        if let Some(granularity) = granularity {
+            limit = limit.with_granularity(span_ms(granularity).ok_or_else(bad)?)?;
+        }
         Ok(match name {
             Some(name) => limit.named(name)?,
             None => limit,
         })
     }
+}
+
+/// A span as `[count]unit` (`1s`, `500ms`, `minute`) in ms; `None` when
+/// it is not one. A product past `u64` is `u64::MAX`, which every bound
+/// then refuses by name.
+fn span_ms(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let digits = text.len() - text.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    let (count, unit) = text.split_at(digits);
+    let count: u64 = if count.is_empty() {
+        1
+    } else {
+        count.parse().ok()?
+    };
+    let unit_ms = unit_ms(&unit.trim().to_ascii_lowercase())?;
+    Some(count.saturating_mul(unit_ms))
 }
 
 /// `"<max>/<window>"` or `"<max> per <window>"` (the Python `limits`
@@ -244,9 +358,9 @@ pub fn check_names(limits: &[Limit]) -> Result<(), InputError> {
 /// Why a `"<max>/<window>"` text is not a [`Limit`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LimitParseError {
-    /// Not of the form `[name=]<max>/<window>`.
+    /// Not of the form `[name=]<max>/<window>[@<granularity>]`.
     #[error(
-        "limit {0:?} is not [name=]<max>/<window> or <max> per <window>, e.g. 100/minute, 100 per minute, 10/1s, 1000000/60s, 5/500ms, tokens=20000/minute"
+        "limit {0:?} is not [name=]<max>/<window>[@<granularity>] or <max> per <window>, e.g. 100/minute, 100 per minute, 10/1s, 1000000/60s, 5/500ms, tokens=20000/minute, 100000/day@1m"
     )]
     Syntax(String),
     /// A bound of [`Limit::new`].
@@ -266,6 +380,9 @@ pub struct Request {
     /// One cost for every limit, or one per limit (matched by position).
     costs: SmallVec<[u64; 2]>,
     longest_window_ms: u64,
+    /// The gcd of the limits' granularities: where the request's record is
+    /// stored (docs/design.md §1.1).
+    granule_ms: u64,
 }
 
 impl Request {
@@ -320,12 +437,24 @@ impl Request {
                 max: smallest_max,
             });
         }
-        let longest_window_ms = limits.iter().map(Limit::window_ms).max().unwrap_or(1);
+        // A record counts up to `granularity - 1` ms past its window
+        // (docs/design.md §1.1): it is kept, and its key lives, that long.
+        let longest_window_ms = limits
+            .iter()
+            .map(|l| l.window_ms() + (l.granularity_ms() - 1))
+            .max()
+            .unwrap_or(1);
+        let granule_ms = limits
+            .iter()
+            .map(Limit::granularity_ms)
+            .reduce(gcd)
+            .unwrap_or(1);
         Ok(Self {
             key,
             limits,
             costs: SmallVec::from_elem(cost, 1),
             longest_window_ms,
+            granule_ms,
         })
     }
 
@@ -453,6 +582,19 @@ impl Request {
         self.costs[index.min(self.costs.len() - 1)]
     }
 
+    /// The gcd of the limits' granularities (1 when any is exact): the
+    /// request's record is stored at its time rounded up to a multiple of
+    /// it, so that every limit rounds it as it would the request's own time.
+    pub fn granule_ms(&self) -> u64 {
+        self.granule_ms
+    }
+
+    /// The time `now` rounded up to the request's granule: where its
+    /// record is stored (docs/design.md §1.1).
+    pub fn stored_at(&self, now: u64) -> u64 {
+        round_up(now, self.granule_ms)
+    }
+
     /// The costs as a record lists them: one for every limit, or one per limit.
     pub fn costs(&self) -> &[u64] {
         &self.costs
@@ -463,9 +605,22 @@ impl Request {
         self.costs.len() == 1
     }
 
-    /// The longest window among the limits: how long records are kept.
+    /// The longest window among the limits, each lengthened by its
+    /// granularity less 1 ms (a record counts that much past its window,
+    /// docs/design.md §1.1): how long records are kept. The longest window
+    /// itself for exact limits.
     pub fn longest_window_ms(&self) -> u64 {
         self.longest_window_ms
+    }
+
+    /// The same request under `limits` (the same windows and maxes, other
+    /// granularities: an operator's floor), its costs kept.
+    pub(crate) fn with_limits(&self, limits: Vec<Limit>) -> Self {
+        debug_assert_eq!(limits.len(), self.limits.len());
+        let mut request = Self::validated(self.key.clone(), SmallVec::from_vec(limits), 1)
+            .expect("the same windows and maxes validate again");
+        request.costs = self.costs.clone();
+        request
     }
 
     /// The same request with another cost for every limit (validated again).

@@ -38,6 +38,7 @@
 
 mod costs;
 mod fenwick;
+mod granule;
 #[cfg(test)]
 mod tests;
 

@@ -724,3 +724,20 @@ fn charge_is_read_on_limits_and_refused_beside_unlimited() {
     assert_eq!(line, 6, "{msg}");
     assert!(msg.contains("charge needs a limit"), "{msg}");
 }
+
+#[test]
+fn granularity_is_read_on_limits_and_must_divide_the_window() {
+    let c = load(
+        "domain: d\ndescriptors:\n  - key: user\n    rate_limit: {unit: day, requests_per_unit: 100000, granularity: 1m}\n  - key: ip\n    rate_limit: {unit: second, requests_per_unit: 10}\n",
+    );
+    let day = c.find("d", &[("user", "u")]).unwrap().limit().unwrap();
+    assert_eq!(day.granularity_ms(), 60_000);
+    let second = c.find("d", &[("ip", "i")]).unwrap().limit().unwrap();
+    assert_eq!(second.granularity_ms(), 1);
+    let (line, msg) = invalid(
+        "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 3\n      granularity: 300ms\n",
+    );
+    assert_eq!(line, 7, "{msg}");
+    assert!(msg.contains("granularity_ms"), "{msg}");
+    assert!(msg.contains("1000"), "{msg}");
+}

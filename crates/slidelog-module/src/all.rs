@@ -38,6 +38,7 @@ pub fn check_all(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
     // nothing; a refusal is answered whatever the time (as CHECK).
     let late = call.mode == Mode::Record && call.deadline_ms.is_some_and(|d| server > d);
     let mode = if late { Mode::Peek } else { call.mode };
+    rebuild_tiers(&mut held, now, &call, mode);
     let joint = {
         let mut logs: Vec<&mut Log> = held.iter_mut().map(|h| &mut h.log).collect();
         engine::decide_all(&mut logs, now, &call.checks, mode)
@@ -64,6 +65,34 @@ pub fn check_all(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
         return Err(CommandError::Deadline);
     }
     Ok(Reply::Integers(reply(&joint, now)))
+}
+
+/// Before a joint decision that will record, the expiry and the coarse
+/// tiers' rebuilds (docs/design.md §1.1) that `engine::decide_all` would
+/// make, made here so that replicas replay them first (its own then find
+/// nothing to do). Only for checks with tiers, and only when the joint
+/// decision admits (a refusal changes no log).
+fn rebuild_tiers(held: &mut [Held<'_>], now: u64, call: &CheckAll, mode: Mode) {
+    let tiered = call
+        .checks
+        .as_slice()
+        .iter()
+        .any(|r| engine::has_tiers(r.limits()));
+    if mode != Mode::Record || !tiered {
+        return;
+    }
+    let admits = {
+        let mut logs: Vec<&mut Log> = held.iter_mut().map(|h| &mut h.log).collect();
+        engine::decide_all(&mut logs, now, &call.checks, Mode::Peek).allowed
+    };
+    if !admits {
+        return;
+    }
+    for (h, request) in held.iter_mut().zip(&call.checks) {
+        h.log.expire(now, request.longest_window_ms());
+        let rounds = engine::rebucket(&mut h.log, now, request.limits(), false);
+        commands::replicate_rounds(&h.key, now, request, &rounds);
+    }
 }
 
 /// Opens every check's key and takes its log out (adopting a sorted set),

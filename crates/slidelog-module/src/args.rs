@@ -135,22 +135,41 @@ fn mode(arg: &[u8]) -> Result<Mode, CommandError> {
     }
 }
 
-/// The request of `n` `<max> <window_ms> <cost>` triples.
+/// The limit of a `<max>` and a `<window_ms>[@<granularity_ms>]`
+/// argument at `position` (1-based): the granularity, when given, must
+/// divide the window (docs/design.md §1.1).
+pub fn limit_of(max: &[u8], window: &[u8], position: usize) -> Result<Limit, CommandError> {
+    let max = number(max, Name("max", position), 1, slidelog_core::MAX_MAX)?;
+    let (window, granularity) = match window.iter().position(|&b| b == b'@') {
+        Some(at) => (&window[..at], Some(&window[at + 1..])),
+        None => (window, None),
+    };
+    let window = number(
+        window,
+        Name("window_ms", position),
+        1,
+        slidelog_core::MAX_WINDOW_MS,
+    )?;
+    let limit = Limit::new(max, window)?;
+    match granularity {
+        None => Ok(limit),
+        Some(g) => {
+            let g = number(g, Name("granularity_ms", position), 1, window)?;
+            Ok(limit.with_granularity(g)?)
+        }
+    }
+}
+
+/// The request of `n` `<max> <window_ms>[@<granularity_ms>] <cost>` triples.
 fn request(triples: &[&[u8]], n: usize) -> Result<Request, CommandError> {
     let mut limits = Vec::with_capacity(n);
     // On the stack: only a request with a cost per limit needs them as a Vec.
     let mut costs: smallvec::SmallVec<[u64; MAX_LIMITS]> = smallvec::SmallVec::new();
     for (i, triple) in triples.chunks_exact(3).enumerate() {
         let position = i + 1;
-        let max = number(triple[0], Name("max", position), 1, slidelog_core::MAX_MAX)?;
-        let window = number(
-            triple[1],
-            Name("window_ms", position),
-            1,
-            slidelog_core::MAX_WINDOW_MS,
-        )?;
-        let cost = number(triple[2], Name("cost", position), 1, max)?;
-        limits.push(Limit::new(max, window)?);
+        let limit = limit_of(triple[0], triple[1], position)?;
+        let cost = number(triple[2], Name("cost", position), 1, limit.max())?;
+        limits.push(limit);
         costs.push(cost);
     }
     // One cost for every limit (the common case) is a plain request: one
@@ -213,17 +232,11 @@ fn usage_limits(
     let mut costs: smallvec::SmallVec<[u64; MAX_LIMITS]> = smallvec::SmallVec::new();
     for (i, triple) in args[at + 1..].chunks_exact(3).enumerate() {
         let position = i + 1;
-        let max = number(triple[0], Name("max", position), 1, slidelog_core::MAX_MAX)?;
-        let window = number(
-            triple[1],
-            Name("window_ms", position),
-            1,
-            slidelog_core::MAX_WINDOW_MS,
-        )?;
+        let limit = limit_of(triple[0], triple[1], position)?;
         // Usage known after the fact: 0 (counts nowhere in this limit) up
         // to the absolute bound, above the limit's max included.
         costs.push(number(triple[2], Name("cost", position), 0, MAX_COST)?);
-        limits.push(Limit::new(max, window)?);
+        limits.push(limit);
     }
     Ok(Request::usage("k", limits, costs.to_vec())?)
 }
@@ -346,6 +359,15 @@ pub enum Action {
     /// `sweep`: a settle that settled nothing but forgot the expired
     /// nonces of a full set (`Log::can_spend`); the costs are `0`.
     Sweep,
+    /// Every record at or before `through_ms` rounded up to a multiple of
+    /// `granule_ms`, records that meet merged: a coarse tier's rebuild
+    /// (docs/design.md §1.1), `round/<through_ms>/<granule_ms>`.
+    Round {
+        /// The last record rounded (its time after rounding).
+        through_ms: u64,
+        /// The tier's granule.
+        granule_ms: u64,
+    },
 }
 
 /// The record a settle changed, as APPLY finds it again: the first record
@@ -389,7 +411,7 @@ pub fn apply(args: &[&[u8]]) -> Result<Apply, CommandError> {
     let arity = || {
         CommandError::Arity {
         command: "slidelog.apply",
-        expected: "SLIDELOG.APPLY <key> <now_ms>:<expire_window_ms|0>:<expire_in_ms|_>:<cost_1,cost_2,...|0>[:<record_ts>/<n>/<record_cost_1,...>[/<nonce>/<until_ms>]|:merge|:spent/<nonce>/<until_ms>/...|:sweep]".into(),
+        expected: "SLIDELOG.APPLY <key> <now_ms>:<expire_window_ms|0>:<expire_in_ms|_>:<cost_1,cost_2,...|0>[:<record_ts>/<n>/<record_cost_1,...>[/<nonce>/<until_ms>]|:merge|:spent/<nonce>/<until_ms>/...|:sweep|:round/<through_ms>/<granule_ms>]".into(),
     }
     };
     if args.len() != 2 {
@@ -427,6 +449,34 @@ pub fn apply(args: &[&[u8]]) -> Result<Apply, CommandError> {
 
 /// APPLY's fifth part for a charge merged into the newest record.
 const MERGE: &[u8] = b"merge";
+const ROUND: &[u8] = b"round/";
+
+/// `<through_ms>/<granule_ms>` of a `round/` action.
+fn apply_round(text: &[u8]) -> Result<Action, CommandError> {
+    let mut parts = text.split(|&b| b == b'/');
+    let (Some(through), Some(granule), None) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(bad("round", "must be round/<through_ms>/<granule_ms>"));
+    };
+    Ok(Action::Round {
+        through_ms: number(through, Name("through_ms", 0), 0, MAX_NOW_MS)?,
+        granule_ms: number(
+            granule,
+            Name("granule_ms", 0),
+            1,
+            slidelog_core::MAX_WINDOW_MS,
+        )?,
+    })
+}
+
+/// The change of a coarse tier's rebuild (docs/design.md §1.1): records
+/// at or before `through_ms` rounded up to `granule_ms`, at `now_ms`.
+pub fn round_change(now_ms: u64, through_ms: u64, granule_ms: u64, out: &mut Change) {
+    change(now_ms, 0, None, &[], out);
+    out.extend_from_slice(b":round/");
+    digits(through_ms, out);
+    out.push(b'/');
+    digits(granule_ms, out);
+}
 /// APPLY's fifth part for a settle that only swept expired nonces.
 const SWEEP: &[u8] = b"sweep";
 
@@ -438,6 +488,12 @@ fn apply_action(part: Option<&[u8]>, costs: &[u64]) -> Result<Action, CommandErr
     };
     if part == MERGE {
         return Ok(Action::Merge);
+    }
+    if let Some(rest) = part.strip_prefix(ROUND) {
+        if !costs.is_empty() {
+            return Err(bad("costs", "must be 0 with round/..."));
+        }
+        return apply_round(rest);
     }
     let action = match spend::spent_part(part) {
         Some(entries) => Action::Spent(entries?),

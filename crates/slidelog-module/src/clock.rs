@@ -94,7 +94,7 @@ fn apply_untils(action: &Action, server_ms: u64) -> Result<(), CommandError> {
     let latest = match action {
         Action::Settle(target) => target.spend.map(|s| s.until_ms),
         Action::Spent(entries) => entries.iter().map(|s| s.until_ms).max(),
-        Action::Append | Action::Merge | Action::Sweep => None,
+        Action::Append | Action::Merge | Action::Sweep | Action::Round { .. } => None,
     };
     match latest.filter(|&u| u > server_ms.saturating_add(APPLY_UNTIL_AHEAD_MS)) {
         Some(u) => Err(too_far(

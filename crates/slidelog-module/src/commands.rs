@@ -207,8 +207,16 @@ pub(crate) fn persist(
 ) -> Result<(), CommandError> {
     if outcome.adopted || outcome.dropped > 0 || outcome.appended {
         let at = expire_at(&log, now, server, request.longest_window_ms());
+        // An appended record is at its stored time, and a replica expires
+        // from there what this decision expired from `now`
+        // (docs/design.md §1.1).
+        let ts = if outcome.appended {
+            request.stored_at(now)
+        } else {
+            now
+        };
         let window = if outcome.recorded {
-            request.longest_window_ms()
+            engine::keep_from(now, ts, request)
         } else {
             0
         };
@@ -218,13 +226,36 @@ pub(crate) fn persist(
         } else {
             &[]
         };
-        args::change(now, window, at, costs, &mut change);
+        args::change(ts, window, at, costs, &mut change);
         store(key, log, was_module, at)?;
         key.replicate_apply(&change);
     } else if was_module {
         store(key, log, true, None)?;
     }
     Ok(())
+}
+
+/// Replicates a coarse tier's rebuilds (docs/design.md §1.1) before the
+/// change of the call that made them: the expiry the call made first (a
+/// record expired before the rebuild must not survive it by moving), then
+/// each rebuild. Nothing when there was none (the usual call).
+pub(crate) fn replicate_rounds(
+    key: &Key<'_>,
+    now: u64,
+    request: &Request,
+    rounds: &engine::Rounds,
+) {
+    if rounds.is_empty() {
+        return;
+    }
+    let mut change = args::Change::new();
+    args::change(now, request.longest_window_ms(), None, &[], &mut change);
+    key.replicate_apply(&change);
+    for &(through, granule) in rounds {
+        let mut change = args::Change::new();
+        args::round_change(now, through, granule, &mut change);
+        key.replicate_apply(&change);
+    }
 }
 
 /// `SLIDELOG.CHECK`.
@@ -265,9 +296,12 @@ pub fn check(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
     };
     if outcome.recorded {
         outcome.dropped = log.expire(now, request.longest_window_ms());
+        let rounds = engine::rebucket(&mut log, now, request.limits(), false);
+        replicate_rounds(&key, now, request, &rounds);
         if decision.allowed {
-            log.append(now, request.costs());
-            log.raise_horizon(request.longest_window_ms());
+            let ts = request.stored_at(now);
+            log.append(ts, request.costs());
+            log.raise_horizon(engine::keep_from(now, ts, request));
             outcome.appended = true;
         }
     }
@@ -361,7 +395,7 @@ fn run_usage(log: &mut Log, now: u64, call: &args::Usage) -> UsageRun {
 fn usage_change(
     call: &args::Usage,
     run: &UsageRun,
-    now: u64,
+    (now, home): (u64, Option<u64>),
     at: Option<u64>,
     merge: bool,
     swept: bool,
@@ -369,11 +403,22 @@ fn usage_change(
     let request = &call.request;
     let mut change = args::Change::new();
     let costs: &[u64] = if run.done { request.costs() } else { &[] };
-    args::change(now, request.longest_window_ms(), at, costs, &mut change);
+    // A charge records at its stored time, and the replica expires from
+    // there what this call expired from `now` (docs/design.md §1.1).
+    let ts = if call.receipt.is_none() {
+        request.stored_at(now)
+    } else {
+        now
+    };
+    let window = engine::keep_from(now, ts, request);
+    args::change(ts, window, at, costs, &mut change);
     match (&call.receipt, run.done) {
         (Some(receipt), true) => {
             let positions = request.limits().len();
-            let (ts, share) = (receipt.ts(), receipt.costs());
+            // Where the settle found the record: where it was stored, or
+            // its coarse tier's time.
+            let ts = home.unwrap_or(receipt.ts());
+            let share = receipt.costs();
             args::settle_target(ts, positions, share, receipt.spend(), &mut change);
         }
         (None, true) if merge => args::merge_marker(&mut change),
@@ -437,14 +482,29 @@ fn usage(ctx: &Ctx, argv: &[&[u8]], call: args::Usage) -> Result<Reply, CommandE
     let merge = call.receipt.is_none()
         && request.costs().iter().any(|&c| c > 0)
         && engine::charge_merges(&log, now, request);
+    // The expiry and the coarse tiers' rebuilds engine::settle and
+    // engine::charge would make, made here so that replicas replay them
+    // (theirs then find nothing to do).
+    let expired = log.expire(now, request.longest_window_ms());
+    let rounds = engine::rebucket(
+        &mut log,
+        now,
+        request.limits(),
+        call.receipt.is_some() || merge,
+    );
+    replicate_rounds(&key, now, request, &rounds);
+    let home = call
+        .receipt
+        .as_ref()
+        .and_then(|r| engine::settle_home(&log, r, request));
     let run = run_usage(&mut log, now, &call);
     // A settle that found the key's settled receipts full forgot the
     // expired ones first, even when it then settled nothing.
     let swept = !run.done && log.spent().len() != spent;
     let was_module = kind == Kind::Log;
-    if adopted || run.done || log.len() != records || swept {
+    if adopted || run.done || log.len() != records || expired > 0 || swept {
         let at = expire_at(&log, now, server, request.longest_window_ms());
-        let change = usage_change(&call, &run, now, at, merge, swept);
+        let change = usage_change(&call, &run, (now, home), at, merge, swept);
         store(&mut key, log, was_module, at)?;
         ctx.replicate_apply(&change);
     } else if was_module {
@@ -508,6 +568,12 @@ pub fn replay(log: &mut Log, call: &args::Apply) -> Result<(), CommandError> {
         }
         Action::Sweep => {
             log.can_spend(call.now_ms);
+        }
+        Action::Round {
+            through_ms,
+            granule_ms,
+        } => {
+            log.round_through(*through_ms, *granule_ms);
         }
         Action::Spent(entries) => restore_spent(log, entries)?,
     }

@@ -92,8 +92,8 @@ pub async fn run_script<C: ConnectionLike>(
     let reply: Vec<i64> = invocation.invoke_async(conn).await?;
     let mut outcomes = split_reply(&reply, call.checks)?;
     if recorded(&outcomes, call.mode) {
-        for (outcome, id) in outcomes.iter_mut().zip(ids) {
-            name_record(outcome, Some(id));
+        for ((outcome, id), request) in outcomes.iter_mut().zip(ids).zip(call.checks) {
+            name_record(outcome, Some(id), request);
         }
     }
     Ok(outcomes)
@@ -158,7 +158,7 @@ pub fn checkall_command(call: JointCall<'_>) -> redis::Cmd {
     let deadline = call.deadline_ms.filter(|_| call.mode == Mode::Record);
     cmd.arg(deadline.unwrap_or(0));
     for (key, request) in call.keys.iter().zip(call.checks) {
-        let limits: Vec<String> = limit_args(request).iter().map(u64::to_string).collect();
+        let limits = crate::module::module_limit_args(request);
         cmd.arg(key).arg(limits.join(","));
     }
     cmd
@@ -173,8 +173,8 @@ pub async fn run_module<C: ConnectionLike>(
     let reply: Vec<i64> = checkall_command(call).query_async(conn).await?;
     let mut outcomes = split_reply(&reply, call.checks)?;
     if recorded(&outcomes, call.mode) {
-        for outcome in &mut outcomes {
-            name_record(outcome, None);
+        for (outcome, request) in outcomes.iter_mut().zip(call.checks) {
+            name_record(outcome, None, request);
         }
     }
     Ok(outcomes)
@@ -188,9 +188,11 @@ fn recorded(outcomes: &[Outcome], mode: Mode) -> bool {
 
 /// A recorded check's record: the time used, and the member's id when the
 /// engine has one.
-fn name_record(outcome: &mut Outcome, id: Option<u128>) {
+fn name_record(outcome: &mut Outcome, id: Option<u128>, request: &slidelog_core::Request) {
+    // At the request's stored time (docs/design.md §1.1; `now` itself for
+    // the scripts, which take exact limits only).
     outcome.decision.record = Some(RecordRef {
-        ts: outcome.now_ms,
+        ts: request.stored_at(outcome.now_ms),
         id,
     });
 }

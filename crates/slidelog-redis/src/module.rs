@@ -29,7 +29,7 @@
 //! administrative right, so a least-privilege ACL user can be asked too.
 
 use crate::script::Check;
-use crate::script::{Outcome, limit_args, parse_reply};
+use crate::script::{Outcome, parse_reply};
 use crate::usage::{Named, Usage, UsageOutcome, parse_usage_reply};
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
@@ -87,7 +87,8 @@ pub fn check_command(check: Check<'_>) -> redis::Cmd {
     } else {
         None
     };
-    cmd.arg(deadline.unwrap_or(0)).arg(limit_args(request));
+    cmd.arg(deadline.unwrap_or(0))
+        .arg(module_limit_args(request));
     if each && request.limits().len() > 1 {
         cmd.arg("EACH");
     }
@@ -102,12 +103,31 @@ pub async fn run<C: ConnectionLike>(conn: &mut C, check: Check<'_>) -> RedisResu
     let reply: Vec<i64> = check_command(check).query_async(conn).await?;
     let mut outcome = parse_reply(&reply)?;
     if check.mode == Mode::Record && outcome.decision.allowed {
+        // The record is at the request's stored time (docs/design.md §1.1).
         outcome.decision.record = Some(RecordRef {
-            ts: outcome.now_ms,
+            ts: check.request.stored_at(outcome.now_ms),
             id: None,
         });
     }
     Ok(outcome)
+}
+
+/// `n` then each limit's `max`, `window_ms` (`window_ms@granularity_ms`
+/// for a granular limit, docs/design.md §1.1) and cost, as the module's
+/// commands take them.
+pub fn module_limit_args(request: &Request) -> Vec<String> {
+    let limits = request.limits();
+    let mut args = Vec::with_capacity(1 + 3 * limits.len());
+    args.push(limits.len().to_string());
+    for (i, limit) in limits.iter().enumerate() {
+        args.push(limit.max().to_string());
+        args.push(match limit.granularity_ms() {
+            1 => limit.window_ms().to_string(),
+            g => format!("{}@{g}", limit.window_ms()),
+        });
+        args.push(request.cost_for(i).to_string());
+    }
+    args
 }
 
 /// The `SLIDELOG.SETTLE` or `SLIDELOG.CHARGE` command of one settle or
@@ -134,7 +154,7 @@ pub fn usage_command(
         let costs: Vec<String> = receipt.costs().iter().map(u64::to_string).collect();
         cmd.arg(receipt.ts()).arg(costs.join(","));
     }
-    cmd.arg(limit_args(request));
+    cmd.arg(module_limit_args(request));
     if let Usage::Settle(receipt) = usage
         && let Some(spend) = receipt.spend()
     {
@@ -174,7 +194,13 @@ fn parse_module_usage_reply(
 ) -> RedisResult<UsageOutcome> {
     let removed = request.costs().iter().all(|&c| c == 0);
     let unexpected = "the module answered an unexpected settle or charge reply";
-    parse_usage_reply(reply, usage, Named::default(), removed, unexpected)
+    parse_usage_reply(
+        reply,
+        (usage, request),
+        Named::default(),
+        removed,
+        unexpected,
+    )
 }
 
 /// `COMMAND INFO SLIDELOG.CHECK`: whether the server `conn` talks to knows

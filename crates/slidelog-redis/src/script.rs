@@ -164,6 +164,10 @@ fn script_mode(mode: Mode, each: bool, penalty: bool) -> u8 {
 /// <window_ms_1> <cost_1> … <max_n> <window_ms_n> <cost_n>` (the scripts,
 /// `usage.lua` and `SLIDELOG.CHECK` alike); one argument per element.
 pub fn limit_args(request: &Request) -> Vec<u64> {
+    debug_assert!(
+        request.granule_ms() == 1 || request.limits().iter().all(|l| l.granularity_ms() == 1),
+        "the scripts take exact limits only (granular ones are refused before)"
+    );
     let limits = request.limits();
     let mut args = Vec::with_capacity(1 + 3 * limits.len());
     args.push(limits.len() as u64);

@@ -131,7 +131,7 @@ pub async fn run<C: ConnectionLike>(
         id: Some(id),
         ts: u64::try_from(record_ts).ok().filter(|&ts| ts > 0),
     };
-    parse_usage_reply(reply, usage, named, removed, unexpected)
+    parse_usage_reply(reply, (usage, request), named, removed, unexpected)
 }
 
 /// How a settle's or charge's answer names its record: the id (the
@@ -153,7 +153,7 @@ pub(crate) struct Named {
 /// so a settle removed the record and there is nothing to name.
 pub(crate) fn parse_usage_reply(
     reply: &[i64],
-    usage: &Usage,
+    (usage, request): (&Usage, &Request),
     named: Named,
     removed: bool,
     unexpected: &'static str,
@@ -174,7 +174,9 @@ pub(crate) fn parse_usage_reply(
     let already = done == 4;
     let done = done == 1;
     let kept = match usage {
-        Usage::Charge | Usage::ChargeOnce(_) => done.then_some(named.ts.unwrap_or(outcome.now_ms)),
+        Usage::Charge | Usage::ChargeOnce(_) => {
+            done.then_some(named.ts.unwrap_or(request.stored_at(outcome.now_ms)))
+        }
         // A record settled to 0 everywhere is gone: nothing to name.
         Usage::Settle(receipt) => (done && !removed).then_some(receipt.ts()),
     };

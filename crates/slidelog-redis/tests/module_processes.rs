@@ -15,6 +15,10 @@
 //!   sets and the scripts hand the converted keys back to it. Every
 //!   admission is counted: 0 beyond any limit, in any window.
 //!
+//! - `granular`: 50 per 400 ms at 20 ms and 200 per 2 s at 100 ms (coarse
+//!   tiers, docs/design.md §1.1), costs 1 to 3, for 1.5 s: 0 beyond any
+//!   limit in any exact window.
+//!
 //! Each runs on Redis and on Valkey. A `harness = false` target: `main` is
 //! the child when `SLIDELOG_CHILD_URL` is set and otherwise runs the cases
 //! (slidelog_testkit::runner), so the child is never a test that passes by
@@ -48,6 +52,10 @@ fn main() -> ExitCode {
                 "switching_half_the_clients_to_the_module_never_over_admits",
                 switching_never_over_admits,
             ),
+            (
+                "granular_limits_never_over_admit_across_processes",
+                granular_never_over_admits,
+            ),
         ],
     )
 }
@@ -62,9 +70,15 @@ fn scenario_keys(scenario: &str) -> Vec<(&'static str, Vec<(u64, u64)>)> {
             ("one", vec![(50, 400)]),
             ("two", vec![(30, 300), (100, 1_500)]),
         ],
+        // At granularities of 20 and 100 ms (`GRANULAR`): coarse tiers.
+        "granular" => vec![("gran", vec![(50, 400), (200, 2_000)])],
         other => panic!("unknown scenario {other}"),
     }
 }
+
+/// The granularities of the `granular` scenario's limits, by position
+/// (docs/design.md §1.1).
+const GRANULAR: [u64; 2] = [20, 100];
 
 /// One admission a child saw: key, the time the engine decided at, and the
 /// cost it recorded.
@@ -198,12 +212,27 @@ fn switching_never_over_admits(kind: ServerKind) {
     assert_within_limits("switch", &admissions);
 }
 
+/// Granular limits (docs/design.md §1.1) count a record at its time
+/// rounded up: later, never earlier. So the admissions, at the times the
+/// module decided them, hold no more than max in any exact window either.
+fn granular_never_over_admits(kind: ServerKind) {
+    let server = module_server(kind);
+    let prefix = unique_prefix("mod-procs-gran");
+    let admissions = run_children(&server, &prefix, "granular");
+    assert!(
+        admissions.len() > 100,
+        "several windows: {}",
+        admissions.len()
+    );
+    assert_within_limits("granular", &admissions);
+}
+
 /// How long each scenario's load runs (0: each task checks 10 times), and
 /// when half the tasks switch engine (switch only).
 fn timing(scenario: &str) -> (u64, Option<u64>) {
     match scenario {
         "exact" => (0, None),
-        "slide" => (1_500, None),
+        "slide" | "granular" => (1_500, None),
         _ => (3_000, Some(1_500)),
     }
 }
@@ -275,7 +304,14 @@ async fn task(
         let (key, limits) = &keys[k];
         let limits: Vec<Limit> = limits
             .iter()
-            .map(|&(m, w)| Limit::new(m, w).unwrap())
+            .enumerate()
+            .map(|(p, &(m, w))| {
+                let limit = Limit::new(m, w).unwrap();
+                match scenario {
+                    "granular" => limit.with_granularity(GRANULAR[p]).unwrap(),
+                    _ => limit,
+                }
+            })
             .collect();
         let cost = if limits.len() > 1 {
             1 + ((t + i) % 3) as u64

@@ -81,10 +81,10 @@ pub use limiter::{
 pub use middleware::RateLimitLayer;
 pub use slidelog_core::limit;
 pub use slidelog_core::{
-    Block, BoundError, Bounds, Checks, Counts, Decision, Detailed, FullLimit, InputError,
-    JointDecision, Limit, LimitParseError, LimitState, MAX_RECEIPT_TTL_MS, Mode, Now, Override,
-    Receipt, ReceiptError, ReceiptKey, RecordRef, RefusedBy, Request, Rule, Settled, StoreError,
-    TimeMode,
+    Block, BoundError, Bounds, Checks, Counts, Decision, Detailed, FloorError, FullLimit,
+    GranularityFloor, InputError, JointDecision, Limit, LimitParseError, LimitState,
+    MAX_RECEIPT_TTL_MS, Mode, Now, Override, Receipt, ReceiptError, ReceiptKey, RecordRef,
+    RefusedBy, Request, Rule, Settled, StoreError, TimeMode,
 };
 pub use url::OpenError;
 

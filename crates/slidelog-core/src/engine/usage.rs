@@ -3,7 +3,7 @@
 //! they stand, which both answer (the deciding limit and every limit's
 //! state, [`standing_each`]). The reference every store agrees with.
 
-use super::{Verdict, deciding, judge};
+use super::{Verdict, counted_at, deciding, first_live_for, judge, keep_from, tier};
 use crate::{
     Counts, Decision, Detailed, Limit, LimitState, Log, Receipt, ReceiptError, RecordRef, Request,
     Settled,
@@ -62,7 +62,7 @@ pub fn standing_each(log: &Log, now: u64, limits: &[Limit]) -> Detailed {
 /// The [`standing`] fields of the deciding verdict `v` (of cost 1).
 fn decision_of(log: &Log, now: u64, v: &Verdict<'_>) -> Decision {
     let window = v.limit.window_ms();
-    let start = log.first_live(now, window);
+    let start = first_live_for(log, now, v.limit);
     Decision {
         allowed: v.wait.is_none(),
         limit: v.limit.max(),
@@ -72,7 +72,7 @@ fn decision_of(log: &Log, now: u64, v: &Verdict<'_>) -> Decision {
         retry_after_ms: v.wait.unwrap_or(0),
         reset_after_ms: log
             .newest_unit(start, v.position)
-            .map_or(0, |n| (n + window).saturating_sub(now)),
+            .map_or(0, |n| (counted_at(n, v.limit) + window).saturating_sub(now)),
         degraded: false,
         blocked: false,
         record: None,
@@ -90,6 +90,7 @@ fn decision_of(log: &Log, now: u64, v: &Verdict<'_>) -> Decision {
 /// change ([`standing_each`]).
 pub fn settle(log: &mut Log, now: u64, request: &Request, receipt: &Receipt) -> Settled {
     log.expire(now, request.longest_window_ms());
+    tier::rebucket(log, now, request.limits(), true);
     let refused = receipt.spend().and_then(|spend| {
         if log.is_spent(spend.nonce) {
             Some(ReceiptError::Spent)
@@ -97,8 +98,9 @@ pub fn settle(log: &mut Log, now: u64, request: &Request, receipt: &Receipt) -> 
             (!log.can_spend(now)).then_some(ReceiptError::TooManySettles)
         }
     });
-    let settled =
-        refused.is_none() && log.settle_share(receipt.ts(), receipt.costs(), request.costs());
+    let settled = refused.is_none()
+        && settle_home(log, receipt, request)
+            .is_some_and(|ts| log.settle_share(ts, receipt.costs(), request.costs()));
     if let Some(spend) = receipt.spend().filter(|_| settled) {
         // Room was checked above: the nonce is kept (or the log emptied,
         // and no receipt can settle on it).
@@ -121,12 +123,31 @@ pub fn settle(log: &mut Log, now: u64, request: &Request, receipt: &Receipt) -> 
     }
 }
 
+/// Where the record `receipt` names is now: where it was stored, or its
+/// time in a coarse tier since (docs/design.md §1.1), the first of them
+/// holding a record whose costs hold the receipt's share. `None`: gone.
+pub fn settle_home(log: &Log, receipt: &Receipt, request: &Request) -> Option<u64> {
+    tier::homes(receipt.ts(), request.limits())
+        .into_iter()
+        .find(|&ts| {
+            log.find_ts(ts).is_some_and(|j| {
+                let share = receipt.costs();
+                (0..crate::MAX_LIMITS).all(|p| {
+                    let want = share[p.min(share.len() - 1)];
+                    // As `Log::settle_share` compares them (a saturated
+                    // cost holds any share).
+                    log.cost(j, p) >= want.min(u64::from(u32::MAX))
+                })
+            })
+        })
+}
+
 /// True when a charge of `request` at `now` merges into the newest record
 /// ([`charge`]): some limit in which it costs something already holds its
 /// max or more live units.
 pub fn charge_merges(log: &Log, now: u64, request: &Request) -> bool {
     request.limits().iter().enumerate().any(|(p, limit)| {
-        let start = log.first_live(now, limit.window_ms());
+        let start = first_live_for(log, now, limit);
         request.cost_for(p) > 0 && log.units_from(start, p) >= limit.max()
     })
 }
@@ -143,13 +164,18 @@ pub fn charge_merges(log: &Log, now: u64, request: &Request) -> bool {
 pub fn charge(log: &mut Log, now: u64, request: &Request) -> Detailed {
     log.expire(now, request.longest_window_ms());
     let record = request.costs().iter().any(|&c| c > 0).then(|| {
+        let at = request.stored_at(now);
         let ts = if charge_merges(log, now, request) {
-            log.merge_into_newest(now, request.costs())
+            // Which record is the newest must not depend on when the
+            // tiers were last rebuilt.
+            tier::rebucket(log, now, request.limits(), true);
+            log.merge_into_newest(at, request.costs())
         } else {
-            log.append(now, request.costs());
-            now
+            tier::rebucket(log, now, request.limits(), false);
+            log.append(at, request.costs());
+            at
         };
-        log.raise_horizon(request.longest_window_ms());
+        log.raise_horizon(keep_from(now, at, request));
         RecordRef { ts, id: None }
     });
     let mut each = standing_each(log, now, request.limits());

@@ -264,6 +264,7 @@ fn limited(
                 Some(block) => with_block(ctx, limit, block)?,
                 None => limit,
             };
+            let limit = granular(ctx, r, limit)?;
             Ok((Kind::Limited(limit), unit, n, window_ms))
         }
     }
@@ -309,6 +310,28 @@ fn with_block(ctx: &Ctx<'_>, limit: Limit, block: &Spanned<String>) -> Result<Li
     limit
         .with_block_ms(ms)
         .map_err(|e| ctx.invalid(p, format!("rate_limit block: {e}")))
+}
+
+/// Reads slidelog's `granularity: 1s` onto `limit` (docs/design.md §1.1):
+/// a duration of whole milliseconds that divides the window.
+fn granular(ctx: &Ctx<'_>, r: &RateLimitYaml, limit: Limit) -> Result<Limit, ConfigError> {
+    let Some(g) = &r.granularity else {
+        return Ok(limit);
+    };
+    let p = at(&g.referenced);
+    let d = humantime::parse_duration(&g.value).map_err(|e| {
+        let msg = format!(
+            "rate_limit granularity {:?} is not a duration like 1s: {e}",
+            g.value
+        );
+        ctx.invalid(p, msg)
+    })?;
+    let ms = Limit::per(1, d)
+        .map_err(|e| ctx.invalid(p, format!("rate_limit granularity: {e}")))?
+        .window_ms();
+    limit
+        .with_granularity(ms)
+        .map_err(|e| ctx.invalid(p, format!("rate_limit {e}")))
 }
 
 /// Reads slidelog's `window: 90s`.

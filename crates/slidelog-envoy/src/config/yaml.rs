@@ -68,6 +68,10 @@ pub(super) struct RateLimitYaml {
     /// The window is this many units (1 when absent).
     #[serde(default)]
     pub unit_multiplier: Option<Spanned<Count>>,
+    /// slidelog's extension: records count at their time rounded up to a
+    /// multiple of this duration (`granularity: 1s`), docs/design.md §1.1.
+    #[serde(default)]
+    pub granularity: Option<Spanned<String>>,
     /// slidelog's extension: hits are charged (recorded even over the limit).
     #[serde(default)]
     pub charge: Option<Spanned<bool>>,

@@ -6,7 +6,7 @@
 
 use super::{Name, bad, clock_args, key, mode, number};
 use crate::error::CommandError;
-use slidelog_core::{Checks, Limit, MAX_CHECKS, MAX_COST, MAX_LIMITS, Mode, Request};
+use slidelog_core::{Checks, MAX_CHECKS, MAX_COST, MAX_LIMITS, Mode, Request};
 
 /// A parsed `SLIDELOG.CHECKALL`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,14 +96,7 @@ fn check_limits(list: &[u8], c: usize) -> Result<Request, CommandError> {
     let mut costs = Vec::with_capacity(n);
     for (i, triple) in parts[1..].chunks_exact(3).enumerate() {
         let position = i + 1;
-        let max = number(triple[0], Name("max", position), 1, slidelog_core::MAX_MAX)?;
-        let window = number(
-            triple[1],
-            Name("window_ms", position),
-            1,
-            slidelog_core::MAX_WINDOW_MS,
-        )?;
-        limits.push(Limit::new(max, window)?);
+        limits.push(super::limit_of(triple[0], triple[1], position)?);
         costs.push(number(triple[2], Name("cost", position), 0, MAX_COST)?);
     }
     // Stand-in keys, distinct, so that no two checks are merged again.

@@ -56,11 +56,12 @@ pub struct CheckArgs {
     /// instance sharing the store (docs/design.md §5.4).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "max")]
     pub block: Option<Duration>,
-    /// A limit as [NAME=]<max>/<window> (100/minute, 10/1s,
-    /// tokens=1000000/60s); repeat it for several limits on the key, all of
-    /// which must admit (after --max and --window when both are given).
-    /// Every limit is printed, by its name when it has one.
-    #[arg(long = "limit", value_name = "[NAME=]MAX/WINDOW")]
+    /// A limit as [NAME=]<max>/<window>[@<granularity>] (100/minute, 10/1s,
+    /// tokens=1000000/60s, 100000/day@1m: records count at their time
+    /// rounded up to the granularity); repeat it for several limits on the
+    /// key, all of which must admit (after --max and --window when both
+    /// are given). Every limit is printed, by its name when it has one.
+    #[arg(long = "limit", value_name = "[NAME=]MAX/WINDOW[@GRANULARITY]")]
     pub limits: Vec<Limit>,
     /// Units this request consumes (1 to max). Once: against every limit;
     /// once per limit, in order: each limit counts its own unit (1 request

@@ -179,6 +179,13 @@ pub struct ServeArgs {
     /// joint decision takes at most 64 distinct keys.
     #[arg(long, env = "SLIDELOG_MAX_DESCRIPTORS", default_value_t = slidelog::Bounds::SERVICE.max_descriptors)]
     pub max_descriptors: usize,
+    /// Raise every request's granularity_ms to at least this fraction of
+    /// its limit's window (1/600, 0.001; in (0, 1]): to the smallest
+    /// divisor of the window at or above it, reported in the answer's
+    /// limits. A key then holds about 1/fraction records per limit
+    /// whatever the rate. Default: none (callers choose, exact by default).
+    #[arg(long, env = "SLIDELOG_MIN_GRANULARITY", value_parser = parse_min_granularity)]
+    pub min_granularity: Option<slidelog::GranularityFloor>,
     /// Scan the Redis key space this often and export the slidelog_inspect_*
     /// gauges on /metrics (e.g. 60s; at least 1s; Redis stores only).
     #[arg(long, value_parser = parse_duration)]
@@ -307,4 +314,10 @@ async fn drain_grpc(
             Stopped::GraceExpired
         }
     }
+}
+
+/// `--min-granularity`: a fraction in (0, 1], the error naming the flag.
+fn parse_min_granularity(text: &str) -> Result<slidelog::GranularityFloor, String> {
+    text.parse()
+        .map_err(|e: slidelog::FloorError| format!("--min-granularity: {e}"))
 }

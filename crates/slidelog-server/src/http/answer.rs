@@ -46,6 +46,10 @@ pub struct LimitAnswer {
     pub limit: u64,
     /// Its window in ms.
     pub window_ms: u64,
+    /// The granularity it was decided at (docs/design.md §1.1), after an
+    /// operator's floor; absent when 1 (exact).
+    #[serde(skip_serializing_if = "is_exact")]
+    pub granularity_ms: u64,
     /// Live units after the decision; `null` when the store did not say.
     pub count: Option<u64>,
     /// `limit - count`; `null` when the store did not say.
@@ -54,6 +58,11 @@ pub struct LimitAnswer {
     pub retry_after_ms: Option<u64>,
     /// Time until this limit's log is empty; `null` when the store did not say.
     pub reset_after_ms: Option<u64>,
+}
+
+/// Serde: a granularity of 1 ms (exact) is not written.
+fn is_exact(granularity_ms: &u64) -> bool {
+    *granularity_ms == 1
 }
 
 impl Answer {
@@ -71,7 +80,11 @@ impl Answer {
     /// The answer for `each`.
     pub fn new(each: &Detailed) -> Self {
         let limits: Vec<Limit> = each.limits.iter().map(|s| s.limit).collect();
-        let listed = limits.len() > 1 || limits.iter().any(|l| l.name().is_some());
+        // A granular limit is listed, even alone, to say its granularity.
+        let listed = limits.len() > 1
+            || limits
+                .iter()
+                .any(|l| l.name().is_some() || l.granularity_ms() != 1);
         Self {
             decision: each.decision,
             limits: listed.then(|| {
@@ -81,6 +94,7 @@ impl Answer {
                         name: slidelog::headers::policy_name(&limits, &s.limit),
                         limit: s.limit.max(),
                         window_ms: s.limit.window_ms(),
+                        granularity_ms: s.limit.granularity_ms(),
                         count: s.counts.map(|c| c.count),
                         remaining: s.counts.map(|c| c.remaining),
                         retry_after_ms: s.counts.map(|c| c.retry_after_ms),

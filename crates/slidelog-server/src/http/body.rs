@@ -41,6 +41,11 @@ pub struct DecisionBody<S = String> {
     /// Window in ms (1 to 366 days); with `max`.
     #[serde(default)]
     pub window_ms: Option<u64>,
+    /// With `max` and `window_ms`: records count at their time rounded up
+    /// to a multiple of this (1 to `window_ms`, dividing it; default 1,
+    /// exact), docs/design.md §1.1.
+    #[serde(default)]
+    pub granularity_ms: Option<u64>,
     /// Units this request consumes, 1 to the smallest `max`; default 1. With
     /// `limits`, the cost of every entry that gives none of its own.
     #[serde(default)]
@@ -88,6 +93,10 @@ pub struct LimitBody<S = String> {
     pub max: u64,
     /// Window in ms.
     pub window_ms: u64,
+    /// Records count at their time rounded up to a multiple of this (1 to
+    /// `window_ms`, dividing it; default 1, exact), docs/design.md §1.1.
+    #[serde(default)]
+    pub granularity_ms: Option<u64>,
     /// This limit's own cost (1 to its `max`): each limit may count its own
     /// unit, as 1 request and 4,000 tokens. Default: the request's `cost`.
     #[serde(default)]
@@ -294,6 +303,12 @@ impl<S: AsRef<str>> DecisionBody<S> {
             }
             (None, None) => {}
         }
+        if self.limits.is_some() && self.granularity_ms.is_some() {
+            return Err(ApiError::bad_request(
+                "granularity_ms",
+                "with limits, give each limit its own granularity_ms",
+            ));
+        }
         match (&self.limits, self.max, self.window_ms) {
             (Some(_), Some(_), _) | (Some(_), _, Some(_)) => Err(ApiError::bad_request(
                 "limits",
@@ -308,7 +323,8 @@ impl<S: AsRef<str>> DecisionBody<S> {
                 .enumerate()
                 .map(|(i, l)| {
                     let limit = Limit::new(l.max, l.window_ms)
-                        .and_then(|limit| limit.with_block_ms(l.block_ms.unwrap_or(0)));
+                        .and_then(|limit| limit.with_block_ms(l.block_ms.unwrap_or(0)))
+                        .and_then(|limit| granular(limit, l.granularity_ms));
                     match &l.name {
                         Some(name) => limit.and_then(|limit| limit.named(name.as_ref())),
                         None => limit,
@@ -318,7 +334,8 @@ impl<S: AsRef<str>> DecisionBody<S> {
                 .collect(),
             (None, Some(max), Some(window_ms)) => {
                 let limit = Limit::new(max, window_ms)
-                    .and_then(|limit| limit.with_block_ms(self.block_ms.unwrap_or(0)));
+                    .and_then(|limit| limit.with_block_ms(self.block_ms.unwrap_or(0)))
+                    .and_then(|limit| granular(limit, self.granularity_ms));
                 Ok(smallvec![limit.map_err(input_error)?])
             }
             (None, Some(_), None) => Err(ApiError::bad_request(
@@ -331,6 +348,14 @@ impl<S: AsRef<str>> DecisionBody<S> {
             )),
             (None, None, None) => Err(ApiError::bad_request("max", MISSING_LIMIT)),
         }
+    }
+}
+
+/// `limit` with the body's `granularity_ms`, when it gives one.
+fn granular(limit: Limit, granularity_ms: Option<u64>) -> Result<Limit, InputError> {
+    match granularity_ms {
+        Some(g) => limit.with_granularity(g),
+        None => Ok(limit),
     }
 }
 
@@ -593,6 +618,7 @@ fn field_at_fault(path: &str, message: &str) -> &'static str {
         return match path.rsplit('.').next() {
             Some("max") => "max",
             Some("window_ms") => "window_ms",
+            Some("granularity_ms") => "granularity_ms",
             Some("cost") => "cost",
             _ => "limits",
         };
@@ -607,6 +633,7 @@ fn field_at_fault(path: &str, message: &str) -> &'static str {
         "key" => "key",
         "max" => "max",
         "window_ms" => "window_ms",
+        "granularity_ms" => "granularity_ms",
         "cost" => "cost",
         "limits" => "limits",
         "now_ms" => "now_ms",
@@ -622,6 +649,7 @@ fn bound_hint(field: &str, costs: Costs) -> Option<&'static str> {
         "key" => "a string of 1 to 512 bytes",
         "max" => "an integer from 1 to 10000000",
         "window_ms" => "an integer from 1 to 31622400000",
+        "granularity_ms" => "an integer from 1 to window_ms that divides window_ms",
         "cost" if costs == Costs::Usage => "an integer from 0 to 10000000 for a settle or a charge",
         "cost" => "an integer from 1 to the smallest max",
         "limits" => {

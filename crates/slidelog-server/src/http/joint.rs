@@ -107,10 +107,11 @@ impl<S: AsRef<str>> JointBody<S> {
 /// `error` of entry `i`, its message naming the entry: `checks[2].max …`
 /// where the message starts with the field, `checks[2]: …` otherwise.
 fn in_entry(i: usize, mut error: ApiError) -> ApiError {
-    const FIELDS: [&str; 7] = [
+    const FIELDS: [&str; 8] = [
         "key",
         "max",
         "window_ms",
+        "granularity_ms",
         "cost",
         "limits",
         "now_ms",

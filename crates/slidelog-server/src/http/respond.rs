@@ -177,7 +177,12 @@ fn write_json(
         }
     }
     let alone = each.limits.len() == 1;
-    let listed = !alone || each.limits.iter().any(|s| s.limit.name().is_some());
+    // A granular limit is listed, even alone, to say its granularity.
+    let listed = !alone
+        || each
+            .limits
+            .iter()
+            .any(|s| s.limit.name().is_some() || s.limit.granularity_ms() != 1);
     if listed {
         out.put_slice(b",\"limits\":[");
         for (i, state) in each.limits.iter().enumerate() {
@@ -216,6 +221,10 @@ fn write_limit(out: &mut BytesMut, state: &LimitState, alone: bool) {
     put_u64(out, state.limit.max());
     out.put_slice(b",\"window_ms\":");
     put_u64(out, state.limit.window_ms());
+    if state.limit.granularity_ms() != 1 {
+        out.put_slice(b",\"granularity_ms\":");
+        put_u64(out, state.limit.granularity_ms());
+    }
     let counts = state.counts;
     out.put_slice(b",\"count\":");
     put_opt(out, counts.map(|c| c.count));

@@ -74,6 +74,8 @@ impl Limiter {
         now: Now,
     ) -> Result<JointDecision, LimiterError> {
         self.bounds.check_all(checks).map_err(InputError::from)?;
+        let floored = self.floored_all(checks);
+        let checks = floored.as_ref().unwrap_or(checks);
         if let [one] = checks.as_slice() {
             let each = self.decide_each_store_at(one, mode, now).await?;
             return Ok(JointDecision::of(vec![each]));

@@ -44,6 +44,8 @@ pub struct LimiterBuilder {
     journal_cap: usize,
     /// How long a remote store's override (or its absence) is reused.
     override_cache: Duration,
+    /// The granularity floor ([`LimiterBuilder::min_granularity`]).
+    floor: Option<slidelog_core::GranularityFloor>,
 }
 
 impl Default for LimiterBuilder {
@@ -58,6 +60,7 @@ impl Default for LimiterBuilder {
             receipts: None,
             journal_cap: super::DEFAULT_JOURNAL_CAP,
             override_cache: super::control::DEFAULT_OVERRIDE_CACHE,
+            floor: None,
         }
     }
 }
@@ -82,6 +85,17 @@ impl LimiterBuilder {
     /// store in this process's memory, which answers without I/O.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Raises every request's granularity to `floor`, a fraction of each
+    /// limit's window (docs/design.md §1.1: `slidelog serve
+    /// --min-granularity 1/600`): below it, to the smallest divisor of the
+    /// window at or above it. The answers' limits report the granularity
+    /// used. So callers who choose their limits cannot make a key hold
+    /// more than about `1 / fraction` records per limit.
+    pub fn min_granularity(mut self, floor: slidelog_core::GranularityFloor) -> Self {
+        self.floor = Some(floor);
         self
     }
 
@@ -262,6 +276,7 @@ impl LimiterBuilder {
                 names: Default::default(),
             }),
             bounds: self.bounds,
+            floor: self.floor,
         }
     }
 }

@@ -67,6 +67,8 @@ impl Limiter {
         // In process: no timer, no cache and no outage apply (decide_at
         // skips them for such a store too); bounds, policy and report do.
         self.bounds.check(request).map_err(InputError::from)?;
+        let floored = self.floored(request);
+        let request = floored.as_ref().unwrap_or(request);
         let op = Op::deciding(mode);
         let started = self.inner.report.start();
         // Synchronously: no boxed future (measured: BENCHMARKS.md).
@@ -94,6 +96,8 @@ impl Limiter {
         now: Now,
     ) -> Result<Detailed, LimiterError> {
         self.bounds.check(request).map_err(InputError::from)?;
+        let floored = self.floored(request);
+        let request = floored.as_ref().unwrap_or(request);
         let op = Op::deciding(mode);
         let started = self.inner.report.start();
         let cache = self

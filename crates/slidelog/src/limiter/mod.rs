@@ -29,6 +29,7 @@ mod builder;
 mod control;
 mod each;
 mod error;
+mod floor;
 mod health;
 mod local;
 mod policy;
@@ -74,6 +75,9 @@ pub struct Limiter {
     /// What callers may ask for, checked before the store; outside `inner`
     /// so that [`Limiter::with_bounds`] shares everything else.
     bounds: Bounds,
+    /// The operator's granularity floor (docs/design.md §1.1): a request's
+    /// limits are raised to it before the store sees them.
+    floor: Option<slidelog_core::GranularityFloor>,
 }
 
 /// The parts of a limiter that its clones share.
@@ -262,6 +266,8 @@ impl Limiter {
         now: Now,
     ) -> Result<Decision, LimiterError> {
         self.bounds.check(request).map_err(InputError::from)?;
+        let floored = self.floored(request);
+        let request = floored.as_ref().unwrap_or(request);
         let op = Op::deciding(mode);
         let started = self.inner.report.start();
         // Only on the store's clock is a cached rejection exact.
@@ -418,6 +424,7 @@ impl Limiter {
         Self {
             inner: self.inner.clone(),
             bounds,
+            floor: self.floor,
         }
     }
 

@@ -80,6 +80,8 @@ impl Limiter {
         now: Now,
     ) -> Result<Settled, LimiterError> {
         self.bounds.check(request).map_err(InputError::from)?;
+        let floored = self.floored(request);
+        let request = floored.as_ref().unwrap_or(request);
         let receipt = self
             .inner
             .receipts
@@ -124,6 +126,8 @@ impl Limiter {
     /// [`charge`](Self::charge) of a [`Request::usage`] at an explicit time.
     pub async fn charge_at(&self, request: &Request, now: Now) -> Result<Detailed, LimiterError> {
         self.bounds.check(request).map_err(InputError::from)?;
+        let floored = self.floored(request);
+        let request = floored.as_ref().unwrap_or(request);
         let local = self.inner.local.is_some();
         let down = local && self.inner.health.is_down();
         if down || self.held_locally(std::iter::once(request.key())) {

@@ -5,8 +5,8 @@
 use crate::FailurePolicy;
 use slidelog_core::Limit;
 
-/// One limit of a policy: the [`Limit`] (which carries its `block`) and
-/// the settings as the file wrote them.
+/// One limit of a policy: the [`Limit`] (which carries its `block` and
+/// `granularity`) and the settings as the file wrote them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PolicyLimit {
     /// The limit (`max` per `window`, its name).
@@ -220,6 +220,10 @@ fn parse_item(policy: &mut Policy, text: &str) -> Result<(), String> {
                         item.limit.window_ms()
                     ));
                 }
+                item.limit = item
+                    .limit
+                    .with_granularity(g)
+                    .map_err(|e| format!("granularity={d}: {e}"))?;
                 item.granularity_ms = Some(g);
             }
             _ => {

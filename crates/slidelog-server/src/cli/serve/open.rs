@@ -57,11 +57,16 @@ pub(super) async fn build_app(args: &ServeArgs) -> anyhow::Result<App> {
     let time = args.store.time_mode();
     let no_cache = args.no_rejection_cache;
     let journal_cap = args.local_journal_cap;
+    let floor = args.min_granularity;
     let app = App::with_builder(store, config, |b| {
         let b = b
             .time_mode(time)
             .local_journal_cap(journal_cap)
             .override_cache(args.override_cache);
+        let b = match floor {
+            Some(floor) => b.min_granularity(floor),
+            None => b,
+        };
         if no_cache { b.no_rejection_cache() } else { b }
     });
     report_preflight(args, &app, preflight);
