@@ -90,7 +90,35 @@ pub async fn run<C: ConnectionLike>(
         .arg(now_ms.map_or(-1, |ms| ms as i64))
         .arg(deadline_ms.map_or(-1, |ms| ms as i64))
         .arg(limit_args(request));
-    let id = match usage {
+    let id = push_usage_args(&mut invocation, usage, request);
+    let reply: Vec<i64> = invocation.invoke_async(conn).await?;
+    let unexpected = "usage.lua answered an unexpected reply";
+    // The last number is the record's timestamp: a charge merged into the
+    // newest record names it where it is (later than now after a clock
+    // stepped back).
+    let Some((&record_ts, reply)) = reply.split_last() else {
+        return Err(RedisError::from((
+            ErrorKind::UnexpectedReturnType,
+            unexpected,
+        )));
+    };
+    let removed = request.costs().iter().all(|&c| c == 0);
+    let named = Named {
+        id: Some(id),
+        ts: u64::try_from(record_ts).ok().filter(|&ts| ts > 0),
+    };
+    parse_usage_reply(reply, (usage, request), named, removed, unexpected)
+}
+
+/// Adds what the script takes after the limits for `usage`: a charge's new
+/// member (and a once charge's TTL), or a settle's record and costs. Returns
+/// the id the record is named by afterwards.
+fn push_usage_args(
+    invocation: &mut redis::ScriptInvocation<'_>,
+    usage: &Usage,
+    request: &Request,
+) -> u128 {
+    match usage {
         Usage::Charge => {
             let (member, id) = member_with_id(request);
             invocation.arg(member);
@@ -114,24 +142,7 @@ pub async fn run<C: ConnectionLike>(
                 .arg(id_text(fresh));
             fresh
         }
-    };
-    let reply: Vec<i64> = invocation.invoke_async(conn).await?;
-    let unexpected = "usage.lua answered an unexpected reply";
-    // The last number is the record's timestamp: a charge merged into the
-    // newest record names it where it is (later than now after a clock
-    // stepped back).
-    let Some((&record_ts, reply)) = reply.split_last() else {
-        return Err(RedisError::from((
-            ErrorKind::UnexpectedReturnType,
-            unexpected,
-        )));
-    };
-    let removed = request.costs().iter().all(|&c| c == 0);
-    let named = Named {
-        id: Some(id),
-        ts: u64::try_from(record_ts).ok().filter(|&ts| ts > 0),
-    };
-    parse_usage_reply(reply, (usage, request), named, removed, unexpected)
+    }
 }
 
 /// How a settle's or charge's answer names its record: the id (the

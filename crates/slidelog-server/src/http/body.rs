@@ -283,25 +283,32 @@ impl<S: AsRef<str>> DecisionBody<S> {
         }
     }
 
-    /// Validates the limits: `max` and `window_ms`, or `limits`, never both.
-    fn limits_under(&self, policy: Option<&[Limit]>) -> Result<BodyList<Limit>, ApiError> {
+    /// The limits of the policy the body names (`policy`: the service's
+    /// lookup of it), `None` when it names none; refused beside limits of
+    /// its own, and in a joint decision's checks (no policy looked up).
+    fn policy_limits(&self, policy: Option<&[Limit]>) -> Result<Option<BodyList<Limit>>, ApiError> {
         match (policy, &self.policy) {
             (Some(_), _)
                 if self.limits.is_some() || self.max.is_some() || self.window_ms.is_some() =>
             {
-                return Err(ApiError::bad_request(
+                Err(ApiError::bad_request(
                     "limits",
                     "give either policy, or limits (max and window_ms), not both",
-                ));
+                ))
             }
-            (Some(limits), _) => return Ok(limits.iter().cloned().collect()),
-            (None, Some(_)) => {
-                return Err(ApiError::bad_request(
-                    "policy",
-                    "policy is not taken in the checks of a joint decision: give each check its limits",
-                ));
-            }
-            (None, None) => {}
+            (Some(limits), _) => Ok(Some(limits.iter().cloned().collect())),
+            (None, Some(_)) => Err(ApiError::bad_request(
+                "policy",
+                "policy is not taken in the checks of a joint decision: give each check its limits",
+            )),
+            (None, None) => Ok(None),
+        }
+    }
+
+    /// Validates the limits: `max` and `window_ms`, or `limits`, never both.
+    fn limits_under(&self, policy: Option<&[Limit]>) -> Result<BodyList<Limit>, ApiError> {
+        if let Some(limits) = self.policy_limits(policy)? {
+            return Ok(limits);
         }
         if self.limits.is_some() && self.granularity_ms.is_some() {
             return Err(ApiError::bad_request(

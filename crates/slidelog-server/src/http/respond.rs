@@ -176,23 +176,7 @@ fn write_json(
             put_str(out, reason);
         }
     }
-    let alone = each.limits.len() == 1;
-    // A granular limit is listed, even alone, to say its granularity.
-    let listed = !alone
-        || each
-            .limits
-            .iter()
-            .any(|s| s.limit.name().is_some() || s.limit.granularity_ms() != 1);
-    if listed {
-        out.put_slice(b",\"limits\":[");
-        for (i, state) in each.limits.iter().enumerate() {
-            if i > 0 {
-                out.put_u8(b',');
-            }
-            write_limit(out, state, alone);
-        }
-        out.put_u8(b']');
-    }
+    write_limits(out, &each.limits);
     if let Some(record) = d.record {
         // base64url needs no JSON escapes: the text is copied as it is
         // encoded (on the stack), not made a `String` first.
@@ -204,6 +188,26 @@ fn write_json(
         out.put_u8(b'"');
     }
     out.put_u8(b'}');
+}
+
+/// The answer's `limits`, when it has them: several limits, or one named
+/// or granular (listed, even alone, to say its name or granularity).
+fn write_limits(out: &mut BytesMut, limits: &[LimitState]) {
+    let alone = limits.len() == 1;
+    let listed = !alone
+        || limits
+            .iter()
+            .any(|s| s.limit.name().is_some() || s.limit.granularity_ms() != 1);
+    if listed {
+        out.put_slice(b",\"limits\":[");
+        for (i, state) in limits.iter().enumerate() {
+            if i > 0 {
+                out.put_u8(b',');
+            }
+            write_limit(out, state, alone);
+        }
+        out.put_u8(b']');
+    }
 }
 
 /// One entry of the answer's `limits`.

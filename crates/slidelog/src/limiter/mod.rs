@@ -292,16 +292,7 @@ impl Limiter {
             let answer = self.by_policy(request, mode, now, op, outage, started);
             return answer.map(|each| each.decision);
         }
-        // A store in this process's memory decides synchronously: no boxed
-        // future, no timer (it cannot hang).
-        let answer = match self.inner.store.in_process() {
-            Some(local) => local.decide_now(request, mode, now),
-            None => {
-                let call = self.inner.store.decide(request, mode, now);
-                self.inner.bound.run(call).await
-            }
-        };
-        match answer {
+        match self.store_decide(request, mode, now).await {
             Ok(decision) => {
                 if let (Some(cache), Some(ticket)) = (cache, ticket)
                     && !decision.blocked
@@ -318,6 +309,24 @@ impl Limiter {
                 health.failed(&e, &inner.store, inner.bound);
                 let answer = self.by_policy(request, mode, now, op, e, started);
                 answer.map(|each| each.decision)
+            }
+        }
+    }
+
+    /// The store's decision, bounded in time. A store in this process's
+    /// memory decides synchronously: no boxed future, no timer (it cannot
+    /// hang).
+    async fn store_decide(
+        &self,
+        request: &Request,
+        mode: Mode,
+        now: Now,
+    ) -> Result<Decision, slidelog_core::StoreError> {
+        match self.inner.store.in_process() {
+            Some(local) => local.decide_now(request, mode, now),
+            None => {
+                let call = self.inner.store.decide(request, mode, now);
+                self.inner.bound.run(call).await
             }
         }
     }

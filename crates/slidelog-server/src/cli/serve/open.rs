@@ -54,23 +54,27 @@ pub(super) async fn build_app(args: &ServeArgs) -> anyhow::Result<App> {
         None => slidelog::shared_receipt_key(store.as_ref(), timeout).await,
     };
     config.receipts = Some(Arc::new(with_receipt_ttl(key, args)?));
-    let time = args.store.time_mode();
-    let no_cache = args.no_rejection_cache;
-    let journal_cap = args.local_journal_cap;
-    let floor = args.min_granularity;
-    let app = App::with_builder(store, config, |b| {
-        let b = b
-            .time_mode(time)
-            .local_journal_cap(journal_cap)
-            .override_cache(args.override_cache);
-        let b = match floor {
-            Some(floor) => b.min_granularity(floor),
-            None => b,
-        };
-        if no_cache { b.no_rejection_cache() } else { b }
-    });
+    let app = App::with_builder(store, config, |b| limiter_settings(b, args));
     report_preflight(args, &app, preflight);
     Ok(app)
+}
+
+/// The limiter's settings of the flags: time mode, local journal cap,
+/// override cache, granularity floor, rejection cache.
+fn limiter_settings(b: slidelog::LimiterBuilder, args: &ServeArgs) -> slidelog::LimiterBuilder {
+    let b = b
+        .time_mode(args.store.time_mode())
+        .local_journal_cap(args.local_journal_cap)
+        .override_cache(args.override_cache);
+    let b = match args.min_granularity {
+        Some(floor) => b.min_granularity(floor),
+        None => b,
+    };
+    if args.no_rejection_cache {
+        b.no_rejection_cache()
+    } else {
+        b
+    }
 }
 
 /// Gathers the service settings of the flags.
