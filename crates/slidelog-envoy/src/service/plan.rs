@@ -16,6 +16,11 @@ use std::sync::Arc;
 pub(super) type Plans = SmallVec<[Plan; 2]>;
 
 /// The plan for one descriptor before the store is asked.
+// Most plans are `Decide`, held in a `SmallVec` on the stack for the
+// request's life: boxing its `Request` would add an allocation per
+// descriptor to a path kept allocation-free (BENCHMARKS.md, the service's
+// cost), to shrink variants that are rarely built.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Plan {
     /// No rule applies (or a replaced one): `OK`, nothing reported.
     NotLimited,
