@@ -134,6 +134,21 @@ pub const MEMORY_SNAPSHOT_LOCK_HOLD_SECONDS: &str = "slidelog_memory_snapshot_lo
 /// Memory snapshots that could not be written (service, `--memory-snapshot`).
 pub const MEMORY_SNAPSHOT_FAILURES_TOTAL: &str = "slidelog_memory_snapshot_failures_total";
 
+/// Envoy decisions by result (service, `--config`).
+pub const ENVOY_DECISIONS_TOTAL: &str = "slidelog_envoy_decisions_total";
+/// Envoy descriptors no rule matched (service, `--config`).
+pub const ENVOY_UNMATCHED_TOTAL: &str = "slidelog_envoy_unmatched_total";
+/// Blocks put, deleted, or set by a limit's `block_ms`, by op (service).
+pub const BLOCKS_TOTAL: &str = "slidelog_blocks_total";
+/// Overrides put or deleted, by op (service).
+pub const OVERRIDES_TOTAL: &str = "slidelog_overrides_total";
+/// Decisions refused because the key is blocked, by op (service).
+pub const BLOCKED_REFUSALS_TOTAL: &str = "slidelog_blocked_refusals_total";
+/// Blocks the store holds (service).
+pub const BLOCKS_ACTIVE: &str = "slidelog_blocks_active";
+/// Overrides the store holds (service).
+pub const OVERRIDES_ACTIVE: &str = "slidelog_overrides_active";
+
 /// The service's own metrics.
 pub const SERVICE: &[&str] = &[
     DECISIONS_TOTAL,
@@ -167,6 +182,13 @@ pub const SERVICE: &[&str] = &[
     MEMORY_SNAPSHOT_BYTES,
     MEMORY_SNAPSHOT_LOCK_HOLD_SECONDS,
     MEMORY_SNAPSHOT_FAILURES_TOTAL,
+    ENVOY_DECISIONS_TOTAL,
+    ENVOY_UNMATCHED_TOTAL,
+    BLOCKS_TOTAL,
+    OVERRIDES_TOTAL,
+    BLOCKED_REFUSALS_TOTAL,
+    BLOCKS_ACTIVE,
+    OVERRIDES_ACTIVE,
 ];
 
 /// Histograms: their series carry the `_bucket`, `_sum` and `_count` suffixes.

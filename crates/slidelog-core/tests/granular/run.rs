@@ -143,10 +143,14 @@ pub fn run(
                 }
             }
             Op::Settle(i, c) => {
-                let Some((receipt, share)) = receipts.get(i % receipts.len().max(1)).cloned()
-                else {
+                // Receipts are single-use in every store (spent nonces, the
+                // module's SPEND, renamed members: docs/design.md §4.6), so
+                // each is settled once here: a replayed share could name a
+                // coarse granule another, later request shares.
+                if receipts.is_empty() {
                     continue;
-                };
+                }
+                let (receipt, share) = receipts.remove(i % receipts.len());
                 let (list, full) = costs_of(c, n);
                 let r = Request::usage("k", limits.clone(), list).unwrap();
                 let live = model.counts_anywhere(now, share);
