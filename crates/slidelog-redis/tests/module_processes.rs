@@ -232,7 +232,12 @@ fn granular_never_over_admits(kind: ServerKind) {
 fn timing(scenario: &str) -> (u64, Option<u64>) {
     match scenario {
         "exact" => (0, None),
-        "slide" | "granular" => (1_500, None),
+        "slide" => (1_500, None),
+        // Records count up to a granule late, so a window admits a little
+        // less per second than an exact one; on a loaded machine 1.5 s of
+        // load once spanned only two windows of 50 (exactly 100): 3 s
+        // spans several however slow the children start.
+        "granular" => (3_000, None),
         _ => (3_000, Some(1_500)),
     }
 }
