@@ -299,13 +299,7 @@ fn window_ms(
 /// Reads slidelog's `block: 10m` onto `limit` (at most 366 days).
 fn with_block(ctx: &Ctx<'_>, limit: Limit, block: &Spanned<String>) -> Result<Limit, ConfigError> {
     let p = at(&block.referenced);
-    let d = humantime::parse_duration(&block.value).map_err(|e| {
-        let msg = format!(
-            "rate_limit block {:?} is not a duration like 10m: {e}",
-            block.value
-        );
-        ctx.invalid(p, msg)
-    })?;
+    let d = yaml_duration(ctx, block, "block", "10m")?;
     let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
     limit
         .with_block_ms(ms)
@@ -319,13 +313,7 @@ fn granular(ctx: &Ctx<'_>, r: &RateLimitYaml, limit: Limit) -> Result<Limit, Con
         return Ok(limit);
     };
     let p = at(&g.referenced);
-    let d = humantime::parse_duration(&g.value).map_err(|e| {
-        let msg = format!(
-            "rate_limit granularity {:?} is not a duration like 1s: {e}",
-            g.value
-        );
-        ctx.invalid(p, msg)
-    })?;
+    let d = yaml_duration(ctx, g, "granularity", "1s")?;
     let ms = Limit::per(1, d)
         .map_err(|e| ctx.invalid(p, format!("rate_limit granularity: {e}")))?
         .window_ms();
@@ -334,16 +322,28 @@ fn granular(ctx: &Ctx<'_>, r: &RateLimitYaml, limit: Limit) -> Result<Limit, Con
         .map_err(|e| ctx.invalid(p, format!("rate_limit {e}")))
 }
 
+/// Reads a duration field of slidelog's extensions (`window: 90s`,
+/// `block: 10m`, `granularity: 1s`): the error names the field, its value
+/// and an example, at the value's place.
+fn yaml_duration(
+    ctx: &Ctx<'_>,
+    value: &Spanned<String>,
+    field: &str,
+    example: &str,
+) -> Result<std::time::Duration, ConfigError> {
+    humantime::parse_duration(&value.value).map_err(|e| {
+        let msg = format!(
+            "rate_limit {field} {:?} is not a duration like {example}: {e}",
+            value.value
+        );
+        ctx.invalid(at(&value.referenced), msg)
+    })
+}
+
 /// Reads slidelog's `window: 90s`.
 fn explicit_window(ctx: &Ctx<'_>, w: &Spanned<String>) -> Result<u64, ConfigError> {
     let p = at(&w.referenced);
-    let d = humantime::parse_duration(&w.value).map_err(|e| {
-        let msg = format!(
-            "rate_limit window {:?} is not a duration like 90s: {e}",
-            w.value
-        );
-        ctx.invalid(p, msg)
-    })?;
+    let d = yaml_duration(ctx, w, "window", "90s")?;
     let limit = Limit::per(1, d).map_err(|e| ctx.invalid(p, format!("rate_limit {e}")))?;
     Ok(limit.window_ms())
 }
