@@ -233,14 +233,7 @@ impl Detailed {
         };
         Self {
             decision,
-            limits: request
-                .limits()
-                .iter()
-                .map(|&limit| LimitState {
-                    limit,
-                    counts: None,
-                })
-                .collect(),
+            limits: states(request, None),
         }
     }
 
@@ -256,14 +249,7 @@ impl Detailed {
         };
         Self {
             decision,
-            limits: request
-                .limits()
-                .iter()
-                .map(|&limit| LimitState {
-                    limit,
-                    counts: Some(counts),
-                })
-                .collect(),
+            limits: states(request, Some(counts)),
         }
     }
 
@@ -273,4 +259,13 @@ impl Detailed {
             s.limit.max() == self.decision.limit && s.limit.window_ms() == self.decision.window_ms
         })
     }
+}
+
+/// Every limit of `request` with the same `counts` (none: not evaluated).
+fn states(request: &crate::Request, counts: Option<Counts>) -> Vec<LimitState> {
+    request
+        .limits()
+        .iter()
+        .map(|&limit| LimitState { limit, counts })
+        .collect()
 }
