@@ -12,7 +12,7 @@
 
 pub use crate::log::Log;
 pub use all::decide_all;
-pub use tier::{Rounds, has_tiers, homes, rebucket};
+pub use tier::{Rounds, has_tiers, place, rebucket};
 
 pub use usage::{charge, charge_merges, settle, settle_home, standing, standing_each};
 

@@ -40,7 +40,6 @@ impl Subject for Memory {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
     #[test]
-    #[ignore = "known disagreement, being fixed: a settle of a record the coarse tier moved into a granule a later request shares (limits 2/100ms@20ms + 3/600ms@600ms; seed in tests/granularity.proptest-regressions); docs/design.md §1.1, Known gap"]
     fn granular_limits_match_the_model_on_the_memory_store(
         limits in proptest::collection::vec(limit(), 1..=3),
         ops in ops(),

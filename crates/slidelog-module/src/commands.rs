@@ -496,7 +496,7 @@ fn usage(ctx: &Ctx, argv: &[&[u8]], call: args::Usage) -> Result<Reply, CommandE
     let home = call
         .receipt
         .as_ref()
-        .and_then(|r| engine::settle_home(&log, r, request));
+        .and_then(|r| engine::settle_home(&log, now, r, request));
     let run = run_usage(&mut log, now, &call);
     // A settle that found the key's settled receipts full forgot the
     // expired ones first, even when it then settled nothing.

@@ -149,16 +149,16 @@ pub fn has_tiers(limits: &[Limit]) -> bool {
     !tiers(limits).is_empty()
 }
 
-/// Where a record first stored at `ts` may be now: `ts` itself, then its
-/// time in each tier's granule (finest tier first).
-pub fn homes(ts: u64, limits: &[Limit]) -> SmallVec<[u64; 3]> {
-    let mut homes: SmallVec<[u64; 3]> = SmallVec::new();
-    homes.push(ts);
-    for tier in tiers(limits).iter().rev() {
-        let home = round_up(ts, tier.granule);
-        if !homes.contains(&home) {
-            homes.push(home);
-        }
-    }
-    homes
+/// Where a record first stored at `ts` is at `now` once the log's tiers
+/// are rebuilt (as [`rebucket`] with `force` leaves them): its time in the
+/// coarsest granule no finer limit can count it at, else `ts` itself. One
+/// place, not a search: a record that a charge merged into a later one is
+/// not at its receipt's place any more, and a search of the other
+/// granules could find a later request's record there instead
+/// (docs/design.md §1.1).
+pub fn place(ts: u64, limits: &[Limit], now: u64) -> u64 {
+    tiers(limits)
+        .iter()
+        .find(|tier| movable(ts, tier, now))
+        .map_or(ts, |tier| round_up(ts, tier.granule))
 }

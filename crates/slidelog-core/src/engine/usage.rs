@@ -99,7 +99,7 @@ pub fn settle(log: &mut Log, now: u64, request: &Request, receipt: &Receipt) -> 
         }
     });
     let settled = refused.is_none()
-        && settle_home(log, receipt, request)
+        && settle_home(log, now, receipt, request)
             .is_some_and(|ts| log.settle_share(ts, receipt.costs(), request.costs()));
     if let Some(spend) = receipt.spend().filter(|_| settled) {
         // Room was checked above: the nonce is kept (or the log emptied,
@@ -123,23 +123,22 @@ pub fn settle(log: &mut Log, now: u64, request: &Request, receipt: &Receipt) -> 
     }
 }
 
-/// Where the record `receipt` names is now: where it was stored, or its
-/// time in a coarse tier since (docs/design.md §1.1), the first of them
-/// holding a record whose costs hold the receipt's share. `None`: gone.
-pub fn settle_home(log: &Log, receipt: &Receipt, request: &Request) -> Option<u64> {
-    tier::homes(receipt.ts(), request.limits())
-        .into_iter()
-        .find(|&ts| {
-            log.find_ts(ts).is_some_and(|j| {
-                let share = receipt.costs();
-                (0..crate::MAX_LIMITS).all(|p| {
-                    let want = share[p.min(share.len() - 1)];
-                    // As `Log::settle_share` compares them (a saturated
-                    // cost holds any share).
-                    log.cost(j, p) >= want.min(u64::from(u32::MAX))
-                })
-            })
+/// Where the record `receipt` names is at `now`, once the log's tiers are
+/// rebuilt: its place in a coarse tier ([`tier::place`], docs/design.md
+/// §1.1), when a record there holds the receipt's share. `None`: gone
+/// (expired, reset, or moved by a charge merged into it).
+pub fn settle_home(log: &Log, now: u64, receipt: &Receipt, request: &Request) -> Option<u64> {
+    let ts = tier::place(receipt.ts(), request.limits(), now);
+    let j = log.find_ts(ts)?;
+    let share = receipt.costs();
+    (0..crate::MAX_LIMITS)
+        .all(|p| {
+            let want = share[p.min(share.len() - 1)];
+            // As `Log::settle_share` compares them (a saturated cost holds
+            // any share).
+            log.cost(j, p) >= want.min(u64::from(u32::MAX))
         })
+        .then_some(ts)
 }
 
 /// True when a charge of `request` at `now` merges into the newest record

@@ -145,27 +145,38 @@ impl Model {
         }
     }
 
-    /// Moves every record that no finer limit can count any more to the
-    /// granule of the limits that still can (coarsest first), merging.
-    fn rebucket(&mut self, now: u64) {
+    /// The limits' (window, granularity), by window.
+    fn order(&self) -> Vec<(u64, u64)> {
         let mut order: Vec<(u64, u64)> = self
             .limits
             .iter()
             .map(|l| (l.window_ms(), l.granularity_ms()))
             .collect();
         order.sort_unstable();
-        let old = std::mem::take(&mut self.log);
-        for (mut s, c) in old {
-            'tiers: for k in (1..order.len()).rev() {
-                for granule in tier_granules(&order, k) {
-                    let moved = up(s, granule);
-                    if order[..k].iter().all(|&(w, g)| up(moved, g) + w <= now) {
-                        s = moved;
-                        break 'tiers;
-                    }
+        order
+    }
+
+    /// Where a record stored at `s` is at `now`: moved to the coarsest
+    /// granule (coarsest tier first) at which no finer limit can count it,
+    /// or where it is.
+    fn place(&self, s: u64, now: u64) -> u64 {
+        let order = self.order();
+        for k in (1..order.len()).rev() {
+            for granule in tier_granules(&order, k) {
+                let moved = up(s, granule);
+                if order[..k].iter().all(|&(w, g)| up(moved, g) + w <= now) {
+                    return moved;
                 }
             }
-            self.add(s, c);
+        }
+        s
+    }
+
+    /// Moves every record that no finer limit can count any more to the
+    /// granule of the limits that still can (coarsest first), merging.
+    fn rebucket(&mut self, now: u64) {
+        for (s, c) in std::mem::take(&mut self.log) {
+            self.add(self.place(s, now), c);
         }
     }
 
@@ -251,21 +262,6 @@ impl Model {
         (d, each)
     }
 
-    /// Where a record stored at `ts` may be after moving to a tier.
-    fn homes(&self, ts: u64) -> Vec<u64> {
-        let mut order: Vec<(u64, u64)> = self
-            .limits
-            .iter()
-            .map(|l| (l.window_ms(), l.granularity_ms()))
-            .collect();
-        order.sort_unstable();
-        let mut homes = vec![ts];
-        for k in 1..order.len() {
-            homes.extend(tier_granules(&order, k).into_iter().map(|g| up(ts, g)));
-        }
-        homes
-    }
-
     /// Settles the share `r` (a receipt's time and costs) to `costs`:
     /// whether the record was found, and the standing after.
     pub fn settle(
@@ -277,11 +273,13 @@ impl Model {
         self.expire(now);
         self.rebucket(now);
         let (ts, share) = r;
-        let found = self.homes(ts).into_iter().find_map(|home| {
-            self.log
-                .iter()
-                .position(|(t, c)| *t == home && (0..3).all(|p| c[p] >= share[p]))
-        });
+        // The log was just re-bucketed at `now`: the record is where
+        // `place` puts it, merged with whatever shares that granule.
+        let home = self.place(ts, now);
+        let found = self
+            .log
+            .iter()
+            .position(|(t, c)| *t == home && (0..3).all(|p| c[p] >= share[p]));
         let mut record = None;
         if let Some(j) = found {
             let c = &mut self.log[j].1;
