@@ -3,7 +3,8 @@
 # It installs what the tests need when it is missing (redis-server, clang and
 # libclang for the module crate's bindgen, openssl,
 # curl, Prometheus' promtool and server, Valkey 8, the Python Envoy client,
-# systemd-analyze, podman, kubernetes-validate),
+# systemd-analyze, podman, kubernetes-validate, the previous release of
+# slidelog for the upgrade tests),
 # then runs the whole workspace's tests. Tests start their own redis-server,
 # valkey-server and prometheus processes on free loopback ports; nothing here
 # starts or touches a Redis on 6379.
@@ -80,6 +81,10 @@ if [ ! -x target/openapi-venv/bin/openapi-spec-validator ] || [ ! -x target/open
   echo "installing openapi-spec-validator and openapi-python-client into target/openapi-venv (needed by the OpenAPI tests)"
   venv_install target/openapi-venv openapi-spec-validator openapi-python-client
 fi
+
+# The upgrade tests run the previous release beside this build: its binary
+# and its module, built once into target/previous from this clone's history.
+./scripts/build-previous.sh
 
 # `scripts/test.sh --install-only` stops here (CI runs it before clippy, which
 # builds the module crate and so needs clang already).

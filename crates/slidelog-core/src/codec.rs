@@ -130,6 +130,14 @@ pub fn encode(log: &Log, out: &mut Vec<u8>) {
 /// Reads one log from the start of `bytes`; returns it and the bytes read
 /// (the input may go on with other data).
 pub fn decode(bytes: &[u8]) -> Result<(Log, usize), CodecError> {
+    decode_counted(bytes).map(|(log, read, _)| (log, read))
+}
+
+/// Like [`decode`], also returning how many records the encoding lists:
+/// more than the log holds where version 1 repeated a millisecond (read as
+/// one record), which is what a container that counted the records it
+/// wrote (a memory snapshot's end marker) must compare.
+pub fn decode_counted(bytes: &[u8]) -> Result<(Log, usize, u64), CodecError> {
     let mut r = Reader { bytes, at: 0 };
     let head = read_header(&mut r)?;
     let count_at = r.at;
@@ -138,7 +146,7 @@ pub fn decode(bytes: &[u8]) -> Result<(Log, usize), CodecError> {
         return if head.weighted {
             Err(r.invalid(count_at, "an empty log marked weighted"))
         } else {
-            Ok((Log::new(), r.at))
+            Ok((Log::new(), r.at, 0))
         };
     }
     // Every record takes 4 bytes at least: refuse a count the input cannot hold.
@@ -170,7 +178,7 @@ pub fn decode(bytes: &[u8]) -> Result<(Log, usize), CodecError> {
     if head.spent {
         read_spent(&mut r, &mut log)?;
     }
-    Ok((log, r.at))
+    Ok((log, r.at, count))
 }
 
 /// What a log's encoding says before its records.

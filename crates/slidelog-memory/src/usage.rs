@@ -62,12 +62,25 @@ impl MemoryStore {
     /// ([`slidelog_core::Store::charge`]), with every limit's state. A new key is bounded as a check's
     /// is ([`StoreError::Full`]); costs of 0 everywhere create no key.
     pub fn charge_at(&self, request: &Request, now_ms: u64) -> Result<Detailed, StoreError> {
-        let mode = if request.costs().iter().all(|&c| c == 0) {
-            Mode::Peek
-        } else {
-            Mode::Record
-        };
-        self.decide_as::<Charged>(request, mode, now_ms)
-            .map(|c| c.0)
+        if request.costs().iter().any(|&c| c > 0) {
+            return self
+                .decide_as::<Charged>(request, Mode::Record, now_ms)
+                .map(|c| c.0);
+        }
+        // Nothing to record, but an existing log expires as the engine's
+        // charge (and the module's) expires it: a clock that steps back
+        // after must not find the records again.
+        let hash = self.hasher.hash_one(request.key());
+        let mut shard = self.shards[self.shard_index(hash)].lock();
+        let charged =
+            shard.update_existing(hash, request, |log| engine::charge(log, now_ms, request));
+        drop(shard);
+        Ok(match charged {
+            Some((charged, delta)) => {
+                self.account(delta);
+                charged
+            }
+            None => engine::standing_each(&Log::new(), now_ms, request.limits()),
+        })
     }
 }

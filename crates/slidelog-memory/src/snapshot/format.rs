@@ -150,10 +150,12 @@ pub(crate) fn read_entries(body: &[u8]) -> Result<Vec<Entry>, EntryError> {
             .filter(|&(w, _)| (1..=MAX_WINDOW_MS).contains(&w))
             .ok_or(field(at, "longest window not 1 ms to 366 days"))?;
         at += n;
-        let (log, n) =
-            codec::decode(&body[at..]).map_err(|source| EntryError::Log { index, source })?;
+        // The end marker counts the records as written: a version 1 log's
+        // records of one millisecond are read as one.
+        let (log, n, written) = codec::decode_counted(&body[at..])
+            .map_err(|source| EntryError::Log { index, source })?;
         at += n;
-        records += log.len() as u64;
+        records += written;
         entries.push(Entry {
             key: key.to_owned(),
             longest_window_ms: window,
