@@ -427,11 +427,11 @@ impl Costs {
         self.tombstones += n;
     }
 
-    /// Bytes a record takes in position 0's column (1, 2 or 4), and in the
-    /// wider positions when the log keeps them: what a dense layout pays per
-    /// granule, empty or not.
+    /// Bytes a record takes in position 0's column (1, 2 or 4): what a
+    /// dense layout pays per granule, empty or not. (The wider positions
+    /// are kept per block of records that list them, in either layout.)
     pub(super) fn record_bytes(&self) -> usize {
-        self.c0.bytes() + if self.wide.is_empty() { 0 } else { 4 * (self.width - 1) }
+        self.c0.bytes()
     }
 
     /// Drops the newest record, a tombstone (its zeros are in no sum).

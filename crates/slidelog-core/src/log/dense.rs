@@ -193,9 +193,8 @@ impl Log {
         }
         let q = q.max(1);
         let granules = (next - first) / q + 1;
-        let fits = usize::try_from(granules).is_ok_and(|g| {
-            g < u32::MAX as usize && worth(g, live, c.record_bytes(), GO_DENSE)
-        });
+        let fits = usize::try_from(granules)
+            .is_ok_and(|g| g < u32::MAX as usize && worth(g, live, c.record_bytes(), GO_DENSE));
         if !fits {
             return false;
         }
