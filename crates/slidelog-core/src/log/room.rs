@@ -6,8 +6,12 @@
 //! A growth by a quarter moves each element O(1) times, amortised: after
 //! one, `len / 4` pushes come before the next.
 
-/// The least room a growth adds: small logs do not grow one by one.
-const LEAST: usize = 8;
+/// The least room a growth adds: small logs do not grow one by one (and
+/// a one-record log takes no more than a `Vec`'s own first room).
+const LEAST: usize = 4;
+
+/// Below this room a vector is not worth shrinking.
+const TINY: usize = 32;
 
 /// The room to add to a full vector of `len` elements.
 #[inline]
@@ -33,5 +37,5 @@ pub(super) fn kept(len: usize) -> usize {
 /// shrinking: half of its room or more is unused (and it is not tiny).
 #[inline]
 pub(super) fn is_sparse(capacity: usize, len: usize) -> bool {
-    capacity > 4 * LEAST && capacity >= 2 * len
+    capacity > TINY && capacity >= 2 * len
 }
