@@ -92,10 +92,15 @@ impl Log {
     /// changed nothing, when `now` is off the grid, before the base, or so
     /// far on that the ring would be mostly empty.
     pub(super) fn append_dense(&mut self, now: u64, costs: &[u64]) -> bool {
+        let len = self.len();
+        if self.stamp(len - 1) == now {
+            // The common case of a hot key: its current granule, no division.
+            self.add_costs(len - 1, costs);
+            return true;
+        }
         let Some(i) = self.granule_of(now) else {
             return false;
         };
-        let len = self.len();
         if let Some(j) = usize::try_from(i).ok().filter(|&j| j < len) {
             self.add_costs(j, costs);
             return true;
