@@ -17,7 +17,7 @@
 //! to dense is tried only when the timestamps' queue is full (at most
 //! once per quarter of the records appended, `log/room.rs`).
 
-use super::costs::{BLOCK, Costs, Row};
+use super::costs::{Costs, Row};
 use super::{BASE_MASK, DENSE_BIT, Log};
 use crate::MAX_LIMITS;
 use smallvec::SmallVec;
@@ -231,7 +231,7 @@ impl Log {
             }
         });
         // Room for a quarter more granules than held (`log/room.rs`).
-        let room = granules + (granules / 4).max(BLOCK);
+        let room = granules + granules / 4 + 4;
         let mut costs = Costs::build(c.width(), room, rows);
         costs.spent = c.spent.clone();
         costs.granule = q;
