@@ -36,16 +36,22 @@
 //! `SmallVec`: the test of where the slots are cost more, on every decision,
 //! than the allocation it saves — BENCHMARKS.md, "Memory store vs governor".)
 
+mod column;
 mod costs;
+mod dense;
 mod fenwick;
 mod granule;
+mod room;
 #[cfg(test)]
 mod tests;
 
 use costs::Costs;
 
 /// The bits of `Log::packed` that hold the base of the offsets.
-const BASE_MASK: u64 = (1 << 60) - 1;
+const BASE_MASK: u64 = (1 << 59) - 1;
+/// The bit of `Log::packed` set while the log is dense: no timestamps are
+/// kept, record `j` is at the base plus `j` granules (`log/dense.rs`).
+const DENSE_BIT: u64 = 1 << 59;
 /// The bit of `Log::packed` set when timestamps are whole (two slots each).
 const WIDE_BIT: u64 = 1 << 63;
 /// Where `Log::packed` keeps the horizon's bits above the low 32.
@@ -59,11 +65,12 @@ const MAX_HORIZON: u64 = (1 << 35) - 1;
 /// The records' timestamps are `slots[head..]`, a queue that drops from the
 /// front by moving `head` and is compacted when it must grow (so each record
 /// is moved O(1) times): each slot is `ts - base`, or, in a wide log, two
-/// slots hold the high and low halves of `ts`.
+/// slots hold the high and low halves of `ts`. A dense log keeps no slots:
+/// its times are implicit (`log/dense.rs`).
 #[derive(Debug, Clone, Default)]
 pub struct Log {
-    /// The base of the offsets (bits 0..60), the horizon's bits 32..35
-    /// (bits 60..63) and the wide flag (bit 63): packed so that a log
+    /// The base of the offsets (bits 0..59), the dense flag (bit 59), the
+    /// horizon's bits 32..35 (bits 60..63) and the wide flag (bit 63): packed so that a log
     /// stays 48 bytes, the memory store's table entry 80.
     packed: u64,
     slots: Vec<u32>,
@@ -137,6 +144,9 @@ impl Log {
 
     #[inline]
     fn stamp(&self, j: usize) -> u64 {
+        if self.dense() {
+            return self.base() + j as u64 * self.granule();
+        }
         let wide = self.wide();
         let at = self.head as usize + (j << usize::from(wide));
         if wide {
@@ -154,6 +164,9 @@ impl Log {
     /// How many records have `ts <= cut` (they come first).
     #[inline]
     fn count_through(&self, cut: u64) -> usize {
+        if self.dense() {
+            return self.dense_through(cut);
+        }
         if !self.wide() {
             return cut
                 .checked_sub(self.base())
@@ -193,6 +206,12 @@ impl Log {
             self.slots.clear();
             self.head = 0;
             self.set_wide(false);
+            self.set_dense(false);
+            return;
+        }
+        if self.dense() {
+            let base = self.base() + n as u64 * self.granule();
+            self.set_base(base);
             return;
         }
         self.head += (n * self.width()) as u32;
@@ -224,6 +243,7 @@ impl Log {
         slots.reserve(capacity.saturating_sub(slots.len()));
         self.slots = slots;
         self.head = 0;
+        self.set_dense(false);
         self.set_wide(base.is_none());
         self.set_base(base.unwrap_or(0));
     }
@@ -234,6 +254,7 @@ impl Log {
 
     /// Inserts `ts` as record `at`, which keeps the records ascending.
     fn insert_stamp(&mut self, at: usize, ts: u64) {
+        debug_assert!(!self.dense());
         if self.is_empty() {
             if ts > BASE_MASK {
                 self.set_wide(true);
@@ -253,15 +274,10 @@ impl Log {
             return self.insert_stamp(at, ts);
         };
         let w = self.width();
+        if self.slots.len() + w > self.slots.capacity() {
+            self.make_room();
+        }
         if at == self.len() {
-            if self.slots.len() == self.slots.capacity()
-                && self.head as usize * 4 >= self.slots.len()
-            {
-                // Full, and a quarter or more is dropped records: reuse their
-                // room instead of growing. Moves at most 3 slots per slot dropped.
-                self.slots.drain(..self.head as usize);
-                self.head = 0;
-            }
             self.slots.push(pair[0]);
             if self.wide() {
                 self.slots.push(pair[1]);
@@ -272,8 +288,33 @@ impl Log {
         }
     }
 
+    /// Makes room for a record in a full queue: the dropped records' room
+    /// when they are a quarter of the live ones or more (at most 4 moves per
+    /// slot dropped), else a new queue of the live records and a quarter
+    /// more (`log/room.rs`: at most 4 moves per slot appended since the
+    /// last growth).
+    fn make_room(&mut self) {
+        let head = self.head as usize;
+        let live = self.slots.len() - head;
+        if head > 0 && head * 4 >= live {
+            self.slots.drain(..head);
+        } else {
+            let mut slots = Vec::with_capacity(live + room::growth(live).max(2));
+            slots.extend_from_slice(&self.slots[head..]);
+            self.slots = slots;
+        }
+        self.head = 0;
+    }
+
+    /// True when the next record needs [`make_room`](Self::make_room).
+    #[inline]
+    fn is_full(&self) -> bool {
+        self.slots.len() + self.width() > self.slots.capacity()
+    }
+
     /// Moves the newest record to `ts` (not earlier than it).
     fn move_newest(&mut self, ts: u64) {
+        debug_assert!(!self.dense());
         let last = self.len() - 1;
         debug_assert!(ts >= self.stamp(last));
         if let (Some(pair), false) = (self.encode(ts), self.wide()) {

@@ -83,10 +83,12 @@ fn bytes_per_hot_key() {
 }
 
 /// The mean time of a recorded check on one hot key whose log holds
-/// `granules` records (one per granule of 10 ms, the window 10 ms ×
-/// `granules`), measured over 200,000 checks that each land in the current
-/// granule (so the log keeps its size).
-fn check_ns(granules: u64) -> f64 {
+/// `granules` records (`per` checks in each granule of 10 ms, the window
+/// 10 ms × `granules`: one check a granule keeps a plain log of
+/// timestamps, several a weighted one, which goes dense), measured over
+/// 200,000 checks that each land in the current granule (so the log keeps
+/// its size).
+fn check_ns(granules: u64, per: u64) -> f64 {
     let store = MemoryStore::new();
     let window = 10 * granules;
     let limit = Limit::new(10_000_000, window)
@@ -96,7 +98,9 @@ fn check_ns(granules: u64) -> f64 {
     let r = Request::new("hot", vec![limit], 1).unwrap();
     let start = 1_700_000_000_000u64;
     for g in 0..granules {
-        store.decide_at(&r, Mode::Record, start + 10 * g).unwrap();
+        for _ in 0..per {
+            store.decide_at(&r, Mode::Record, start + 10 * g).unwrap();
+        }
     }
     let now = start + 10 * granules;
     let n = 200_000u32;
@@ -114,6 +118,10 @@ fn check_ns(granules: u64) -> f64 {
 #[test]
 #[ignore = "a measurement: cargo test --release -p slidelog-memory --test granularity -- --ignored --nocapture"]
 fn a_hot_key_s_check_does_not_grow_with_its_granules() {
-    let (one, many) = (check_ns(1), check_ns(100_000));
+    let (one, many) = (check_ns(1, 1), check_ns(100_000, 1));
     println!("check on a key of 1 granule: {one:.0} ns; of 100,000 granules: {many:.0} ns");
+    let (one, many) = (check_ns(1, 3), check_ns(100_000, 3));
+    println!(
+        "3 checks a granule (weighted, dense): 1 granule {one:.0} ns; 100,000 granules {many:.0} ns"
+    );
 }

@@ -9,7 +9,9 @@
 //! for old records: the new positions' trees start as copies of the last
 //! one, and only a block that holds a wider record stores its positions.
 //!
-//! Costs are `u32`. A merged record (docs/design.md §4.6: same-millisecond
+//! Costs are at most `u32`, and position 0's are kept in the narrowest
+//! width that holds them (`u8`, `u16` or `u32`, [`Column`]): a hot key's
+//! merged counts of ten a millisecond take one byte each. A merged record (docs/design.md §4.6: same-millisecond
 //! requests, charges merged into the newest record) can sum past
 //! `u32::MAX`: its cost then saturates at `u32::MAX` and stays there, also
 //! when a settle later subtracts a share. Every limit's max is at most
@@ -22,6 +24,7 @@
 //! them cancel between two prefixes); `gone` is their sum. The dropped room
 //! is given back by a rebuild once it is half of `c0`, O(1) amortised.
 
+use super::column::Column;
 use super::fenwick::Fenwick;
 use crate::MAX_LIMITS;
 
@@ -38,8 +41,9 @@ pub(super) type Row = [u32; MAX_LIMITS];
 /// The costs of every record of a weighted log.
 #[derive(Debug, Clone)]
 pub(super) struct Costs {
-    /// Position 0's cost of every record (physical index).
-    c0: Vec<u32>,
+    /// Position 0's cost of every record (physical index), in the
+    /// narrowest width that holds them.
+    c0: Column,
     /// Entries of `c0` before the log's first record (dropped ones).
     front: usize,
     /// Positions kept apart (1..=16).
@@ -58,6 +62,9 @@ pub(super) struct Costs {
     tombstones: usize,
     /// The receipts settled on this log (single use).
     pub(super) spent: super::spent::Spent,
+    /// The granule of a dense log (record `j` is at the base plus `j`
+    /// granules, docs/design.md §1.1); 0 while the log keeps timestamps.
+    pub(super) granule: u64,
 }
 
 /// Positions `1..width` of a block's records, record-major.
@@ -110,7 +117,7 @@ impl Costs {
     /// them), built in one pass, O(records × width).
     pub(super) fn build(width: usize, records: usize, rows: impl Iterator<Item = Row>) -> Self {
         let mut costs = Self {
-            c0: Vec::with_capacity(records),
+            c0: Column::with_capacity(records),
             front: 0,
             width,
             wide: Vec::new(),
@@ -119,6 +126,7 @@ impl Costs {
             gone: vec![0; width],
             tombstones: 0,
             spent: Default::default(),
+            granule: 0,
         };
         // Block-major sums per position.
         let mut sums: Vec<u64> = Vec::new();
@@ -156,7 +164,7 @@ impl Costs {
 
     /// Records held (tombstones included).
     #[inline]
-    fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.c0.len() - self.front
     }
 
@@ -177,18 +185,18 @@ impl Costs {
     fn at(&self, phys: usize, p: usize) -> u32 {
         let p = p.min(self.width - 1);
         if p == 0 {
-            return self.c0[phys];
+            return self.c0.get(phys);
         }
         match self.wide.get(phys / BLOCK).and_then(Option::as_deref) {
             Some(w) if w.width > 1 => {
                 let q = p.min(w.width - 1);
                 if q == 0 {
-                    self.c0[phys]
+                    self.c0.get(phys)
                 } else {
                     w.get(phys % BLOCK, q)
                 }
             }
-            _ => self.c0[phys],
+            _ => self.c0.get(phys),
         }
     }
 
@@ -201,7 +209,7 @@ impl Costs {
     /// Record `j`'s costs at positions `0..width`.
     pub(super) fn row(&self, j: usize) -> Row {
         let phys = self.front + j;
-        let mut row = [self.c0[phys]; MAX_LIMITS];
+        let mut row = [self.c0.get(phys); MAX_LIMITS];
         if let Some(w) = self.wide_of(phys) {
             let (slot, n) = (phys % BLOCK, w.width - 1);
             row[1..w.width].copy_from_slice(&w.costs[slot * n..(slot + 1) * n]);
@@ -220,7 +228,7 @@ impl Costs {
     /// True when record `j` costs 0 everywhere (a tombstone).
     pub(super) fn is_zero(&self, j: usize) -> bool {
         let phys = self.front + j;
-        self.c0[phys] == 0
+        self.c0.get(phys) == 0
             && self.wide_of(phys).is_none_or(|w| {
                 let (slot, n) = (phys % BLOCK, w.width - 1);
                 w.costs[slot * n..(slot + 1) * n].iter().all(|&c| c == 0)
@@ -233,11 +241,7 @@ impl Costs {
         let head = self.trees[p].prefix(b);
         if p == 0 {
             // Position 0 is one slice: summed without a lookup per record.
-            return head
-                + self.c0[b * BLOCK..phys]
-                    .iter()
-                    .map(|&c| u64::from(c))
-                    .sum::<u64>();
+            return head + self.c0.sum(b * BLOCK..phys);
         }
         (b * BLOCK..phys).fold(head, |s, i| s + u64::from(self.at(i, p)))
     }
@@ -274,13 +278,11 @@ impl Costs {
             (b * BLOCK, before)
         };
         if p == 0 {
-            for &c in &self.c0[phys..] {
-                before += u64::from(c);
-                if before >= target {
-                    return phys - self.front;
-                }
-                phys += 1;
+            let (at, sum) = self.c0.scan(phys, before, target);
+            if sum >= target {
+                return at - self.front;
             }
+            (phys, before) = (at, sum);
         }
         loop {
             before += u64::from(self.at(phys, p));
@@ -323,7 +325,7 @@ impl Costs {
                 self.all[p] = self.all[p].wrapping_add(delta);
             }
         }
-        self.c0[phys] = row[0];
+        self.c0.set(phys, row[0]);
         let wide = self.wide_block(b, width);
         if let Some(w) = wide {
             let (slot, n) = (phys % BLOCK, w.width - 1);
@@ -391,12 +393,12 @@ impl Costs {
     /// weighted log): one column, one tree.
     #[inline]
     fn set_narrow(&mut self, phys: usize, new: u32) {
-        let old = self.c0[phys];
+        let old = self.c0.get(phys);
         if old != new {
             let delta = u64::from(new).wrapping_sub(u64::from(old));
             self.trees[0].add(phys / BLOCK, delta);
             self.all[0] = self.all[0].wrapping_add(delta);
-            self.c0[phys] = new;
+            self.c0.set(phys, new);
             self.tombstones = self.tombstones + usize::from(new == 0) - usize::from(old == 0);
         }
     }
@@ -409,8 +411,27 @@ impl Costs {
             return false;
         }
         let phys = self.front + j;
-        self.set_narrow(phys, add(self.c0[phys], cost));
+        self.set_narrow(phys, add(self.c0.get(phys), cost));
         true
+    }
+
+    /// Appends `n` records of cost 0 everywhere (the empty granules of a
+    /// dense log: tombstones), O(n + blocks).
+    pub(super) fn push_zeros(&mut self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let end = self.c0.len() + n;
+        self.ensure_block((end - 1) / BLOCK);
+        self.c0.push_zeros(n);
+        self.tombstones += n;
+    }
+
+    /// Bytes a record takes in position 0's column (1, 2 or 4): what a
+    /// dense layout pays per granule, empty or not. (The wider positions
+    /// are kept per block of records that list them, in either layout.)
+    pub(super) fn record_bytes(&self) -> usize {
+        self.c0.bytes()
     }
 
     /// Drops the newest record, a tombstone (its zeros are in no sum).
@@ -423,9 +444,9 @@ impl Costs {
     /// Drops the `n` oldest records (fewer than held).
     pub(super) fn drop_front(&mut self, n: usize) {
         if self.width == 1 {
-            let dropped = &self.c0[self.front..self.front + n];
-            self.gone[0] += dropped.iter().map(|&c| u64::from(c)).sum::<u64>();
-            self.tombstones -= dropped.iter().filter(|&&c| c == 0).count();
+            let dropped = self.front..self.front + n;
+            self.gone[0] += self.c0.sum(dropped.clone());
+            self.tombstones -= self.c0.zeros(dropped);
         }
         for phys in (self.front..self.front + n).filter(|_| self.width > 1) {
             for p in 0..self.width {
@@ -436,7 +457,9 @@ impl Costs {
             }
         }
         self.front += n;
-        if self.front >= BLOCK && self.front * 2 >= self.c0.len() {
+        // A quarter of the column dropped: given back (a steady log keeps
+        // room for at most a third more than it holds).
+        if self.front >= BLOCK && self.front * 4 >= self.c0.len() {
             self.drop_front_blocks(self.front / BLOCK);
         }
     }
@@ -454,7 +477,7 @@ impl Costs {
             self.all[p] -= gone;
             self.gone[p] -= gone;
         }
-        self.c0.drain(..records);
+        self.c0.drain_front(records);
         self.wide.drain(..k.min(self.wide.len()));
         self.front -= records;
     }
@@ -477,6 +500,7 @@ impl Costs {
         });
         let mut rebuilt = Self::build(width, len + usize::from(insert.is_some()), rows);
         rebuilt.spent = self.spent.clone();
+        rebuilt.granule = self.granule;
         rebuilt
     }
 
@@ -490,7 +514,7 @@ impl Costs {
             .sum();
         std::mem::size_of::<Self>()
             + self.spent.heap_bytes()
-            + self.c0.capacity() * 4
+            + self.c0.heap_bytes()
             + self.wide.capacity() * 8
             + wide
             + self.trees.capacity() * std::mem::size_of::<Fenwick>()
@@ -498,9 +522,9 @@ impl Costs {
             + (self.all.capacity() + self.gone.capacity()) * 8
     }
 
-    /// True when `c0` has room for more than four times its records.
+    /// True when half of `c0`'s room or more is unused.
     pub(super) fn is_sparse(&self) -> bool {
-        self.c0.capacity() > 64 && self.c0.capacity() > 4 * self.len()
+        super::room::is_sparse(self.c0.capacity(), self.len())
     }
 
     /// The same costs in exactly the room they need.

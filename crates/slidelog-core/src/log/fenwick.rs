@@ -46,6 +46,7 @@ impl Fenwick {
     pub(super) fn push_block(&mut self) {
         let i = self.nodes.len();
         let covered = self.prefix(i - 1).wrapping_sub(self.prefix(i - lowbit(i)));
+        super::room::reserve_one(&mut self.nodes);
         self.nodes.push(covered);
     }
 

@@ -25,6 +25,9 @@ impl Log {
     /// index space of [`Log::ts`], [`Log::first_live`] and the rest).
     #[inline]
     pub fn len(&self) -> usize {
+        if self.dense() {
+            return self.dense_len();
+        }
         // A shift, not a division by the width: this is on every path.
         (self.slots.len() - self.head as usize) >> usize::from(self.wide())
     }
@@ -37,7 +40,8 @@ impl Log {
     /// True when the log holds no record.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.slots.len() == self.head as usize
+        // A dense log always holds a record: emptied, it keeps timestamps.
+        self.slots.len() == self.head as usize && !self.dense()
     }
 
     /// The timestamp of record `j` (0 = oldest).
@@ -160,6 +164,12 @@ impl Log {
         end.checked_sub(1).filter(|&j| self.stamp(j) == ts)
     }
 
+    /// True when the log keeps no timestamps: one count per granule, its
+    /// times implicit (docs/design.md §1.1, `log/dense.rs`).
+    pub fn is_dense(&self) -> bool {
+        self.dense()
+    }
+
     /// Heap bytes this log holds (capacity, not length), for memory budgets.
     #[inline]
     pub fn heap_bytes(&self) -> usize {
@@ -169,8 +179,7 @@ impl Log {
     /// True when [`Log::shrink_if_sparse`] would release memory.
     #[inline]
     pub fn is_sparse(&self) -> bool {
-        let capacity = self.capacity();
-        (capacity > 64 && capacity > 4 * self.len())
+        super::room::is_sparse(self.capacity(), self.len())
             || self.costs.as_deref().is_some_and(|c| c.is_sparse())
     }
 }

@@ -29,6 +29,14 @@ impl Log {
         if len == 0 {
             return 0;
         }
+        if self.dense() {
+            // Times are arithmetic: the count is one division.
+            let dropped = self.count_through(cut);
+            if dropped > 0 {
+                self.drop_records(dropped);
+            }
+            return dropped;
+        }
         // The newest record first: when it has expired every record has,
         // and the log empties without a scan. Then oldest first, one by
         // one: a decision usually expires 0 or 1 record, where a binary
@@ -69,10 +77,11 @@ impl Log {
             c.drop_front(n);
             self.compact_if_refunded();
         }
+        self.shrink_if_sparse();
     }
 
     /// Empties the log: plain again, no horizon; the room stays.
-    fn clear(&mut self) {
+    pub(super) fn clear(&mut self) {
         self.drop_front_stamps(self.len());
         self.costs = None;
         self.set_horizon(0);
@@ -86,6 +95,9 @@ impl Log {
     pub fn append(&mut self, now: u64, costs: &[u64]) {
         debug_assert!(!costs.is_empty());
         if self.push_plain(now, costs) {
+            return;
+        }
+        if self.append_to_dense(now, costs) {
             return;
         }
         let len = self.len();
@@ -111,6 +123,25 @@ impl Log {
             *c = c.rebuilt(|_| true, Some((at, row)));
         }
         self.insert_stamp(at, now);
+    }
+
+    /// [`append`](Self::append) on a dense log, or on a weighted log of
+    /// timestamps whose full queue makes it try dense (`log/dense.rs`):
+    /// true when done. A dense log that cannot take the record (off its
+    /// grid, before its base, or far on) goes back to timestamps first.
+    fn append_to_dense(&mut self, now: u64, costs: &[u64]) -> bool {
+        if !self.dense() {
+            let later = self.newest().is_some_and(|newest| now > newest);
+            if !(later && self.costs.is_some() && self.is_full() && self.try_dense(now)) {
+                return false;
+            }
+        }
+        if self.append_dense(now, costs) {
+            self.fit_layout();
+            return true;
+        }
+        self.to_sparse();
+        false
     }
 
     /// [`append`](Self::append)'s common case in one pass: a record of cost 1
@@ -139,7 +170,7 @@ impl Log {
     }
 
     /// Adds `costs` to record `j`'s, position by position.
-    fn add_costs(&mut self, j: usize, costs: &[u64]) {
+    pub(super) fn add_costs(&mut self, j: usize, costs: &[u64]) {
         let one = costs.iter().all(|&c| c == costs[0]);
         let c = self.weighted();
         if one && c.add_narrow(j, super::costs::stored(costs[0])) {
@@ -163,12 +194,13 @@ impl Log {
             self.append(now, costs);
             return now;
         };
-        let last = self.len() - 1;
         let ts = newest.max(now);
-        if ts != newest {
+        if ts != newest && !(self.dense() && self.move_newest_dense(ts)) {
+            self.to_sparse();
             self.move_newest(ts);
         }
-        self.add_costs(last, costs);
+        self.add_costs(self.len() - 1, costs);
+        self.fit_layout();
         ts
     }
 
@@ -227,6 +259,10 @@ impl Log {
     /// every record is refunded.
     fn compact_if_refunded(&mut self) {
         self.pop_tombstones();
+        if self.dense() {
+            // Empty granules are its records: the layout's size decides.
+            return self.fit_layout();
+        }
         let Some(c) = self.costs.as_deref() else {
             return;
         };
@@ -248,7 +284,7 @@ impl Log {
     /// Drops refunded records at the end, so that the newest record always
     /// counts somewhere (each is dropped once: O(1) amortised).
     fn pop_tombstones(&mut self) {
-        let w = self.width();
+        let w = if self.dense() { 0 } else { self.width() };
         while self.len() > 1 && self.is_tombstone(self.len() - 1) {
             self.slots.truncate(self.slots.len() - w);
             if let Some(c) = self.costs.as_deref_mut() {
@@ -257,13 +293,15 @@ impl Log {
         }
     }
 
-    /// Releases spare capacity when the log holds far fewer records than it
-    /// has room for (after a burst expired): room for twice the records is
-    /// kept.
+    /// Releases spare capacity when the log holds half of the records it
+    /// has room for or fewer (after a burst expired): room for a quarter
+    /// more than the records is kept (`log/room.rs`). Expiry calls it, so
+    /// it is O(1) amortised: after a shrink the log must lose over a third
+    /// of its records before the next.
     pub fn shrink_if_sparse(&mut self) {
         let capacity = self.capacity();
-        if capacity > 64 && capacity > 4 * self.len() {
-            let keep = self.len() * 2 * self.width();
+        if super::room::is_sparse(capacity, self.len()) {
+            let keep = super::room::kept(self.len()) * self.width();
             let mut slots: Vec<u32> = Vec::with_capacity(keep);
             slots.extend_from_slice(self.live());
             self.slots = slots;
