@@ -55,13 +55,17 @@ use slidelog_core::{
     Decision, Detailed, Log, MAX_SPENT, Mode, ReceiptError, Request, Spend, engine,
 };
 
+/// A reply's integers: on the stack for a check's 8 fields and a usage
+/// reply's 9 (no allocation per call in the server's allocator).
+pub type Integers = smallvec::SmallVec<[i64; 9]>;
+
 /// A successful reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply {
     /// One integer.
     Integer(i64),
     /// An array of integers.
-    Integers(Vec<i64>),
+    Integers(Integers),
     /// A flat array of name / integer pairs (names fixed, or numbered as
     /// `SLIDELOG.INFO`'s tiers).
     Pairs(Vec<(Cow<'static, str>, i64)>),
@@ -176,7 +180,7 @@ pub(crate) fn decision_fields(decision: &Decision, now: u64) -> [i64; 8] {
 /// Every limit's `count, remaining, retry_after_ms, reset_after_ms`, in
 /// the request's order, after a reply's decision fields (the shape the
 /// scripts answer, `slidelog_core::Detailed::with_counts`).
-pub(crate) fn each_limit(detailed: &Detailed, out: &mut Vec<i64>) {
+pub(crate) fn each_limit(detailed: &Detailed, out: &mut Integers) {
     for c in detailed.limits.iter().filter_map(|s| s.counts) {
         out.extend([
             int(c.count),
@@ -315,7 +319,7 @@ pub fn check(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
     if late {
         return Err(CommandError::Deadline);
     }
-    let mut reply = Vec::with_capacity(8 + 4 * detailed.limits.len());
+    let mut reply = Integers::with_capacity(8 + 4 * detailed.limits.len());
     reply.extend(decision_fields(&decision, now));
     each_limit(&detailed, &mut reply);
     Ok(Reply::Integers(reply))
@@ -351,7 +355,7 @@ fn already(ctx: &Ctx, call: &args::Usage, server: u64) -> Reply {
     let mut key = ctx.open_key(false);
     let log = key.log_mut().cloned().unwrap_or_default();
     let detailed = engine::standing_each(&log, now, call.request.limits());
-    let mut reply = Vec::with_capacity(9 + 4 * detailed.limits.len());
+    let mut reply = Integers::with_capacity(9 + 4 * detailed.limits.len());
     reply.push(4);
     reply.extend(decision_fields(&detailed.decision, now));
     each_limit(&detailed, &mut reply);
@@ -443,7 +447,7 @@ fn usage_reply(run: &UsageRun, now: u64) -> Reply {
         Some(_) => 0,
         None => i64::from(run.done),
     };
-    let mut reply = Vec::with_capacity(9 + 4 * run.detailed.limits.len());
+    let mut reply = Integers::with_capacity(9 + 4 * run.detailed.limits.len());
     reply.push(code);
     reply.extend(decision_fields(&run.detailed.decision, now));
     each_limit(&run.detailed, &mut reply);
