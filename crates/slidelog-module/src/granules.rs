@@ -7,16 +7,18 @@
 //! a key's coarse tiers move old records to coarser granules, oldest
 //! coarsest. So walking the records oldest first with the running gcd of
 //! their times gives a non-increasing granule per record: a tier is a run
-//! of records of one running gcd. A run shorter than [`MIN_TIER_RECORDS`]
-//! is folded into the next, finer, one (its records sit on that granule
-//! too): an exact log's first few times may share a factor by chance (the
-//! first four are all even one time in 16), and a coarse tier's short steps
-//! (design §1.1: "a few records per coarser step") are noise to an operator.
+//! of records of one running gcd. But an exact log's first few times may
+//! share a factor by chance (the first four are all even one time in 16):
+//! a run of `n` records on granule `g` before a run on `f` is kept only
+//! when chance would put it there at most once in [`CHANCE`], `(g / f)^n
+//! >= CHANCE`; else it is folded into the next, finer, run (its records
+//! sit on that granule too). A coarse tier's single steps of 2x or 3x
+//! (design §1.1: "a few records per coarser step") fold the same way.
 
 use slidelog_core::limit::gcd;
 
-/// Runs of fewer records than this are folded into the next finer tier.
-pub const MIN_TIER_RECORDS: u64 = 8;
+/// A run is a tier when its granule is at most this unlikely by chance.
+pub const CHANCE: f64 = 1_000.0;
 
 /// A log's granules as `SLIDELOG.INFO` reports them.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -63,15 +65,19 @@ pub fn of_times(times: impl IntoIterator<Item = u64>) -> Granules {
     }
 }
 
-/// Folds every run shorter than [`MIN_TIER_RECORDS`] into the run after it
-/// (the last run is kept whatever its length: it is the finest granule).
+/// Folds every run that chance could explain into the run after it (the
+/// last run is kept: it is the finest granule).
 fn fold_short(runs: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
     let mut out = Vec::with_capacity(runs.len());
     let mut carried = 0;
-    let last = runs.len().saturating_sub(1);
-    for (i, (g, n)) in runs.into_iter().enumerate() {
+    for (i, &(g, n)) in runs.iter().enumerate() {
         let n = n + carried;
-        if n < MIN_TIER_RECORDS && i < last {
+        let by_chance = runs.get(i + 1).is_some_and(|&(finer, _)| {
+            // The ratio is at least 2 (each run's gcd divides the one
+            // before); the power saturates to infinity, never wraps.
+            (g as f64 / finer as f64).powf(n as f64) < CHANCE
+        });
+        if by_chance {
             carried = n;
         } else {
             out.push((g, n));
@@ -110,16 +116,26 @@ mod tests {
 
     #[test]
     fn coarse_tiers_are_reported_oldest_first() {
-        // A day's minutes, a few steps of 30 s and 5 s (folded), then a
-        // second of 10 ms granules.
+        // A day's minutes, a step of 30 s (folded), two of 5 s (kept with
+        // it: 500^3 is no chance), then a second of 10 ms granules.
         let minutes = (1..=1_380).map(|i| DAY0 + i * 60_000);
         let end = DAY0 + 1_380 * 60_000;
         let steps = [end + 30_000, end + 35_000, end + 40_000];
         let fine = (1..=100).map(|i| end + 40_000 + i * 10);
         let g = of_times(minutes.chain(steps).chain(fine));
         assert_eq!(g.granule_ms, 10);
-        assert_eq!(g.tiers, [(60_000, 1_380), (10, 103)]);
+        assert_eq!(g.tiers, [(60_000, 1_380), (5_000, 3), (10, 100)]);
         assert_eq!(g.tiers.iter().map(|t| t.1).sum::<u64>(), 1_483);
+    }
+
+    #[test]
+    fn a_run_chance_explains_is_folded() {
+        // Three records on 4 ms (4^3 = 64 < 1,000), then 1 ms.
+        let g = of_times([DAY0, DAY0 + 4, DAY0 + 8, DAY0 + 9, DAY0 + 10]);
+        assert_eq!(g.tiers, [(1, 5)]);
+        // Five on 10 ms (10^5) are a tier.
+        let g = of_times((0..5).map(|i| DAY0 + i * 10).chain([DAY0 + 41, DAY0 + 42]));
+        assert_eq!(g.tiers, [(10, 5), (1, 2)]);
     }
 
     #[test]
