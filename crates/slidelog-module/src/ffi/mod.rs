@@ -91,23 +91,9 @@ impl Ctx {
     /// The arguments after the command name (on the stack for a check of
     /// up to three limits).
     pub fn args(&self) -> smallvec::SmallVec<[&[u8]; 14]> {
-        // The API pointer read once for every argument.
-        let ptr_len = api!(RedisModule_StringPtrLen);
         (1..self.argc)
-            .map(|i| {
-                let mut len = 0usize;
-                // SAFETY: argv holds argc live strings for the call; the
-                // pointer and length describe a string's buffer, valid as
-                // long as it.
-                unsafe {
-                    let ptr = ptr_len(*self.argv.add(i), &mut len);
-                    if ptr.is_null() {
-                        &[][..]
-                    } else {
-                        std::slice::from_raw_parts(ptr.cast::<u8>(), len)
-                    }
-                }
-            })
+            // SAFETY: argv holds argc live strings for the call.
+            .map(|i| bytes_of(unsafe { *self.argv.add(i) }))
             .collect()
     }
 
