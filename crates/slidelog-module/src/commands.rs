@@ -43,17 +43,17 @@
 //! passes it); any time before it is taken.
 
 use crate::adopt;
-use crate::granules;
 use crate::args;
 use crate::args::Action;
 use crate::clock;
 use crate::error::CommandError;
 use crate::ffi::{Ctx, Key, Kind};
+use crate::granules;
 use slidelog_core::log::SPENT_MARGIN_MS;
-use std::borrow::Cow;
 use slidelog_core::{
     Decision, Detailed, Log, MAX_SPENT, Mode, ReceiptError, Request, Spend, engine,
 };
+use std::borrow::Cow;
 
 /// A reply's integers: on the stack for a check's 8 fields and a usage
 /// reply's 9 (no allocation per call in the server's allocator).
@@ -658,11 +658,18 @@ pub fn info(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
 /// 0 unknown), `tiers`, and `tier_<i>_granule_ms`, `tier_<i>_records`
 /// for each, oldest (coarsest) first.
 pub fn info_pairs(log: &Log) -> Vec<(Cow<'static, str>, i64)> {
-    let g = granules::of_times((0..log.len()).filter(|&j| !log.is_tombstone(j)).map(|j| log.ts(j)));
+    let g = granules::of_times(
+        (0..log.len())
+            .filter(|&j| !log.is_tombstone(j))
+            .map(|j| log.ts(j)),
+    );
     let mut pairs: Vec<(Cow<'static, str>, i64)> = vec![
         ("records".into(), int(log.record_count() as u64)),
         ("units".into(), int(log.units_from(0, 0))),
-        ("oldest_ms".into(), int(if log.is_empty() { 0 } else { log.ts(0) })),
+        (
+            "oldest_ms".into(),
+            int(if log.is_empty() { 0 } else { log.ts(0) }),
+        ),
         ("newest_ms".into(), int(log.newest().unwrap_or(0))),
         (
             "bytes".into(),

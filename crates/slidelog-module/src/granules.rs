@@ -111,7 +111,10 @@ mod tests {
     #[test]
     fn a_granular_log_is_one_tier_at_its_granule() {
         let g = of_times((1..=601).map(|i| DAY0 + i * 100));
-        assert_eq!((g.granule_ms, g.span_ms, g.tiers), (100, 60_000, vec![(100, 601)]));
+        assert_eq!(
+            (g.granule_ms, g.span_ms, g.tiers),
+            (100, 60_000, vec![(100, 601)])
+        );
     }
 
     #[test]

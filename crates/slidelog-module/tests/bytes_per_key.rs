@@ -67,7 +67,12 @@ fn wall_ms() -> u64 {
 fn memory_store(t: &Traffic, start: u64) -> usize {
     let store = MemoryStore::new();
     let limit = Limit::new(MAX, t.window_ms).unwrap();
-    let r = Request::new("hot", vec![limit.with_granularity(t.granularity_ms).unwrap()], 1).unwrap();
+    let r = Request::new(
+        "hot",
+        vec![limit.with_granularity(t.granularity_ms).unwrap()],
+        1,
+    )
+    .unwrap();
     for now in t.times(start) {
         assert!(store.decide_at(&r, Mode::Record, now).unwrap().allowed);
     }
@@ -151,7 +156,11 @@ fn cell(conn: &mut Connection, key: &str, window_ms: u64) -> i64 {
         conn,
         (0..1_000).map(|_| {
             let mut c = redis::cmd("CL.THROTTLE");
-            c.arg(key).arg(MAX - 1).arg(MAX).arg(window_ms / 1_000).arg(1);
+            c.arg(key)
+                .arg(MAX - 1)
+                .arg(MAX)
+                .arg(window_ms / 1_000)
+                .arg(1);
             c
         }),
     );

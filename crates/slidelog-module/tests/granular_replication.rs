@@ -80,7 +80,10 @@ fn exact(kind: ServerKind) {
     assert!(info["records"] < 200, "{info:?}");
     // INFO reports the tiers: coarser granules oldest, 10 ms newest.
     assert_eq!(info["granule_ms"], 10, "{info:?}");
-    assert!(info["tiers"] >= 2 && info["tier_1_granule_ms"] > 10, "{info:?}");
+    assert!(
+        info["tiers"] >= 2 && info["tier_1_granule_ms"] > 10,
+        "{info:?}"
+    );
     let _: i64 = redis::cmd("WAIT").arg(1).arg(10_000).query(&mut p).unwrap();
     assert_eq!(dumps(&mut r), dumps(&mut p), "the replica's log differs");
     let on_replica: std::collections::HashMap<String, i64> = redis::cmd("SLIDELOG.INFO")

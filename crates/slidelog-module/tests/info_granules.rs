@@ -73,8 +73,19 @@ fn reports_granules(kind: ServerKind) {
     let start = wall_ms() / 60_000 * 60_000 - 3_600_000;
 
     let (names, empty) = info(&mut conn, "none");
-    let first = ["records", "units", "oldest_ms", "newest_ms", "bytes", "weighted"];
-    assert_eq!(names[..6], first, "the fields it always had, first, in order");
+    let first = [
+        "records",
+        "units",
+        "oldest_ms",
+        "newest_ms",
+        "bytes",
+        "weighted",
+    ];
+    assert_eq!(
+        names[..6],
+        first,
+        "the fields it always had, first, in order"
+    );
     assert_eq!(names[6..], ["span_ms", "granule_ms", "tiers"]);
     assert_eq!((empty["records"], empty["span_ms"]), (0, 0));
     assert_eq!((empty["granule_ms"], empty["tiers"]), (0, 0));
@@ -107,7 +118,10 @@ fn reports_granules(kind: ServerKind) {
     assert_eq!(d["granule_ms"], 10, "{d:?}");
     assert!(t.len() >= 2, "coarse tiers and the fine one: {t:?}");
     assert!(t[0].0 > 10 && t.last().unwrap().0 == 10, "{t:?}");
-    assert!(t.windows(2).all(|w| w[0].0 > w[1].0), "coarsest first: {t:?}");
+    assert!(
+        t.windows(2).all(|w| w[0].0 > w[1].0),
+        "coarsest first: {t:?}"
+    );
     assert_eq!(t.iter().map(|t| t.1).sum::<i64>(), d["records"]);
 }
 
