@@ -10,9 +10,9 @@
 //! of records of one running gcd. But an exact log's first few times may
 //! share a factor by chance (the first four are all even one time in 16):
 //! a run of `n` records on granule `g` before a run on `f` is kept only
-//! when chance would put it there at most once in [`CHANCE`], `(g / f)^n
-//! >= CHANCE`; else it is folded into the next, finer, run (its records
-//! sit on that granule too). A coarse tier's single steps of 2x or 3x
+//! when chance would put it there at most once in [`CHANCE`] (when
+//! `(g / f)^n` reaches it); else it is folded into the next, finer, run
+//! (its records sit on that granule too). A coarse tier's single steps of 2x or 3x
 //! (design §1.1: "a few records per coarser step") fold the same way.
 
 use slidelog_core::limit::gcd;
