@@ -4,7 +4,9 @@
 
 use crate::facts::{KeyFacts, KeyKind, ZSetFacts, display_key};
 use crate::histogram::Histogram;
-use crate::report::{KeyEntry, NodeSummary, Problem, ProblemKey, ProblemKind, Summary, Thresholds};
+use crate::report::{
+    KeyEntry, NodeSummary, Problem, ProblemKey, ProblemKind, Summary, Thresholds, Tier,
+};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::sync::Arc;
@@ -250,6 +252,9 @@ impl Accumulator {
                 s.memory_bytes += memory;
                 s.max_zcard = s.max_zcard.max(z.zcard);
                 s.max_memory_bytes = s.max_memory_bytes.max(memory);
+                if z.granules.as_ref().is_some_and(|g| g.granule_ms > 1) {
+                    s.granular_keys += 1;
+                }
                 let n = &mut self.nodes[node];
                 n.keys += 1;
                 n.records += z.zcard;
@@ -283,6 +288,16 @@ impl Accumulator {
             pttl_ms: z.pttl_ms,
             oldest_score: z.oldest_score(),
             newest_score: z.newest_score(),
+            granule_ms: z.granules.as_ref().map(|g| g.granule_ms),
+            tiers: z.granules.as_ref().map_or_else(Vec::new, |g| {
+                g.tiers
+                    .iter()
+                    .map(|&(granule_ms, records)| Tier {
+                        granule_ms,
+                        records,
+                    })
+                    .collect()
+            }),
         };
         let seq = Reverse(self.seq);
         for (heap, figure) in [
@@ -402,6 +417,7 @@ mod tests {
             newest: Some((b"01JD0000000000000000000001".to_vec(), NOW as f64)),
             module_log: false,
             units: None,
+            granules: None,
         }
     }
 

@@ -50,6 +50,20 @@ pub struct ZSetFacts {
     /// not its records, are what a sorted set's members count. `None` for
     /// a sorted set.
     pub units: Option<u64>,
+    /// A module log's granules (`SLIDELOG.INFO` `granule_ms` and its
+    /// tiers, docs/design.md §1.1); `None` for a sorted set, or a module
+    /// that does not report them.
+    pub granules: Option<Granules>,
+}
+
+/// The granules of a module log as `SLIDELOG.INFO` reports them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Granules {
+    /// The finest granule every record sits on (1: exact ms; 0: not known,
+    /// fewer than two records).
+    pub granule_ms: u64,
+    /// `(granule_ms, records)` per tier, oldest (coarsest) first.
+    pub tiers: Vec<(u64, u64)>,
 }
 
 impl ZSetFacts {

@@ -44,6 +44,13 @@ fn summary(out: &mut String, r: &Report) {
         bytes(s.memory_per_key_bytes)
     );
     let _ = writeln!(out, "  largest set     {} records", group(s.max_zcard));
+    if s.granular_keys > 0 {
+        let _ = writeln!(
+            out,
+            "  granular        {} module logs on granules above 1 ms",
+            group(s.granular_keys)
+        );
+    }
     let limit = match (r.limit.max, &r.limit.source) {
         (Some(max), Some(src)) => format!("max {} (from {src})", group(max)),
         (Some(max), None) => format!("max {}", group(max)),
@@ -162,14 +169,29 @@ fn top(out: &mut String, title: &str, entries: &[KeyEntry]) {
         let newest = e.newest_score.map(fmt_score).unwrap_or_default();
         let _ = writeln!(
             out,
-            "  {:>12} {:>10} {:>12} {:>15}  {}",
+            "  {:>12} {:>10} {:>12} {:>15}  {}{}",
             group(e.records),
             bytes(e.memory_bytes as f64),
             ttl,
             newest,
-            e.key
+            e.key,
+            granules(e)
         );
     }
+}
+
+/// A module log's granules after its key: `  (granules 1.0 min x 1,380,
+/// 10 ms x 10)`; nothing for an exact log (one tier of 1 ms) or a sorted set.
+fn granules(e: &KeyEntry) -> String {
+    if e.granule_ms.is_none_or(|g| g <= 1) {
+        return String::new();
+    }
+    let tiers: Vec<String> = e
+        .tiers
+        .iter()
+        .map(|t| format!("{} x {}", human_ms(t.granule_ms), group(t.records)))
+        .collect();
+    format!("  (granules {})", tiers.join(", "))
 }
 
 /// Groups the digits by thousands: 1234567 → "1,234,567".

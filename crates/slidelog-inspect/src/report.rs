@@ -129,6 +129,10 @@ pub struct Summary {
     pub other_type_keys: u64,
     /// Keys SCAN returned that were gone (expired or deleted) when read.
     pub vanished_keys: u64,
+    /// Module logs whose records sit on a granule coarser than 1 ms
+    /// (`SLIDELOG.INFO` `granule_ms` > 1: granular limits, docs/design.md §1.1).
+    #[serde(default)]
+    pub granular_keys: u64,
 }
 
 /// One bucket of the ZCARD histogram.
@@ -161,6 +165,24 @@ pub struct KeyEntry {
     pub oldest_score: Option<f64>,
     /// Largest score (newest record).
     pub newest_score: Option<f64>,
+    /// A module log's finest granule (`SLIDELOG.INFO` `granule_ms`: 1 exact
+    /// ms, 0 not known); absent for a sorted set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub granule_ms: Option<u64>,
+    /// A module log's granule tiers, oldest (coarsest) first; absent when
+    /// none are known.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tiers: Vec<Tier>,
+}
+
+/// One granule tier of a module log (docs/design.md §1.1): its records sit
+/// on multiples of `granule_ms`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tier {
+    /// The tier's granule.
+    pub granule_ms: u64,
+    /// Its records.
+    pub records: u64,
 }
 
 /// The kinds of problem `inspect` flags (docs/design.md §7 and the original design's

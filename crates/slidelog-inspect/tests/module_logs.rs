@@ -3,7 +3,9 @@
 //! oldest and newest), `MEMORY USAGE` and `PTTL`, beside sorted sets, and
 //! judged by the same problems (no TTL, records in the future, above 2 x
 //! max: by units, since the requests of one millisecond are one record);
-//! they are never "wrong type", and a key of another type still is.
+//! they are never "wrong type", and a key of another type still is. A
+//! granular log's granules (`SLIDELOG.INFO`, docs/design.md §1.1) are in
+//! the report and its text.
 
 use slidelog_inspect::{InspectOptions, inspect};
 use slidelog_testkit::{RedisServer, ServerKind, unique_prefix};
@@ -123,4 +125,67 @@ async fn module_logs_are_read_and_judged_beside_sorted_sets() {
     assert!(top.pttl_ms > 0 && top.memory_bytes > 0, "{top:?}");
     assert_eq!(top.oldest_score, Some((now - 1_000) as f64));
     assert_eq!(top.newest_score, Some((now - 1_000 + 24) as f64));
+}
+
+/// Checks of `key` under one limit of `window` (`<window_ms>[@<g>]`) at
+/// `times`, all admitted.
+fn checks_at(conn: &mut redis::Connection, key: &str, window: &str, times: &[u64]) {
+    for &t in times {
+        let reply: Vec<i64> = redis::cmd("SLIDELOG.CHECK")
+            .arg(key)
+            .arg("RECORD")
+            .arg(t)
+            .arg(0)
+            .arg(1)
+            .arg(1_000)
+            .arg(window)
+            .arg(1)
+            .query(conn)
+            .unwrap();
+        assert_eq!(reply[0], 1, "{key}: admitted");
+    }
+}
+
+#[tokio::test]
+async fn granular_module_logs_report_their_granules() {
+    let server = RedisServer::start_with_module(ServerKind::Redis, &[]);
+    let mut conn = server.client();
+    let p = unique_prefix("inspect-granules");
+    // Whole seconds, so the granules are multiples of 100 ms.
+    let start = now_ms() / 1_000 * 1_000 - 10_000;
+    // 40 checks 37 ms apart at 100 ms: 15 granules; and an exact log.
+    let times: Vec<u64> = (0..40).map(|i| start + 1 + i * 37).collect();
+    checks_at(&mut conn, &format!("{p}g100"), "60000@100", &times);
+    // Consecutive ms: their gcd is 1 whatever the start.
+    let ms: Vec<u64> = (0..12).map(|i| start + 1 + i).collect();
+    checks_at(&mut conn, &format!("{p}exact"), "60000", &ms);
+    let options = InspectOptions {
+        pattern: format!("{p}*"),
+        ..InspectOptions::default()
+    };
+    let report = inspect(&server.url(), &options, None).await.unwrap();
+    assert_eq!(report.summary.granular_keys, 1);
+    let entry = |name: &str| {
+        let key = format!("{p}{name}");
+        report
+            .top_by_records
+            .iter()
+            .find(|e| e.key == key)
+            .unwrap_or_else(|| panic!("{key} in {:?}", report.top_by_records))
+            .clone()
+    };
+    let g = entry("g100");
+    assert_eq!((g.records, g.granule_ms), (15, Some(100)));
+    let tiers: Vec<(u64, u64)> = g.tiers.iter().map(|t| (t.granule_ms, t.records)).collect();
+    assert_eq!(tiers, [(100, 15)]);
+    let e = entry("exact");
+    assert_eq!((e.records, e.granule_ms), (12, Some(1)));
+    let text = slidelog_inspect::render::human(&report);
+    assert!(text.contains("granular        1 module logs"), "{text}");
+    assert!(text.contains("(granules 100 ms x 15)"), "{text}");
+    // The JSON carries them, and reads back.
+    let json = serde_json::to_string(&report).unwrap();
+    assert!(json.contains("\"granule_ms\":100"), "{json}");
+    let back: slidelog_inspect::Report = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, report);
 }

@@ -121,8 +121,10 @@ fn hold<'a>(ctx: &'a Ctx, argv: &[&[u8]], call: &CheckAll) -> Result<Vec<Held<'a
 }
 
 /// Every check's 8 decision fields and 4 numbers per limit, in order.
-fn reply(joint: &JointDecision, now: u64) -> Vec<i64> {
-    let mut out = Vec::with_capacity(joint.checks.iter().map(|d| 8 + 4 * d.limits.len()).sum());
+fn reply(joint: &JointDecision, now: u64) -> commands::Integers {
+    let mut out = commands::Integers::with_capacity(
+        joint.checks.iter().map(|d| 8 + 4 * d.limits.len()).sum(),
+    );
     for detailed in &joint.checks {
         out.extend(commands::decision_fields(&detailed.decision, now));
         commands::each_limit(detailed, &mut out);

@@ -162,7 +162,9 @@ pub fn limit_of(max: &[u8], window: &[u8], position: usize) -> Result<Limit, Com
 
 /// The request of `n` `<max> <window_ms>[@<granularity_ms>] <cost>` triples.
 fn request(triples: &[&[u8]], n: usize) -> Result<Request, CommandError> {
-    let mut limits = Vec::with_capacity(n);
+    // On the stack, copied into the request (which holds two inline): a
+    // check of one or two limits allocates nothing.
+    let mut limits: smallvec::SmallVec<[Limit; 4]> = smallvec::SmallVec::with_capacity(n);
     // On the stack: only a request with a cost per limit needs them as a Vec.
     let mut costs: smallvec::SmallVec<[u64; MAX_LIMITS]> = smallvec::SmallVec::new();
     for (i, triple) in triples.chunks_exact(3).enumerate() {
@@ -175,9 +177,9 @@ fn request(triples: &[&[u8]], n: usize) -> Result<Request, CommandError> {
     // One cost for every limit (the common case) is a plain request: one
     // allocation fewer than `with_costs`, in the server's allocator.
     Ok(if costs.iter().all(|&c| c == costs[0]) {
-        Request::new("k", limits, costs[0])?
+        Request::from_slices("k", &limits, costs[0])?
     } else {
-        Request::with_costs("k", limits, costs.to_vec())?
+        Request::with_costs("k", limits.to_vec(), costs.to_vec())?
     })
 }
 
@@ -573,16 +575,30 @@ fn apply_expire_at(at: &[u8], now_ms: u64) -> Result<Option<u64>, CommandError> 
 /// The bytes of an APPLY change: on the stack for up to a few costs.
 pub type Change = smallvec::SmallVec<[u8; 96]>;
 
+/// `00`, `01`, … `99`: two digits per division (every change carries a
+/// 13-digit time, on every admitted check).
+const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
 fn digits(mut v: u64, out: &mut Change) {
     let mut buf = [0u8; 20];
     let mut at = buf.len();
-    loop {
+    while v >= 100 {
+        let pair = (v % 100) as usize * 2;
+        v /= 100;
+        at -= 2;
+        buf[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    }
+    if v >= 10 {
+        let pair = v as usize * 2;
+        at -= 2;
+        buf[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    } else {
         at -= 1;
-        buf[at] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
+        buf[at] = b'0' + v as u8;
     }
     out.extend_from_slice(&buf[at..]);
 }
@@ -676,6 +692,19 @@ mod tests {
     fn parse(words: &str) -> Result<Check, CommandError> {
         let parts: Vec<&[u8]> = words.split(' ').map(str::as_bytes).collect();
         check(&parts)
+    }
+
+    #[test]
+    fn digits_are_the_decimal_of_every_width() {
+        let mut values = vec![0, 9, 10, 99, 100, 101, 999, 1_000, u64::MAX];
+        values.extend((0..20).map(|p| 10u64.pow(p) - 1));
+        values.extend((0..20).map(|p| 10u64.pow(p)));
+        values.extend((0..2_000).map(|i| i * 7_919 + 1_767_225_600_000));
+        for v in values {
+            let mut out = Change::new();
+            digits(v, &mut out);
+            assert_eq!(out.as_slice(), v.to_string().as_bytes());
+        }
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //!   `count_i, remaining_i, retry_after_ms_i, reset_after_ms_i` in the
 //!   request's order (`engine::evaluate_each`: the scripts' reply shape).
 //! - `SLIDELOG.RESET <key>`: 1 when a log (module or sorted set) was deleted, else 0.
-//! - `SLIDELOG.INFO <key>`: `records, units, oldest_ms, newest_ms, bytes, weighted`.
+//! - `SLIDELOG.INFO <key>`: `records, units, oldest_ms, newest_ms, bytes, weighted`,
+//!   then the granules ([`crate::granules`]): `span_ms, granule_ms, tiers` and
+//!   `tier_<i>_granule_ms, tier_<i>_records` per tier.
 //! - `SLIDELOG.SETTLE <key> <now_ms|*> <deadline_ms|0> <record_ts> <record_cost_1,...> <n> (<max> <window_ms> <cost>){n} [SPEND <nonce> <until_ms>]`:
 //!   `engine::settle` of the share a receipt names (its costs) of the
 //!   record at its timestamp, replaced by the costs given (0 in a limit:
@@ -46,10 +48,16 @@ use crate::args::Action;
 use crate::clock;
 use crate::error::CommandError;
 use crate::ffi::{Ctx, Key, Kind};
+use crate::granules;
 use slidelog_core::log::SPENT_MARGIN_MS;
 use slidelog_core::{
     Decision, Detailed, Log, MAX_SPENT, Mode, ReceiptError, Request, Spend, engine,
 };
+use std::borrow::Cow;
+
+/// A reply's integers: on the stack for a check's 8 fields and a usage
+/// reply's 9 (no allocation per call in the server's allocator).
+pub type Integers = smallvec::SmallVec<[i64; 9]>;
 
 /// A successful reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,9 +65,10 @@ pub enum Reply {
     /// One integer.
     Integer(i64),
     /// An array of integers.
-    Integers(Vec<i64>),
-    /// A flat array of name / integer pairs.
-    Pairs(Vec<(&'static str, i64)>),
+    Integers(Integers),
+    /// A flat array of name / integer pairs (names fixed, or numbered as
+    /// `SLIDELOG.INFO`'s tiers).
+    Pairs(Vec<(Cow<'static, str>, i64)>),
 }
 
 /// Every record of `log` that counts as `(timestamp, costs)`, oldest first
@@ -171,7 +180,7 @@ pub(crate) fn decision_fields(decision: &Decision, now: u64) -> [i64; 8] {
 /// Every limit's `count, remaining, retry_after_ms, reset_after_ms`, in
 /// the request's order, after a reply's decision fields (the shape the
 /// scripts answer, `slidelog_core::Detailed::with_counts`).
-pub(crate) fn each_limit(detailed: &Detailed, out: &mut Vec<i64>) {
+pub(crate) fn each_limit(detailed: &Detailed, out: &mut Integers) {
     for c in detailed.limits.iter().filter_map(|s| s.counts) {
         out.extend([
             int(c.count),
@@ -310,7 +319,7 @@ pub fn check(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
     if late {
         return Err(CommandError::Deadline);
     }
-    let mut reply = Vec::with_capacity(8 + 4 * detailed.limits.len());
+    let mut reply = Integers::with_capacity(8 + 4 * detailed.limits.len());
     reply.extend(decision_fields(&decision, now));
     each_limit(&detailed, &mut reply);
     Ok(Reply::Integers(reply))
@@ -346,7 +355,7 @@ fn already(ctx: &Ctx, call: &args::Usage, server: u64) -> Reply {
     let mut key = ctx.open_key(false);
     let log = key.log_mut().cloned().unwrap_or_default();
     let detailed = engine::standing_each(&log, now, call.request.limits());
-    let mut reply = Vec::with_capacity(9 + 4 * detailed.limits.len());
+    let mut reply = Integers::with_capacity(9 + 4 * detailed.limits.len());
     reply.push(4);
     reply.extend(decision_fields(&detailed.decision, now));
     each_limit(&detailed, &mut reply);
@@ -438,7 +447,7 @@ fn usage_reply(run: &UsageRun, now: u64) -> Reply {
         Some(_) => 0,
         None => i64::from(run.done),
     };
-    let mut reply = Vec::with_capacity(9 + 4 * run.detailed.limits.len());
+    let mut reply = Integers::with_capacity(9 + 4 * run.detailed.limits.len());
     reply.push(code);
     reply.extend(decision_fields(&run.detailed.decision, now));
     each_limit(&run.detailed, &mut reply);
@@ -640,15 +649,40 @@ pub fn info(ctx: &Ctx, argv: &[&[u8]]) -> Result<Reply, CommandError> {
         }
         Kind::Other => return Err(CommandError::WrongType),
     };
-    Ok(Reply::Pairs(vec![
-        ("records", int(log.record_count() as u64)),
-        ("units", int(log.units_from(0, 0))),
-        ("oldest_ms", int(if log.is_empty() { 0 } else { log.ts(0) })),
-        ("newest_ms", int(log.newest().unwrap_or(0))),
+    Ok(Reply::Pairs(info_pairs(log)))
+}
+
+/// `SLIDELOG.INFO`'s pairs: `records, units, oldest_ms, newest_ms, bytes,
+/// weighted` (the first six, unchanged), then the granules
+/// (docs/design.md §1.1): `span_ms`, `granule_ms` (the finest: 1 exact,
+/// 0 unknown), `tiers`, and `tier_<i>_granule_ms`, `tier_<i>_records`
+/// for each, oldest (coarsest) first.
+pub fn info_pairs(log: &Log) -> Vec<(Cow<'static, str>, i64)> {
+    let g = granules::of_times(
+        (0..log.len())
+            .filter(|&j| !log.is_tombstone(j))
+            .map(|j| log.ts(j)),
+    );
+    let mut pairs: Vec<(Cow<'static, str>, i64)> = vec![
+        ("records".into(), int(log.record_count() as u64)),
+        ("units".into(), int(log.units_from(0, 0))),
         (
-            "bytes",
+            "oldest_ms".into(),
+            int(if log.is_empty() { 0 } else { log.ts(0) }),
+        ),
+        ("newest_ms".into(), int(log.newest().unwrap_or(0))),
+        (
+            "bytes".into(),
             int(if log.is_empty() { 0 } else { bytes(log) as u64 }),
         ),
-        ("weighted", i64::from(log.is_weighted())),
-    ]))
+        ("weighted".into(), i64::from(log.is_weighted())),
+        ("span_ms".into(), int(g.span_ms)),
+        ("granule_ms".into(), int(g.granule_ms)),
+        ("tiers".into(), int(g.tiers.len() as u64)),
+    ];
+    for (i, (granule, records)) in g.tiers.iter().enumerate() {
+        pairs.push((format!("tier_{}_granule_ms", i + 1).into(), int(*granule)));
+        pairs.push((format!("tier_{}_records", i + 1).into(), int(*records)));
+    }
+    pairs
 }

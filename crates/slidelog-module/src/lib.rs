@@ -18,6 +18,7 @@ pub mod clock;
 pub mod commands;
 pub mod error;
 pub mod ffi;
+pub mod granules;
 pub mod rewrite;
 
 /// Logs live in the server's allocator, so `used_memory`, `maxmemory` and

@@ -162,7 +162,9 @@ fn adopts(kind: ServerKind) {
         .arg("q")
         .query(&mut conn)
         .unwrap();
-    assert_eq!(info.len(), 12);
+    // Six fields, the span, granule and tier count, one tier (2 records at
+    // t0 and t0 + 1: 1 ms).
+    assert_eq!(info.len(), 22);
     assert_eq!(module_type(&mut conn, "q"), "zset");
     let peek = check(&mut conn, "q", false, Some(t0 + 2), 0, &[(10, 1_000, 1)]).unwrap();
     assert_eq!(decision(&peek).0.count, 6);

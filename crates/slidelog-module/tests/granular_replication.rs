@@ -78,8 +78,23 @@ fn exact(kind: ServerKind) {
         .unwrap();
     // 42 s of traffic: about 100 granules of the last second, and minutes.
     assert!(info["records"] < 200, "{info:?}");
+    // INFO reports the tiers: coarser granules oldest, 10 ms newest.
+    assert_eq!(info["granule_ms"], 10, "{info:?}");
+    assert!(
+        info["tiers"] >= 2 && info["tier_1_granule_ms"] > 10,
+        "{info:?}"
+    );
     let _: i64 = redis::cmd("WAIT").arg(1).arg(10_000).query(&mut p).unwrap();
     assert_eq!(dumps(&mut r), dumps(&mut p), "the replica's log differs");
+    let on_replica: std::collections::HashMap<String, i64> = redis::cmd("SLIDELOG.INFO")
+        .arg("day")
+        .query(&mut r)
+        .unwrap();
+    for (name, v) in &info {
+        if name.starts_with("tier") || name.ends_with("_ms") || name == "records" {
+            assert_eq!(on_replica[name], *v, "{name} on the replica");
+        }
+    }
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! set's reads, a TYPE reply, and `ZRANGE … WITHSCORES` in RESP2 or RESP3.
 
 use crate::error::InspectError;
-use crate::facts::{KeyKind, ZSetFacts};
+use crate::facts::{Granules, KeyKind, ZSetFacts};
 use redis::Value;
 
 /// Turns the reply to TYPE of a key that is not a sorted set into its kind.
@@ -40,6 +40,7 @@ pub(super) fn parse_zset(r: &[Value]) -> KeyKind {
             newest: pairs(&r[4]).into_iter().next(),
             module_log: false,
             units: None,
+            granules: None,
         }),
         // WRONGTYPE: resolved by the TYPE follow-up.
         _ => KeyKind::Vanished,
@@ -74,7 +75,23 @@ pub(super) fn parse_module_log(r: &[Value]) -> KeyKind {
         newest: Some((Vec::new(), newest as f64)),
         module_log: true,
         units: field("units").map(|u| u.max(0) as u64),
+        granules: granules_of(&field),
     })
+}
+
+/// A module log's granules from its `SLIDELOG.INFO` fields: `granule_ms`,
+/// `tiers`, then `tier_<i>_granule_ms` / `tier_<i>_records` each; `None`
+/// from a module that reports none (older than the fields).
+fn granules_of(field: &dyn Fn(&str) -> Option<i64>) -> Option<Granules> {
+    let granule_ms = field("granule_ms")?.max(0) as u64;
+    let tiers = (1..=field("tiers").unwrap_or(0).max(0))
+        .map_while(|i| {
+            let g = field(&format!("tier_{i}_granule_ms"))?;
+            let n = field(&format!("tier_{i}_records"))?;
+            Some((g.max(0) as u64, n.max(0) as u64))
+        })
+        .collect();
+    Some(Granules { granule_ms, tiers })
 }
 
 /// Returns the name / integer pairs of `SLIDELOG.INFO` (a flat array, or a map).
@@ -159,6 +176,32 @@ mod tests {
     }
 
     #[test]
+    fn a_module_log_s_granules_are_read_from_its_info() {
+        let b = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let mut info = vec![];
+        for (k, v) in [
+            ("records", 1_390),
+            ("oldest_ms", 60_000),
+            ("newest_ms", 90_000),
+            ("granule_ms", 10),
+            ("tiers", 2),
+            ("tier_1_granule_ms", 60_000),
+            ("tier_1_records", 1_380),
+            ("tier_2_granule_ms", 10),
+            ("tier_2_records", 10),
+        ] {
+            info.extend([b(k), Value::Int(v)]);
+        }
+        let KeyKind::ZSet(z) = parse_module_log(&[Value::Array(info), Value::Nil, Value::Int(5)])
+        else {
+            panic!("not a log");
+        };
+        let g = z.granules.expect("granules");
+        assert_eq!(g.granule_ms, 10);
+        assert_eq!(g.tiers, [(60_000, 1_380), (10, 10)]);
+    }
+
+    #[test]
     fn a_module_log_is_read_from_its_info() {
         let b = |s: &str| Value::BulkString(s.as_bytes().to_vec());
         let info = Value::Array(vec![
@@ -177,6 +220,7 @@ mod tests {
         };
         assert!(z.module_log);
         assert_eq!((z.zcard, z.units), (3, Some(5)));
+        assert_eq!(z.granules, None, "a module without the granule fields");
         assert_eq!((z.zcard, z.memory_bytes, z.pttl_ms), (3, Some(90), 500));
         assert_eq!(
             (z.oldest_score(), z.newest_score()),

@@ -35,6 +35,7 @@ fn reply(ctx: *mut raw::RedisModuleCtx, reply: Reply) {
             Reply::Pairs(pairs) => {
                 api!(RedisModule_ReplyWithArray)(ctx, (pairs.len() * 2) as _);
                 for (name, v) in pairs {
+                    let name = name.as_bytes();
                     api!(RedisModule_ReplyWithStringBuffer)(ctx, name.as_ptr().cast(), name.len());
                     api!(RedisModule_ReplyWithLongLong)(ctx, v);
                 }
