@@ -12,10 +12,12 @@ use redis::{ErrorKind, RedisError, RedisResult, Script};
 use slidelog_core::{Counts, Decision, Detailed, Mode, Request};
 use std::sync::LazyLock;
 
-/// The Lua source of one decision: `sliding_log.lua`'s `decide()` (shared
-/// with the joint decision, [`crate::joint`]) and the line that calls it
-/// on the script's key.
+/// The Lua source of one decision: the steps every script shares
+/// (`prelude.lua`), `sliding_log.lua`'s `decide()` (shared with the joint
+/// decision, [`crate::joint`]) and the line that calls it on the script's
+/// key.
 pub const SOURCE: &str = concat!(
+    include_str!("prelude.lua"),
     include_str!("sliding_log.lua"),
     include_str!("sliding_log_main.lua")
 );

@@ -47,29 +47,8 @@
 -- this script would and hands a weighted log back to it. This script takes
 -- several limits, costs above 1, peeks, and weighted logs.
 
--- The cost of a record at a position: 1 for a plain id, else its listed cost.
-local function cost_of(m, position)
-  local at = string.find(m, '#', 1, true)
-  if not at then return 1 end
-  local index, last = 1, 1
-  for c in string.gmatch(string.sub(m, at + 1), '%d+') do
-    last = tonumber(c)
-    if index == position then return last end
-    index = index + 1
-  end
-  return last
-end
-
--- The weights hash as read by HGETALL (`stored`) into fields:
--- name -> {extra, frontier, changed, position, new frontier}.
-local function parse_fields(stored)
-  local fields = {}
-  for j = 1, #stored, 2 do
-    local e, f = string.match(stored[j + 1], '^(%-?%d+) (%-?%d+)$')
-    fields[stored[j]] = {tonumber(e), tonumber(f), false, tonumber(string.match(stored[j], '^(%d+)/')), nil}
-  end
-  return fields
-end
+-- cost_of, parse_fields, the clock and the counting steps are prelude.lua's
+-- (joined before this file at build time).
 
 -- Reservations (docs/design.md §4.7): the records a joint decision over
 -- several Cluster slots wrote in phase 1, each listed in the log's pending
@@ -120,14 +99,8 @@ local function decide(log, weights, pending, A, penalty)
   local n = tonumber(A[3])
 
   -- Step 1: the time. Redis TIME by default, so every instance shares one
-  -- clock (ms = sec * 1000 + usec / 1000, truncated); or the caller's ms.
-  local now = tonumber(A[2])
-  local function redis_ms()
-    local t = redis.call('TIME')
-    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
-  local given_now = now >= 0
-  if not given_now then now = redis_ms() end
+  -- clock; or the caller's ms (prelude.lua's clock()).
+  local now, given_now = clock(A[2])
 
   -- Step 1b: a check whose caller has already given up (timed out) is refused
   -- before it changes anything, so a check that timed out is never recorded
@@ -135,7 +108,7 @@ local function decide(log, weights, pending, A, penalty)
   -- link). The deadline is on the caller's clock, less the clock-skew margin
   -- it assumes; it is compared with Redis TIME.
   local deadline = tonumber(A[5 + 3 * n] or '-1')
-  if record and deadline >= 0 and (given_now and redis_ms() or now) > deadline then
+  if record and gave_up(deadline, now, given_now) then
     return redis.error_reply('DEADLINE the caller gave up on this check before it ran; nothing recorded')
   end
 
@@ -186,15 +159,10 @@ local function decide(log, weights, pending, A, penalty)
   -- Step 2: the limits, each with its own cost, and the longest window (how
   -- long records are kept). Numbers are formatted with %d below: Lua's
   -- tostring keeps only 14 digits.
-  local maxes, windows, costs = {}, {}, {}
-  local longest = 0
+  local maxes, windows, costs, longest = read_limits(A, 3, n)
   local weighted_request = false
   for i = 1, n do
-    maxes[i] = tonumber(A[1 + 3 * i])
-    windows[i] = tonumber(A[2 + 3 * i])
-    costs[i] = tonumber(A[3 + 3 * i])
     if costs[i] ~= 1 then weighted_request = true end
-    if windows[i] > longest then longest = windows[i] end
   end
   local member = A[4 + 3 * n]
   -- A reservation is marked ('#') like a weighted record, so the log reads
@@ -304,43 +272,9 @@ local function decide(log, weights, pending, A, penalty)
   -- window; after step 4 the set holds exactly the live records of the
   -- longest window, so ZCARD counts that one, shorter windows need a ZCOUNT)
   -- plus the extra units of the weighted ones.
-  local total = redis.call('ZCARD', log)
-  local records, lives = {}, {}
-  for i = 1, n do
-    if total == 0 then
-      records[i] = 0
-    elseif record and windows[i] == longest then
-      records[i] = total
-    else
-      records[i] = redis.call('ZCOUNT', log, string.format('(%d', now - windows[i]), '+inf')
-    end
-    lives[i] = records[i] + (extras[i] or 0)
-  end
-
-  -- The timestamp of the k-th oldest live unit at a position: a rank on a
-  -- plain log (every record costs 1), else a walk from the oldest live record,
-  -- in batches, until k units are summed. (A weighted log whose extra units
-  -- sum to 0 may still mix costs: a record settled to 0 in a limit is -1
-  -- there, docs/design.md §4.5, so only the marker allows the rank.)
-  local function kth_unit(i, k)
-    local first = total - records[i]
-    if not weighted then
-      local rank = first + k - 1
-      return tonumber(redis.call('ZRANGE', log, rank, rank, 'WITHSCORES')[2])
-    end
-    local sum, from, batch = 0, first, 64
-    while true do
-      local got = redis.call('ZRANGE', log, from, from + batch - 1, 'WITHSCORES')
-      -- Never past the end (the sums say k units are live; a guard, not a path).
-      if #got == 0 then return now end
-      for j = 1, #got, 2 do
-        sum = sum + cost_of(got[j], i)
-        if sum >= k then return tonumber(got[j + 1]) end
-      end
-      from = from + batch
-      if batch < 4096 then batch = batch * 4 end
-    end
-  end
+  local total, records = live_records(log, n, windows, longest, now, record)
+  local lives = {}
+  for i = 1, n do lives[i] = records[i] + (extras[i] or 0) end
 
   -- Step 6: admit iff live + cost <= max for every limit, and find the
   -- deciding limit exactly as slidelog_core::engine::evaluate does: rejected,
@@ -363,17 +297,18 @@ local function decide(log, weights, pending, A, penalty)
       local k = live + costs[i] - maxes[i]
       if penalty ~= nil and penalty[i] > penalty_ms then penalty_ms = penalty[i] end
       local wait = windows[i]
-      if k <= live then wait = kth_unit(i, k) + windows[i] - now end
+      -- (prelude.lua's kth_unit: a rank on a plain log, else a walk.)
+      if k <= live then wait = kth_unit(log, weighted, total - records[i], i, k, now) + windows[i] - now end
       if each then
         if waits == nil then waits = {} end
         waits[i] = wait
       end
-      if worst == nil or wait > worst_wait or (wait == worst_wait and windows[i] < windows[worst]) then
+      if outranks(i, wait, worst, worst_wait, windows, true) then
         worst, worst_wait = i, wait
       end
     else
       local rem = maxes[i] - live - costs[i]
-      if tight == nil or rem < tight_rem or (rem == tight_rem and windows[i] < windows[tight]) then
+      if outranks(i, rem, tight, tight_rem, windows, false) then
         tight, tight_rem = i, rem
       end
     end
@@ -386,20 +321,10 @@ local function decide(log, weights, pending, A, penalty)
   -- The deciding limit, and the newest live record that counts in it (for
   -- reset_after_ms): the newest record, unless a settle left it at cost 0
   -- there (docs/design.md §4.5); then the newest live one of cost > 0, or
-  -- nil. Inline, not a function: a closure is built on every run.
+  -- nil (prelude.lua's newest_counting).
   local d = worst
   if allowed then d = tight end
-  local counted = newest
-  if counted ~= nil and weighted and cost_of(newest_member, d) == 0 then
-    counted = nil
-    local got = redis.call('ZRANGEBYSCORE', log, string.format('(%d', now - windows[d]), '+inf', 'WITHSCORES')
-    for j = #got - 1, 1, -2 do
-      if cost_of(got[j], d) > 0 then
-        counted = tonumber(got[j + 1])
-        break
-      end
-    end
-  end
+  local counted = newest_counting(log, weighted, newest, newest_member, d, now - windows[d])
 
   -- Every limit (modes '2' and '3'): each limit's count, remaining, wait and
   -- reset, as the deciding limit's are found (slidelog_core::engine::
@@ -409,17 +334,7 @@ local function decide(log, weights, pending, A, penalty)
   if each then
     reply = {0, 0, 0, 0, 0, 0, 0, 0}
     for i = 1, n do
-      local c = newest
-      if c ~= nil and weighted and cost_of(newest_member, i) == 0 then
-        c = nil
-        local got = redis.call('ZRANGEBYSCORE', log, string.format('(%d', now - windows[i]), '+inf', 'WITHSCORES')
-        for j = #got - 1, 1, -2 do
-          if cost_of(got[j], i) > 0 then
-            c = tonumber(got[j + 1])
-            break
-          end
-        end
-      end
+      local c = newest_counting(log, weighted, newest, newest_member, i, now - windows[i])
       local count, reset, wait = lives[i], 0, 0
       if allowed then
         count = count + costs[i]

@@ -46,19 +46,12 @@ local n = tonumber(ARGV[4])
 local SATURATED = 4294967295
 local SUM_BOUND = 4503599627370496
 
--- Step 1: the time, as sliding_log.lua reads it.
-local now = tonumber(ARGV[2])
-local function redis_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-local given_now = now >= 0
-if not given_now then now = redis_ms() end
+-- Step 1: the time, as sliding_log.lua reads it (prelude.lua's clock()).
+local now, given_now = clock(ARGV[2])
 
 -- Step 2: an operation whose caller gave up is refused before it changes
 -- anything (the check's step 1b: same error code, same clock).
-local deadline = tonumber(ARGV[3])
-if deadline >= 0 and (given_now and redis_ms() or now) > deadline then
+if gave_up(tonumber(ARGV[3]), now, given_now) then
   return redis.error_reply('DEADLINE the caller gave up on this operation before it ran; nothing changed')
 end
 
@@ -72,29 +65,9 @@ if top.err then
 end
 local marked = top[1] ~= nil and string.find(top[1], '#', 1, true) ~= nil
 
--- Step 4: the limits and the costs, and the longest window.
-local maxes, windows, costs = {}, {}, {}
-local longest = 0
-for i = 1, n do
-  maxes[i] = tonumber(ARGV[2 + 3 * i])
-  windows[i] = tonumber(ARGV[3 + 3 * i])
-  costs[i] = tonumber(ARGV[4 + 3 * i])
-  if windows[i] > longest then longest = windows[i] end
-end
-
--- The cost of a record at a position: 1 for a plain id, else its listed
--- cost (a later position takes the last listed one). Same as sliding_log.lua.
-local function cost_of(m, position)
-  local at = string.find(m, '#', 1, true)
-  if not at then return 1 end
-  local index, last = 1, 1
-  for c in string.gmatch(string.sub(m, at + 1), '%d+') do
-    last = tonumber(c)
-    if index == position then return last end
-    index = index + 1
-  end
-  return last
-end
+-- Step 4: the limits and the costs, and the longest window (prelude.lua's
+-- read_limits; cost_of there too).
+local maxes, windows, costs, longest = read_limits(ARGV, 4, n)
 
 -- The id of a member (its ULID, before any '#').
 local function id_of(m)
@@ -130,18 +103,12 @@ local function add(a, b)
 end
 
 -- Step 5: the weights, read once when the log is weighted (marked):
--- W[field] = {extra, frontier, position}; a field changed is written back
--- once, at the end. A plain log's hash is stale: it is dropped when the
--- log changes (the next count of a weighted log rebuilds what it needs).
+-- W[field] = {extra, frontier, _, position} (prelude.lua's parse_fields);
+-- a field changed is written back once, at the end. A plain log's hash is
+-- stale: it is dropped when the log changes (the next count of a weighted
+-- log rebuilds what it needs).
 local W, dirty, stale = {}, {}, false
-if marked then
-  local stored = redis.call('HGETALL', weights)
-  for j = 1, #stored, 2 do
-    local e, f = string.match(stored[j + 1], '^(%-?%d+) (%-?%d+)$')
-    local pos = tonumber(string.match(stored[j], '^(%d+)/'))
-    if e and pos then W[stored[j]] = {tonumber(e), tonumber(f), pos} end
-  end
-end
+if marked then W = parse_fields(redis.call('HGETALL', weights)) end
 
 -- Step 6: drop the expired records (ts <= now - longest), as a check
 -- does (so a later check at an earlier time, after a clock step back, sees
@@ -155,7 +122,7 @@ if #expired > 0 then
     if fl[2] < cutoff then
       local sum = 0
       for x = 1, #expired, 2 do
-        if tonumber(expired[x + 1]) > fl[2] then sum = sum + cost_of(expired[x], fl[3]) - 1 end
+        if tonumber(expired[x + 1]) > fl[2] then sum = sum + cost_of(expired[x], fl[4]) - 1 end
       end
       fl[1], fl[2], dirty[name] = fl[1] - sum, cutoff, true
     end
@@ -178,23 +145,16 @@ end
 -- extra units, the field's frontier moved to now - window (reading only the
 -- records that crossed it; a field missing is counted from the log once).
 local function count(weighted)
-  local total = redis.call('ZCARD', log)
-  local records, lives = {}, {}
+  local total, records = live_records(log, n, windows, longest, now, true)
+  local lives = {}
   for i = 1, n do
     local target = now - windows[i]
-    if total == 0 then
-      records[i] = 0
-    elseif windows[i] == longest then
-      records[i] = total
-    else
-      records[i] = redis.call('ZCOUNT', log, string.format('(%d', target), '+inf')
-    end
     local extra = 0
     if weighted and total > 0 then
       local name = string.format('%d/%d', i, windows[i])
       local fl = W[name]
       if fl == nil then
-        fl = {extra_between(target, '+inf', i), target, i}
+        fl = {extra_between(target, '+inf', i), target, true, i}
         W[name], dirty[name] = fl, true
       elseif fl[2] < target then
         fl[1] = fl[1] - extra_between(fl[2], string.format('%d', target), i)
@@ -232,10 +192,10 @@ local function change(gone, added)
     for name, fl in pairs(W) do
       local d = 0
       for _, r in ipairs(gone) do
-        if r[1] > fl[2] then d = d - (cost_of(r[2], fl[3]) - 1) end
+        if r[1] > fl[2] then d = d - (cost_of(r[2], fl[4]) - 1) end
       end
       for _, r in ipairs(added) do
-        if r[1] > fl[2] then d = d + cost_of(r[2], fl[3]) - 1 end
+        if r[1] > fl[2] then d = d + cost_of(r[2], fl[4]) - 1 end
       end
       if math.abs(fl[1] + d) > SUM_BOUND then return false end
       deltas[name] = d
@@ -434,39 +394,6 @@ if newest then
   if weighted_after then redis.call('PEXPIRE', weights, string.format('%d', ttl)) end
 end
 
--- The k-th oldest live unit at a position: a rank on a plain log, else a
--- walk from the oldest live record in batches (a record of cost 0 there
--- adds nothing), as sliding_log.lua's kth_unit.
-local function kth_unit(i, k)
-  local first = total - records[i]
-  if not weighted_after then
-    local rank = first + k - 1
-    return tonumber(redis.call('ZRANGE', log, rank, rank, 'WITHSCORES')[2])
-  end
-  local sum, from, batch = 0, first, 64
-  while true do
-    local got = redis.call('ZRANGE', log, from, from + batch - 1, 'WITHSCORES')
-    if #got == 0 then return now end
-    for j = 1, #got, 2 do
-      sum = sum + cost_of(got[j], i)
-      if sum >= k then return tonumber(got[j + 1]) end
-    end
-    from = from + batch
-    if batch < 4096 then batch = batch * 4 end
-  end
-end
-
--- The newest live record that counts at a position (reset_after_ms): the
--- newest record unless it costs 0 there, then a walk back.
-local function newest_unit(i)
-  if newest == nil or not weighted_after or cost_of(top_after[1], i) > 0 then return newest end
-  local got = redis.call('ZRANGEBYSCORE', log, string.format('(%d', now - windows[i]), '+inf', 'WITHSCORES')
-  for j = #got - 1, 1, -2 do
-    if cost_of(got[j], i) > 0 then return tonumber(got[j + 1]) end
-  end
-  return nil
-end
-
 -- Step 11: the limits as they stand (slidelog_core::engine::standing):
 -- one more unit fits in every limit, or the deciding limit is the one with
 -- the longest wait (ties: the shorter window); else the one with the least
@@ -476,14 +403,15 @@ local waits = {}
 for i = 1, n do
   if lives[i] + 1 > maxes[i] then
     allowed = false
-    local wait = kth_unit(i, lives[i] + 1 - maxes[i]) + windows[i] - now
+    -- prelude.lua's kth_unit, as sliding_log.lua finds a wait.
+    local wait = kth_unit(log, weighted_after, total - records[i], i, lives[i] + 1 - maxes[i], now) + windows[i] - now
     waits[i] = wait
-    if worst == nil or wait > worst_wait or (wait == worst_wait and windows[i] < windows[worst]) then
+    if outranks(i, wait, worst, worst_wait, windows, true) then
       worst, worst_wait = i, wait
     end
   else
     local rem = maxes[i] - lives[i] - 1
-    if tight == nil or rem < tight_rem or (rem == tight_rem and windows[i] < windows[tight]) then
+    if outranks(i, rem, tight, tight_rem, windows, false) then
       tight, tight_rem = i, rem
     end
   end
@@ -494,7 +422,8 @@ if not allowed then d = worst end
 -- after the deciding limit's.
 local resets = {}
 for i = 1, n do
-  local counted = newest_unit(i)
+  -- The newest live record that counts there (prelude.lua's newest_counting).
+  local counted = newest_counting(log, weighted_after, newest, top_after[1], i, now - windows[i])
   resets[i] = 0
   if counted ~= nil then resets[i] = math.max(0, counted + windows[i] - now) end
 end
