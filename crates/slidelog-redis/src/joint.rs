@@ -192,7 +192,7 @@ fn recorded(outcomes: &[Outcome], mode: Mode) -> bool {
 /// engine has one.
 fn name_record(outcome: &mut Outcome, id: Option<u128>, request: &slidelog_core::Request) {
     // At the request's stored time (docs/design.md §1.1; `now` itself for
-    // the scripts, which take exact limits only).
+    // exact limits).
     outcome.decision.record = Some(RecordRef {
         ts: request.stored_at(outcome.now_ms),
         id,

@@ -28,16 +28,54 @@ local function gave_up(deadline, now, given)
 end
 
 -- The limits from `A[at + 3i - 2 ..]` (max, window_ms, cost for each of
--- `n`), and the longest window: how long records are kept.
+-- `n`; a granular limit's window as `<window_ms>@<granularity_ms>`,
+-- docs/design.md §1.1). Returns maxes, windows, costs, the keep (the
+-- longest `window + granularity - 1`: how long a record can count, so how
+-- long records are kept; the longest window when every limit is exact),
+-- each limit's granularity (1: exact ms), `G`, the gcd of the
+-- granularities (a record is stored at `now` rounded up to it), and
+-- whether any limit is granular.
 local function read_limits(A, at, n)
-  local maxes, windows, costs = {}, {}, {}
-  local longest = 0
+  local maxes, windows, costs, grans = {}, {}, {}, {}
+  local keep, granule, granular = 0, 0, false
   for i = 1, n do
     local j = at + 3 * i
-    maxes[i], windows[i], costs[i] = tonumber(A[j - 2]), tonumber(A[j - 1]), tonumber(A[j])
-    if windows[i] > longest then longest = windows[i] end
+    maxes[i], windows[i], costs[i], grans[i] = tonumber(A[j - 2]), tonumber(A[j - 1]), tonumber(A[j]), 1
+    if windows[i] == nil then
+      local w, g = string.match(A[j - 1], '^(%d+)@(%d+)$')
+      windows[i], grans[i], granular = tonumber(w), tonumber(g), true
+    end
+    if windows[i] + grans[i] - 1 > keep then keep = windows[i] + grans[i] - 1 end
+    -- Euclid: the gcd of the granularities so far.
+    local a, b = granule, grans[i]
+    while b > 0 do a, b = b, a % b end
+    granule = a
   end
-  return maxes, windows, costs, longest
+  return maxes, windows, costs, keep, grans, granule, granular
+end
+
+-- `t` rounded up to a multiple of `g`: where a record stored at `t`
+-- counts in a limit of granularity `g` (docs/design.md §1.1).
+local function round_up(t, g)
+  local r = t % g
+  if r == 0 then return t end
+  return t - r + g
+end
+
+-- Each limit's frontier at `now`: a record stored at `s` counts in it iff
+-- `s > floor(now / g) * g - window` (its rounded time is after
+-- `now - window`): the exact rule at the last granule boundary.
+local function frontiers(now, n, windows, grans)
+  local f = {}
+  for i = 1, n do f[i] = now - now % grans[i] - windows[i] end
+  return f
+end
+
+-- The weights field of limit `i` (`<position>/<window_ms>`, and
+-- `@<granularity_ms>` for a granular limit, whose frontier is its own).
+local function field_name(i, window, g)
+  if g == 1 then return string.format('%d/%d', i, window) end
+  return string.format('%d/%d@%d', i, window, g)
 end
 
 -- The cost of a record at a position: 1 for a plain id, else its listed
@@ -54,6 +92,66 @@ local function cost_of(m, position)
   return last
 end
 
+-- A record's cost saturates here (slidelog_core's u32 costs,
+-- docs/design.md §4.1) and stays saturated.
+local SATURATED = 4294967295
+
+-- `a + b` as a record's cost: saturated, and a saturated cost stays so.
+local function add(a, b)
+  if a >= SATURATED or b >= SATURATED then return SATURATED end
+  return math.min(SATURATED, a + b)
+end
+
+-- The text after '#' of a record costing `row` (positions 1..n): '' when 1
+-- everywhere, one cost when all are equal, else one per position.
+local function list_of(row, n)
+  local same = true
+  for p = 2, n do if row[p] ~= row[1] then same = false end end
+  if same and row[1] == 1 then return '' end
+  if same then return string.format('%d', row[1]) end
+  local parts = {}
+  for p = 1, n do parts[p] = string.format('%d', row[p]) end
+  return table.concat(parts, ',')
+end
+
+-- The member of id `id` listing `list`: a cost-1 record is the bare id on
+-- a plain log and `<id>#1` on a weighted one (the marker).
+local function member_of(id, list, weighted)
+  if list ~= '' then return id .. '#' .. list end
+  if weighted then return id .. '#1' end
+  return id
+end
+
+-- Same stored time, one record (docs/design.md §1.1): the marked record
+-- at `ts` a granular request's costs merge into, or nil. Plain records
+-- (the original script's, one unit each) are never merged into.
+local function marked_at(log, ts)
+  local s = string.format('%d', ts)
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', log, s, s)) do
+    if string.find(m, '#', 1, true) then return m end
+  end
+  return nil
+end
+
+-- The id of a member (its ULID, before any '#').
+local function id_of(m)
+  local at = string.find(m, '#', 1, true)
+  if at then return string.sub(m, 1, at - 1) end
+  return m
+end
+
+-- The member named by `member`'s id costing the record `old` plus `costs`
+-- (one per limit, `n` of them; a later position takes the last), position
+-- by position, saturated; as wide as the wider of the two.
+local function merged(member, old, costs, n)
+  local width = 0
+  for _ in string.gmatch(string.sub(old, string.find(old, '#', 1, true) + 1), '%d+') do width = width + 1 end
+  if n > width then width = n end
+  local row = {}
+  for p = 1, width do row[p] = add(cost_of(old, p), costs[math.min(p, n)]) end
+  return member_of(id_of(member), list_of(row, width), true)
+end
+
 -- The weights hash as read by HGETALL (`stored`) into fields:
 -- name `<position>/<window_ms>` -> {extra, frontier, changed, position,
 -- new frontier}. A field that does not parse is left out.
@@ -67,20 +165,21 @@ local function parse_fields(stored)
   return fields
 end
 
--- The live records of every limit: the records with ts > now - window.
--- Once the expired records are dropped (`expired`), the set holds exactly
--- the live records of the longest window, so ZCARD counts that one in
--- O(1); a shorter window takes a ZCOUNT. Returns ZCARD and the counts.
-local function live_records(log, n, windows, longest, now, expired)
+-- The live records of every limit: the records after its frontier. Once
+-- the records at or before `cutoff` are dropped (`expired`), the set holds
+-- exactly the records after it, so ZCARD counts a limit whose frontier is
+-- the cutoff (the longest exact window) in O(1); any other takes a ZCOUNT.
+-- Returns ZCARD and the counts.
+local function live_records(log, n, fr, cutoff, expired)
   local total = redis.call('ZCARD', log)
   local records = {}
   for i = 1, n do
     if total == 0 then
       records[i] = 0
-    elseif expired and windows[i] == longest then
+    elseif expired and fr[i] == cutoff then
       records[i] = total
     else
-      records[i] = redis.call('ZCOUNT', log, string.format('(%d', now - windows[i]), '+inf')
+      records[i] = redis.call('ZCOUNT', log, string.format('(%d', fr[i]), '+inf')
     end
   end
   return total, records

@@ -156,11 +156,18 @@ local function decide(log, weights, pending, A, penalty)
   local newest_member, newest = top[1], tonumber(top[2])
   local marked = newest_member ~= nil and string.find(newest_member, '#', 1, true) ~= nil
 
-  -- Step 2: the limits, each with its own cost, and the longest window (how
-  -- long records are kept). Numbers are formatted with %d below: Lua's
-  -- tostring keeps only 14 digits.
-  local maxes, windows, costs, longest = read_limits(A, 3, n)
-  local weighted_request = false
+  -- Step 2: the limits, each with its own cost, and the keep (how long
+  -- records are kept: the longest window, or the longest `window +
+  -- granularity - 1`); each limit's frontier (a granular limit's at its
+  -- last granule boundary) and the time an admitted record is stored at
+  -- (now rounded up to the gcd of the granularities; docs/design.md §1.1).
+  -- A granular request writes the weighted layout (marked records, one per
+  -- stored time). Numbers are formatted with %d below: Lua's tostring
+  -- keeps only 14 digits.
+  local maxes, windows, costs, longest, grans, granule, granular = read_limits(A, 3, n)
+  local fr = frontiers(now, n, windows, grans)
+  local stored_at = round_up(now, granule)
+  local weighted_request = granular
   for i = 1, n do
     if costs[i] ~= 1 then weighted_request = true end
   end
@@ -214,9 +221,9 @@ local function decide(log, weights, pending, A, penalty)
     end
     local names = {}
     for i = 1, n do
-      local name = string.format('%d/%d', i, windows[i])
+      local name = field_name(i, windows[i], grans[i])
       names[i] = name
-      local target = now - windows[i]
+      local target = fr[i]
       if fields[name] == nil then
         fields[name] = {extra_after(i, target), target, true, i, nil}
       else
@@ -268,11 +275,12 @@ local function decide(log, weights, pending, A, penalty)
     redis.call('ZREMRANGEBYSCORE', log, '-inf', string.format('%d', cutoff))
   end
 
-  -- Step 5: the live units of every limit: the live records (ts > now -
-  -- window; after step 4 the set holds exactly the live records of the
-  -- longest window, so ZCARD counts that one, shorter windows need a ZCOUNT)
-  -- plus the extra units of the weighted ones.
-  local total, records = live_records(log, n, windows, longest, now, record)
+  -- Step 5: the live units of every limit: the live records (ts after its
+  -- frontier; after step 4 the set holds exactly the records after the
+  -- cutoff, so ZCARD counts the longest exact window, any other takes a
+  -- ZCOUNT: prelude.lua's live_records) plus the extra units of the
+  -- weighted ones.
+  local total, records = live_records(log, n, fr, cutoff, record)
   local lives = {}
   for i = 1, n do lives[i] = records[i] + (extras[i] or 0) end
 
@@ -297,8 +305,11 @@ local function decide(log, weights, pending, A, penalty)
       local k = live + costs[i] - maxes[i]
       if penalty ~= nil and penalty[i] > penalty_ms then penalty_ms = penalty[i] end
       local wait = windows[i]
-      -- (prelude.lua's kth_unit: a rank on a plain log, else a walk.)
-      if k <= live then wait = kth_unit(log, weighted, total - records[i], i, k, now) + windows[i] - now end
+      -- (prelude.lua's kth_unit: a rank on a plain log, else a walk; its
+      -- time rounded up to the limit's granularity.)
+      if k <= live then
+        wait = round_up(kth_unit(log, weighted, total - records[i], i, k, now), grans[i]) + windows[i] - now
+      end
       if each then
         if waits == nil then waits = {} end
         waits[i] = wait
@@ -321,10 +332,12 @@ local function decide(log, weights, pending, A, penalty)
   -- The deciding limit, and the newest live record that counts in it (for
   -- reset_after_ms): the newest record, unless a settle left it at cost 0
   -- there (docs/design.md §4.5); then the newest live one of cost > 0, or
-  -- nil (prelude.lua's newest_counting).
+  -- nil (prelude.lua's newest_counting); at its time rounded up to the
+  -- limit's granularity.
   local d = worst
   if allowed then d = tight end
-  local counted = newest_counting(log, weighted, newest, newest_member, d, now - windows[d])
+  local counted = newest_counting(log, weighted, newest, newest_member, d, fr[d])
+  if counted ~= nil then counted = round_up(counted, grans[d]) end
 
   -- Every limit (modes '2' and '3'): each limit's count, remaining, wait and
   -- reset, as the deciding limit's are found (slidelog_core::engine::
@@ -334,11 +347,14 @@ local function decide(log, weights, pending, A, penalty)
   if each then
     reply = {0, 0, 0, 0, 0, 0, 0, 0}
     for i = 1, n do
-      local c = newest_counting(log, weighted, newest, newest_member, i, now - windows[i])
+      local c = newest_counting(log, weighted, newest, newest_member, i, fr[i])
+      if c ~= nil then c = round_up(c, grans[i]) end
       local count, reset, wait = lives[i], 0, 0
       if allowed then
+        -- The request itself counts at now rounded up to the granularity.
+        local at = round_up(now, grans[i])
         count = count + costs[i]
-        if c == nil or c < now then c = now end
+        if c == nil or c < at then c = at end
         reset = c + windows[i] - now
       else
         if c ~= nil and c + windows[i] > now then reset = c + windows[i] - now end
@@ -360,7 +376,9 @@ local function decide(log, weights, pending, A, penalty)
     if not keep_all or not weighted then redis.call('DEL', weights) end
     for name, field in pairs(fields) do
       -- field[4] is the field's position, parsed from its name once on read.
-      local mine = tonumber(string.match(name, '/(%d+)$')) == windows[math.min(n, field[4])]
+      local w, g = string.match(name, '/(%d+)@?(%d*)$')
+      local at = math.min(n, field[4])
+      local mine = tonumber(w) == windows[at] and (tonumber(g) or 1) == grans[at]
       if (keep_all and field[3]) or (not keep_all and mine) then
         changed[#changed + 1] = name
         changed[#changed + 1] = string.format('%d %d', field[1], field[2])
@@ -400,9 +418,10 @@ local function decide(log, weights, pending, A, penalty)
   end
 
   -- Step 9b: allowed. After appending, the newest record is the later of the
-  -- old newest (a clock that stepped back leaves records in the future) and now.
-  local newest_after = now
-  if newest ~= nil and newest > now then newest_after = newest end
+  -- old newest (a clock that stepped back leaves records in the future) and
+  -- the stored time (now, for exact limits).
+  local newest_after = stored_at
+  if newest ~= nil and newest > stored_at then newest_after = newest end
 
   if record then
     -- Step 10: append ONE record at `now` carrying the request's costs, add
@@ -425,8 +444,19 @@ local function decide(log, weights, pending, A, penalty)
         end
       end
     end
-    if reserve_until ~= nil and not string.find(member, '#', 1, true) then member = member .. '#1' end
-    redis.call('ZADD', log, now, member)
+    if (reserve_until ~= nil or granular) and not string.find(member, '#', 1, true) then member = member .. '#1' end
+    -- A granular record merges into the marked record at its stored time
+    -- (one record per stored time, docs/design.md §1.1; prelude.lua's
+    -- marked_at and merged), renamed to this request's id; a reservation
+    -- never does (a cancel removes its own record whole).
+    local into = nil
+    if granular and reserve_until == nil then into = marked_at(log, stored_at) end
+    local written = member
+    if into then
+      written = merged(member, into, costs, n)
+      redis.call('ZREM', log, into)
+    end
+    redis.call('ZADD', log, stored_at, written)
     if reserve_until ~= nil then
       -- Listed as pending until its deadline; the set outlives the latest
       -- deadline it holds by a second (a deadline is at most the call's
@@ -439,12 +469,18 @@ local function decide(log, weights, pending, A, penalty)
     end
     if weighted_request then
       for i = 1, n do
-        local name = string.format('%d/%d', i, windows[i])
-        if fields[name] == nil then fields[name] = {0, now - windows[i], true, i, nil} end
+        local name = field_name(i, windows[i], grans[i])
+        if fields[name] == nil then fields[name] = {0, fr[i], true, i, nil} end
       end
       for _, field in pairs(fields) do
-        if now > field[2] then
-          field[1] = field[1] + costs[math.min(field[4], n)] - 1
+        if stored_at > field[2] then
+          -- A merge adds its costs to a record already counted; an append
+          -- adds a record (counted by ZCOUNT) and its extra units.
+          if into then
+            field[1] = field[1] + cost_of(written, field[4]) - cost_of(into, field[4])
+          else
+            field[1] = field[1] + costs[math.min(field[4], n)] - 1
+          end
           field[3] = true
         end
       end
@@ -454,8 +490,10 @@ local function decide(log, weights, pending, A, penalty)
     save_weights(ttl)
   end
 
-  -- The reset of the deciding limit: its newest counting record, or now.
-  if counted == nil or counted < now then counted = now end
+  -- The reset of the deciding limit: its newest counting record, or now
+  -- (rounded up to its granularity: where this request counts there).
+  local at = round_up(now, grans[d])
+  if counted == nil or counted < at then counted = at end
   if reply == nil then return {1, maxes[d], windows[d], lives[d] + costs[d], tight_rem, 0, counted + windows[d] - now, now} end
   reply[1], reply[2], reply[3], reply[4], reply[5], reply[6], reply[7], reply[8] =
     1, maxes[d], windows[d], lives[d] + costs[d], tight_rem, 0, counted + windows[d] - now, now

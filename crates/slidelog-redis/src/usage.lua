@@ -43,7 +43,6 @@
 local log, weights = KEYS[1], KEYS[2]
 local op = ARGV[1]
 local n = tonumber(ARGV[4])
-local SATURATED = 4294967295
 local SUM_BOUND = 4503599627370496
 
 -- Step 1: the time, as sliding_log.lua reads it (prelude.lua's clock()).
@@ -65,42 +64,16 @@ if top.err then
 end
 local marked = top[1] ~= nil and string.find(top[1], '#', 1, true) ~= nil
 
--- Step 4: the limits and the costs, and the longest window (prelude.lua's
--- read_limits; cost_of there too).
-local maxes, windows, costs, longest = read_limits(ARGV, 4, n)
+-- Step 4: the limits and the costs, and the keep (the longest window, or
+-- longest `window + granularity - 1`: prelude.lua's read_limits; cost_of
+-- there too); each limit's frontier (a granular limit's at its last
+-- granule boundary, docs/design.md §1.1) and the time a charge is stored
+-- at (now rounded up to the gcd of the granularities).
+local maxes, windows, costs, longest, grans, granule, granular = read_limits(ARGV, 4, n)
+local fr = frontiers(now, n, windows, grans)
+local stored_at = round_up(now, granule)
 
--- The id of a member (its ULID, before any '#').
-local function id_of(m)
-  local at = string.find(m, '#', 1, true)
-  if at then return string.sub(m, 1, at - 1) end
-  return m
-end
-
--- The text after '#' of a record costing `row` (positions 1..n): '' when 1
--- everywhere, one cost when all are equal, else one per position.
-local function list_of(row)
-  local same = true
-  for p = 2, n do if row[p] ~= row[1] then same = false end end
-  if same and row[1] == 1 then return '' end
-  if same then return string.format('%d', row[1]) end
-  local parts = {}
-  for p = 1, n do parts[p] = string.format('%d', row[p]) end
-  return table.concat(parts, ',')
-end
-
--- The member of id `id` listing `list`: a cost-1 record is the bare id on
--- a plain log and `<id>#1` on a weighted one (the marker).
-local function member_of(id, list, weighted)
-  if list ~= '' then return id .. '#' .. list end
-  if weighted then return id .. '#1' end
-  return id
-end
-
--- `a + b` as a record's cost: saturated, and a saturated cost stays so.
-local function add(a, b)
-  if a >= SATURATED or b >= SATURATED then return SATURATED end
-  return math.min(SATURATED, a + b)
-end
+-- id_of, list_of, member_of and add (saturated costs) are prelude.lua's.
 
 -- Step 5: the weights, read once when the log is weighted (marked):
 -- W[field] = {extra, frontier, _, position} (prelude.lua's parse_fields);
@@ -110,7 +83,7 @@ end
 local W, dirty, stale = {}, {}, false
 if marked then W = parse_fields(redis.call('HGETALL', weights)) end
 
--- Step 6: drop the expired records (ts <= now - longest), as a check
+-- Step 6: drop the expired records (ts <= now - keep), as a check
 -- does (so a later check at an earlier time, after a clock step back, sees
 -- what it would after a check). Every field whose frontier is older than
 -- the cutoff first moves to it, leaving the extra units of the records
@@ -140,18 +113,18 @@ local function extra_between(lo, hi, pos)
 end
 
 -- The live units of every limit, as the check counts them (sliding_log.lua
--- steps 3 and 5): the set holds the live records of the longest window
--- (ZCARD), a shorter window takes a ZCOUNT; a weighted log adds its field's
--- extra units, the field's frontier moved to now - window (reading only the
--- records that crossed it; a field missing is counted from the log once).
+-- steps 3 and 5): the records after its frontier (prelude.lua's
+-- live_records); a weighted log adds its field's extra units, the field's
+-- frontier moved to the limit's (reading only the records that crossed it;
+-- a field missing is counted from the log once).
 local function count(weighted)
-  local total, records = live_records(log, n, windows, longest, now, true)
+  local total, records = live_records(log, n, fr, cutoff, true)
   local lives = {}
   for i = 1, n do
-    local target = now - windows[i]
+    local target = fr[i]
     local extra = 0
     if weighted and total > 0 then
-      local name = string.format('%d/%d', i, windows[i])
+      local name = field_name(i, windows[i], grans[i])
       local fl = W[name]
       if fl == nil then
         fl = {extra_between(target, '+inf', i), target, true, i}
@@ -260,6 +233,23 @@ local function find_by_id(id, ts)
   return nil
 end
 
+-- A granular request's records are one per stored time (docs/design.md
+-- §1.1): a later request merged into the record renames it, so a receipt
+-- not found by its id is found by its time: the first marked record there
+-- whose cost holds the receipt's share in every limit (a saturated cost
+-- holds any). Its share alone is settled, as for any record.
+local function share_at(ts, share)
+  local s = string.format('%d', ts)
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', log, s, s)) do
+    local holds = string.find(m, '#', 1, true) ~= nil
+    for p = 1, n do
+      if cost_of(m, p) < math.min(cost_of(share, p), SATURATED) then holds = false end
+    end
+    if holds then return m end
+  end
+  return nil
+end
+
 -- The log is weighted after the change: it was, or a weighted member came.
 local weighted_after = marked
 
@@ -286,9 +276,10 @@ local function settle()
     if score and tonumber(score) == ts then found = m end
   end
   if found == nil then found = find_by_id(id, ts) end
-  if found == nil then return 0 end
   local share = 'x#' .. old_list
   if old_list == '' then share = 'x' end
+  if found == nil and granular then found = share_at(ts, share) end
+  if found == nil then return 0 end
   local row, exact, removed = {}, true, true
   for p = 1, n do
     local had, part = cost_of(found, p), cost_of(share, p)
@@ -302,7 +293,7 @@ local function settle()
   if not removed then
     -- The settled share alone: the client's list, so the next receipt's
     -- ZSCORE finds it.
-    local list = list_of(row)
+    local list = list_of(row, n)
     if exact then list = new_list end
     added[1] = {ts, member_of(fresh, list, marked)}
     if list ~= '' then weighted_after = true end
@@ -311,15 +302,17 @@ local function settle()
   return 1, ts
 end
 
--- Step 8 (charge): record the costs at now, unchecked; 0 everywhere records
--- nothing. Into a log already at or over its max in a limit the charge
+-- Step 8 (charge): record the costs at now (its stored time, rounded up
+-- for granular limits), unchecked; 0 everywhere records nothing. Into a log already at or over its max in a limit the charge
 -- costs something in (slidelog_core::engine::charge_merges), the costs
 -- merge into the newest record, which moves to now (or stays, when it is
 -- later: a clock that stepped back) under the charge's id: a moved record
 -- takes every member of its millisecond with it (the engine's one record
 -- per ms), so a key's members stay bounded by its limits whatever is
 -- charged. Else ONE member is appended (on a weighted log a cost-1 member
--- takes the marker; a weighted member turns a plain log weighted).
+-- takes the marker; a weighted member turns a plain log weighted); a
+-- granular charge is marked and merges into the marked record already at
+-- its stored time, if any (one record per stored time, docs/design.md §1.1).
 local function charge()
   -- Step 8a: a charge made once (KEYS[3]) that was made already changes
   -- nothing; the answer is the limits as they stand.
@@ -337,13 +330,16 @@ local function charge()
   local newest = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')
   if not merges or newest[1] == nil then
     local weighted_member = string.find(member, '#', 1, true) ~= nil
-    if marked and not weighted_member then member = member .. '#1' end
-    if weighted_member then weighted_after = true end
-    if not change({}, {{now, member}}) then return nil end
-    return 1, now
+    if (marked or granular) and not weighted_member then member = member .. '#1' end
+    if weighted_member or granular then weighted_after = true end
+    local into = granular and marked_at(log, stored_at)
+    local gone, added = {}, {{stored_at, member}}
+    if into then gone, added = {{stored_at, into}}, {{stored_at, merged(member, into, costs, n)}} end
+    if not change(gone, added) then return nil end
+    return 1, stored_at
   end
   local from = tonumber(newest[2])
-  local ts = math.max(from, now)
+  local ts = math.max(from, stored_at)
   local gone = {{from, newest[1]}}
   if ts > from then
     gone = {}
@@ -356,10 +352,10 @@ local function charge()
     row[p] = costs[p]
     for _, r in ipairs(gone) do row[p] = add(row[p], cost_of(r[2], p)) end
   end
-  local list = list_of(row)
-  if list ~= '' then weighted_after = true end
-  local merged = member_of(id_of(member), list, marked or weighted_after)
-  if not change(gone, {{ts, merged}}) then return nil end
+  local list = list_of(row, n)
+  if list ~= '' or granular then weighted_after = true end
+  local into = member_of(id_of(member), list, marked or weighted_after)
+  if not change(gone, {{ts, into}}) then return nil end
   return 1, ts
 end
 
@@ -404,7 +400,9 @@ for i = 1, n do
   if lives[i] + 1 > maxes[i] then
     allowed = false
     -- prelude.lua's kth_unit, as sliding_log.lua finds a wait.
-    local wait = kth_unit(log, weighted_after, total - records[i], i, lives[i] + 1 - maxes[i], now) + windows[i] - now
+    -- Its time rounded up to the limit's granularity (docs/design.md §1.1).
+    local kth = kth_unit(log, weighted_after, total - records[i], i, lives[i] + 1 - maxes[i], now)
+    local wait = round_up(kth, grans[i]) + windows[i] - now
     waits[i] = wait
     if outranks(i, wait, worst, worst_wait, windows, true) then
       worst, worst_wait = i, wait
@@ -423,9 +421,9 @@ if not allowed then d = worst end
 local resets = {}
 for i = 1, n do
   -- The newest live record that counts there (prelude.lua's newest_counting).
-  local counted = newest_counting(log, weighted_after, newest, top_after[1], i, now - windows[i])
+  local counted = newest_counting(log, weighted_after, newest, top_after[1], i, fr[i])
   resets[i] = 0
-  if counted ~= nil then resets[i] = math.max(0, counted + windows[i] - now) end
+  if counted ~= nil then resets[i] = math.max(0, round_up(counted, grans[i]) + windows[i] - now) end
 end
 local reply = {done, allowed and 1 or 0, maxes[d], windows[d], lives[d],
   math.max(0, maxes[d] - lives[d]), allowed and 0 or worst_wait, resets[d], now}
