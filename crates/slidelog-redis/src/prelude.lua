@@ -154,15 +154,29 @@ end
 
 -- The weights hash as read by HGETALL (`stored`) into fields:
 -- name `<position>/<window_ms>` -> {extra, frontier, changed, position,
--- new frontier}. A field that does not parse is left out.
+-- new frontier}. A field that does not parse is left out. Also the key's
+-- horizon (field `horizon`, 0 when absent): see horizon_after.
 local function parse_fields(stored)
-  local fields = {}
+  local fields, horizon = {}, 0
   for j = 1, #stored, 2 do
     local e, f = string.match(stored[j + 1], '^(%-?%d+) (%-?%d+)$')
     local position = tonumber(string.match(stored[j], '^(%d+)/'))
     if e and position then fields[stored[j]] = {tonumber(e), tonumber(f), false, position, nil} end
+    if stored[j] == 'horizon' then horizon = tonumber(stored[j + 1]) or 0 end
   end
-  return fields
+  return fields, horizon
+end
+
+-- The horizon of a granular key after a request that records at `stored`
+-- (at `now`, keeping records `keep` ms): a record counts up to its rounding
+-- past its window, so the key keeps its records `keep + stored - now` ms
+-- after a decision's time, the longest any request asked, as slidelog's
+-- own logs keep their horizon (docs/design.md §1, §1.1): a clock that
+-- steps back then still finds every record a limit counts there. Kept in
+-- the weights hash (a granular log is always weighted), gone with it; a
+-- log that empties starts it again.
+local function horizon_after(horizon, keep, stored, now)
+  return math.max(horizon, keep + stored - now)
 end
 
 -- The live records of every limit: the records after its frontier. Once

@@ -192,7 +192,7 @@ local function decide(log, weights, pending, A, penalty)
   -- the cutoff removes leave their sums). The records that crossed any
   -- frontier are read in one ZRANGEBYSCORE. A field this request needs but
   -- the hash lacks (a new set of limits) is counted once from the log.
-  local fields = {}
+  local fields, horizon = {}, 0
   -- The hash is read only when the marker says the log is weighted; a plain
   -- log's hash (if any) is left over from an earlier weighted life.
   local weighted = marked
@@ -203,7 +203,9 @@ local function decide(log, weights, pending, A, penalty)
   local field_cap = 64
   local extras = {}
   if weighted then
-    fields = parse_fields(stored)
+    fields, horizon = parse_fields(stored)
+    -- Expiry keeps the key's horizon (prelude.lua's horizon_after).
+    if horizon > longest then cutoff = now - horizon end
     -- Step 3a: reservations past their deadline leave the log before
     -- anything is counted (a peek drops them too: no decision ever counts
     -- one), so one that was never confirmed (its caller crashed, a master
@@ -368,6 +370,7 @@ local function decide(log, weights, pending, A, penalty)
 
   -- Step 8: write back the weights whose frontier moved, and (with the TTL
   -- of step 10) keep the hash exactly as long as the log.
+  local horizon_out = nil
   local function save_weights(ttl)
     if not (weighted or (allowed and weighted_request)) then return end
     local changed = {}
@@ -383,6 +386,11 @@ local function decide(log, weights, pending, A, penalty)
         changed[#changed + 1] = name
         changed[#changed + 1] = string.format('%d %d', field[1], field[2])
       end
+    end
+    -- The horizon: raised by a granular record, kept through a rewrite.
+    if horizon_out ~= nil or (horizon > 0 and not keep_all) then
+      changed[#changed + 1] = 'horizon'
+      changed[#changed + 1] = string.format('%d', horizon_out or horizon)
     end
     if #changed > 0 then redis.call('HSET', weights, unpack(changed)) end
     redis.call('PEXPIRE', weights, ttl)
@@ -485,6 +493,9 @@ local function decide(log, weights, pending, A, penalty)
         end
       end
     end
+    -- (A log the expiry emptied starts its horizon again.)
+    if total == 0 then horizon = 0 end
+    if granular then horizon_out = horizon_after(horizon, longest, stored_at, now) end
     local ttl = newest_after + longest - now
     redis.call('PEXPIRE', log, ttl)
     save_weights(ttl)

@@ -80,15 +80,16 @@ local stored_at = round_up(now, granule)
 -- a field changed is written back once, at the end. A plain log's hash is
 -- stale: it is dropped when the log changes (the next count of a weighted
 -- log rebuilds what it needs).
-local W, dirty, stale = {}, {}, false
-if marked then W = parse_fields(redis.call('HGETALL', weights)) end
+local W, dirty, stale, horizon, horizon_out = {}, {}, false, 0, nil
+if marked then W, horizon = parse_fields(redis.call('HGETALL', weights)) end
 
 -- Step 6: drop the expired records (ts <= now - keep), as a check
 -- does (so a later check at an earlier time, after a clock step back, sees
 -- what it would after a check). Every field whose frontier is older than
 -- the cutoff first moves to it, leaving the extra units of the records
--- removed (sliding_log.lua step 3).
-local cutoff = now - longest
+-- removed (sliding_log.lua step 3). A granular key keeps its horizon
+-- (prelude.lua's horizon_after).
+local cutoff = now - math.max(longest, horizon)
 local expired = redis.call('ZRANGEBYSCORE', log, '-inf', string.format('%d', cutoff), 'WITHSCORES')
 if #expired > 0 then
   for name, fl in pairs(W) do
@@ -101,6 +102,8 @@ if #expired > 0 then
     end
   end
   redis.call('ZREMRANGEBYSCORE', log, '-inf', string.format('%d', cutoff))
+  -- A log the expiry emptied starts its horizon again.
+  if redis.call('EXISTS', log) == 0 then horizon = 0 end
 end
 
 -- The extra units at a position of the records with lo < ts <= hi.
@@ -154,8 +157,12 @@ local function flush()
     changed[#changed + 1] = name
     changed[#changed + 1] = string.format('%d %d', W[name][1], W[name][2])
   end
+  if horizon_out ~= nil then
+    changed[#changed + 1] = 'horizon'
+    changed[#changed + 1] = string.format('%d', horizon_out)
+  end
   if #changed > 0 then redis.call('HSET', weights, unpack(changed)) end
-  dirty = {}
+  dirty, horizon_out = {}, nil
 end
 local function change(gone, added)
   if not marked then
@@ -254,7 +261,7 @@ end
 local weighted_after = marked
 
 -- Step 8 (settle): find the record the receipt names: its id at the
--- receipt's timestamp, live (ts > now - longest). Its member is usually the
+-- receipt's timestamp, kept (ts > the cutoff of step 6). Its member is usually the
 -- id and the receipt's costs (a cost-1 record the bare id, or `<id>#1` on
 -- a weighted log), one ZSCORE; a record a charge merged into lists more,
 -- and is found by its id. The receipt's costs are its share of the record
@@ -267,7 +274,7 @@ local function settle()
   local id, ts = ARGV[5 + 3 * n], tonumber(ARGV[6 + 3 * n])
   local old_list, new_list = ARGV[7 + 3 * n], ARGV[8 + 3 * n]
   local fresh = ARGV[9 + 3 * n] or id
-  if not (ts > now - longest) then return 0 end
+  if not (ts > cutoff) then return 0 end
   local candidates = {id .. '#' .. old_list}
   if old_list == '' then candidates = {id, id .. '#1'} end
   local found = nil
@@ -361,6 +368,8 @@ end
 
 local done, record_ts
 if op == 'settle' then done, record_ts = settle() else done, record_ts = charge() end
+-- A granular charge raises the key's horizon, as a check does.
+if op == 'charge' and done == 1 and granular then horizon_out = horizon_after(horizon, longest, stored_at, now) end
 -- Step 8b: a charge made once marks its id charged (the same run, so the
 -- mark and the charge replicate together); a charge of nothing (done 0)
 -- marks it too, so its sender stops asking.
