@@ -243,7 +243,7 @@ fn hot_key_bytes(
 }
 
 #[test]
-#[ignore = "a measurement: cargo test --release -p slidelog-redis --test granularity -- --ignored --nocapture"]
+#[ignore = "a measurement: cargo test -p slidelog-redis --test granularity -- --ignored --nocapture"]
 fn bytes_per_hot_key_on_the_scripts() {
     let server = RedisServer::start_kind(ServerKind::Redis);
     let mut conn = redis::Client::open(server.url())
