@@ -33,10 +33,13 @@ end
 -- longest `window + granularity - 1`: how long a record can count, so how
 -- long records are kept; the longest window when every limit is exact),
 -- each limit's granularity (1: exact ms), `G`, the gcd of the
--- granularities (a record is stored at `now` rounded up to it), and
--- whether any limit is granular.
-local function read_limits(A, at, n)
-  local maxes, windows, costs, grans = {}, {}, {}, {}
+-- granularities (a record is stored at `now` rounded up to it), whether
+-- any limit is granular, and each limit's frontier at `now`: a record
+-- stored at `s` counts in it iff `s > floor(now / g) * g - window` (its
+-- rounded time is after `now - window`): the exact rule at the last
+-- granule boundary.
+local function read_limits(A, at, n, now)
+  local maxes, windows, costs, grans, fr = {}, {}, {}, {}, {}
   local keep, granule, granular = 0, 0, false
   for i = 1, n do
     local j = at + 3 * i
@@ -50,8 +53,9 @@ local function read_limits(A, at, n)
     local a, b = granule, grans[i]
     while b > 0 do a, b = b, a % b end
     granule = a
+    fr[i] = now - now % grans[i] - windows[i]
   end
-  return maxes, windows, costs, keep, grans, granule, granular
+  return maxes, windows, costs, keep, grans, granule, granular, fr
 end
 
 -- `t` rounded up to a multiple of `g`: where a record stored at `t`
@@ -60,15 +64,6 @@ local function round_up(t, g)
   local r = t % g
   if r == 0 then return t end
   return t - r + g
-end
-
--- Each limit's frontier at `now`: a record stored at `s` counts in it iff
--- `s > floor(now / g) * g - window` (its rounded time is after
--- `now - window`): the exact rule at the last granule boundary.
-local function frontiers(now, n, windows, grans)
-  local f = {}
-  for i = 1, n do f[i] = now - now % grans[i] - windows[i] end
-  return f
 end
 
 -- The weights field of limit `i` (`<position>/<window_ms>`, and
@@ -96,66 +91,88 @@ end
 -- docs/design.md §4.1) and stays saturated.
 local SATURATED = 4294967295
 
--- `a + b` as a record's cost: saturated, and a saturated cost stays so.
-local function add(a, b)
-  if a >= SATURATED or b >= SATURATED then return SATURATED end
-  return math.min(SATURATED, a + b)
-end
+-- The steps that write a record's costs, made by a call only where a run
+-- writes them (usage.lua, a granular check): every function of a script is
+-- a new closure on every run, used or not (about 900 instructions each,
+-- BENCHMARKS.md "The Lua prelude"). Returns them in a table.
+local function record_steps()
+  local R = {}
 
--- The text after '#' of a record costing `row` (positions 1..n): '' when 1
--- everywhere, one cost when all are equal, else one per position.
-local function list_of(row, n)
-  local same = true
-  for p = 2, n do if row[p] ~= row[1] then same = false end end
-  if same and row[1] == 1 then return '' end
-  if same then return string.format('%d', row[1]) end
-  local parts = {}
-  for p = 1, n do parts[p] = string.format('%d', row[p]) end
-  return table.concat(parts, ',')
-end
-
--- The member of id `id` listing `list`: a cost-1 record is the bare id on
--- a plain log and `<id>#1` on a weighted one (the marker).
-local function member_of(id, list, weighted)
-  if list ~= '' then return id .. '#' .. list end
-  if weighted then return id .. '#1' end
-  return id
-end
-
--- Same stored time, one record (docs/design.md §1.1): the marked record
--- at `ts` a granular request's costs merge into, or nil. Plain records
--- (the original script's, one unit each) are never merged into.
-local function marked_at(log, ts)
-  local s = string.format('%d', ts)
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', log, s, s)) do
-    if string.find(m, '#', 1, true) then return m end
+  -- `a + b` as a record's cost: saturated, and a saturated cost stays so.
+  function R.add(a, b)
+    if a >= SATURATED or b >= SATURATED then return SATURATED end
+    return math.min(SATURATED, a + b)
   end
-  return nil
-end
 
--- The id of a member (its ULID, before any '#').
-local function id_of(m)
-  local at = string.find(m, '#', 1, true)
-  if at then return string.sub(m, 1, at - 1) end
-  return m
-end
+  -- The text after '#' of a record costing `row` (positions 1..n): '' when 1
+  -- everywhere, one cost when all are equal, else one per position.
+  function R.list_of(row, n)
+    local same = true
+    for p = 2, n do if row[p] ~= row[1] then same = false end end
+    if same and row[1] == 1 then return '' end
+    if same then return string.format('%d', row[1]) end
+    local parts = {}
+    for p = 1, n do parts[p] = string.format('%d', row[p]) end
+    return table.concat(parts, ',')
+  end
 
--- The member named by `member`'s id costing the record `old` plus `costs`
--- (one per limit, `n` of them; a later position takes the last), position
--- by position, saturated; as wide as the wider of the two.
-local function merged(member, old, costs, n)
-  local width = 0
-  for _ in string.gmatch(string.sub(old, string.find(old, '#', 1, true) + 1), '%d+') do width = width + 1 end
-  if n > width then width = n end
-  local row = {}
-  for p = 1, width do row[p] = add(cost_of(old, p), costs[math.min(p, n)]) end
-  return member_of(id_of(member), list_of(row, width), true)
+  -- The member of id `id` listing `list`: a cost-1 record is the bare id on
+  -- a plain log and `<id>#1` on a weighted one (the marker).
+  function R.member_of(id, list, weighted)
+    if list ~= '' then return id .. '#' .. list end
+    if weighted then return id .. '#1' end
+    return id
+  end
+
+  -- Same stored time, one record (docs/design.md §1.1): the marked record
+  -- at `ts` a granular request's costs merge into, or nil. Plain records
+  -- (the original script's, one unit each) are never merged into.
+  function R.marked_at(log, ts)
+    local s = string.format('%d', ts)
+    for _, m in ipairs(redis.call('ZRANGEBYSCORE', log, s, s)) do
+      if string.find(m, '#', 1, true) then return m end
+    end
+    return nil
+  end
+
+  -- The id of a member (its ULID, before any '#').
+  function R.id_of(m)
+    local at = string.find(m, '#', 1, true)
+    if at then return string.sub(m, 1, at - 1) end
+    return m
+  end
+
+  -- The member named by `member`'s id costing the record `old` plus `costs`
+  -- (one per limit, `n` of them; a later position takes the last), position
+  -- by position, saturated; as wide as the wider of the two.
+  function R.merged(member, old, costs, n)
+    local width = 0
+    for _ in string.gmatch(string.sub(old, string.find(old, '#', 1, true) + 1), '%d+') do width = width + 1 end
+    if n > width then width = n end
+    local row = {}
+    for p = 1, width do row[p] = R.add(cost_of(old, p), costs[math.min(p, n)]) end
+    return R.member_of(R.id_of(member), R.list_of(row, width), true)
+  end
+
+  -- The horizon of a granular key after a request that records at `stored`
+  -- (at `now`, keeping records `keep` ms): a record counts up to its rounding
+  -- past its window, so the key keeps its records `keep + stored - now` ms
+  -- after a decision's time, the longest any request asked, as slidelog's
+  -- own logs keep their horizon (docs/design.md §1, §1.1): a clock that
+  -- steps back then still finds every record a limit counts there. Kept in
+  -- the weights hash (a granular log is always weighted), gone with it; a
+  -- log that empties starts it again.
+  function R.horizon_after(horizon, keep, stored, now)
+    return math.max(horizon, keep + stored - now)
+  end
+
+  return R
 end
 
 -- The weights hash as read by HGETALL (`stored`) into fields:
 -- name `<position>/<window_ms>` -> {extra, frontier, changed, position,
 -- new frontier}. A field that does not parse is left out. Also the key's
--- horizon (field `horizon`, 0 when absent): see horizon_after.
+-- horizon (field `horizon`, 0 when absent): see record_steps().horizon_after.
 local function parse_fields(stored)
   local fields, horizon = {}, 0
   for j = 1, #stored, 2 do
@@ -167,17 +184,6 @@ local function parse_fields(stored)
   return fields, horizon
 end
 
--- The horizon of a granular key after a request that records at `stored`
--- (at `now`, keeping records `keep` ms): a record counts up to its rounding
--- past its window, so the key keeps its records `keep + stored - now` ms
--- after a decision's time, the longest any request asked, as slidelog's
--- own logs keep their horizon (docs/design.md §1, §1.1): a clock that
--- steps back then still finds every record a limit counts there. Kept in
--- the weights hash (a granular log is always weighted), gone with it; a
--- log that empties starts it again.
-local function horizon_after(horizon, keep, stored, now)
-  return math.max(horizon, keep + stored - now)
-end
 
 -- The live records of every limit: the records after its frontier. Once
 -- the records at or before `cutoff` are dropped (`expired`), the set holds

@@ -164,9 +164,10 @@ local function decide(log, weights, pending, A, penalty)
   -- A granular request writes the weighted layout (marked records, one per
   -- stored time). Numbers are formatted with %d below: Lua's tostring
   -- keeps only 14 digits.
-  local maxes, windows, costs, longest, grans, granule, granular = read_limits(A, 3, n)
-  local fr = frontiers(now, n, windows, grans)
-  local stored_at = round_up(now, granule)
+  local maxes, windows, costs, longest, grans, granule, granular, fr = read_limits(A, 3, n, now)
+  -- (Exact limits call no rounding: a call costs what a few lines do.)
+  local stored_at = now
+  if granular then stored_at = round_up(now, granule) end
   local weighted_request = granular
   for i = 1, n do
     if costs[i] ~= 1 then weighted_request = true end
@@ -204,7 +205,7 @@ local function decide(log, weights, pending, A, penalty)
   local extras = {}
   if weighted then
     fields, horizon = parse_fields(stored)
-    -- Expiry keeps the key's horizon (prelude.lua's horizon_after).
+    -- Expiry keeps the key's horizon (prelude.lua's record_steps().horizon_after).
     if horizon > longest then cutoff = now - horizon end
     -- Step 3a: reservations past their deadline leave the log before
     -- anything is counted (a peek drops them too: no decision ever counts
@@ -310,7 +311,9 @@ local function decide(log, weights, pending, A, penalty)
       -- (prelude.lua's kth_unit: a rank on a plain log, else a walk; its
       -- time rounded up to the limit's granularity.)
       if k <= live then
-        wait = round_up(kth_unit(log, weighted, total - records[i], i, k, now), grans[i]) + windows[i] - now
+        local kth = kth_unit(log, weighted, total - records[i], i, k, now)
+        if granular then kth = round_up(kth, grans[i]) end
+        wait = kth + windows[i] - now
       end
       if each then
         if waits == nil then waits = {} end
@@ -339,7 +342,7 @@ local function decide(log, weights, pending, A, penalty)
   local d = worst
   if allowed then d = tight end
   local counted = newest_counting(log, weighted, newest, newest_member, d, fr[d])
-  if counted ~= nil then counted = round_up(counted, grans[d]) end
+  if counted ~= nil and granular then counted = round_up(counted, grans[d]) end
 
   -- Every limit (modes '2' and '3'): each limit's count, remaining, wait and
   -- reset, as the deciding limit's are found (slidelog_core::engine::
@@ -350,11 +353,12 @@ local function decide(log, weights, pending, A, penalty)
     reply = {0, 0, 0, 0, 0, 0, 0, 0}
     for i = 1, n do
       local c = newest_counting(log, weighted, newest, newest_member, i, fr[i])
-      if c ~= nil then c = round_up(c, grans[i]) end
+      if c ~= nil and granular then c = round_up(c, grans[i]) end
       local count, reset, wait = lives[i], 0, 0
       if allowed then
         -- The request itself counts at now rounded up to the granularity.
-        local at = round_up(now, grans[i])
+        local at = now
+        if granular then at = round_up(now, grans[i]) end
         count = count + costs[i]
         if c == nil or c < at then c = at end
         reset = c + windows[i] - now
@@ -458,10 +462,12 @@ local function decide(log, weights, pending, A, penalty)
     -- marked_at and merged), renamed to this request's id; a reservation
     -- never does (a cancel removes its own record whole).
     local into = nil
-    if granular and reserve_until == nil then into = marked_at(log, stored_at) end
+    local R = nil
+    if granular then R = record_steps() end
+    if granular and reserve_until == nil then into = R.marked_at(log, stored_at) end
     local written = member
     if into then
-      written = merged(member, into, costs, n)
+      written = R.merged(member, into, costs, n)
       redis.call('ZREM', log, into)
     end
     redis.call('ZADD', log, stored_at, written)
@@ -495,7 +501,7 @@ local function decide(log, weights, pending, A, penalty)
     end
     -- (A log the expiry emptied starts its horizon again.)
     if total == 0 then horizon = 0 end
-    if granular then horizon_out = horizon_after(horizon, longest, stored_at, now) end
+    if granular then horizon_out = R.horizon_after(horizon, longest, stored_at, now) end
     local ttl = newest_after + longest - now
     redis.call('PEXPIRE', log, ttl)
     save_weights(ttl)
@@ -503,7 +509,8 @@ local function decide(log, weights, pending, A, penalty)
 
   -- The reset of the deciding limit: its newest counting record, or now
   -- (rounded up to its granularity: where this request counts there).
-  local at = round_up(now, grans[d])
+  local at = now
+  if granular then at = round_up(now, grans[d]) end
   if counted == nil or counted < at then counted = at end
   if reply == nil then return {1, maxes[d], windows[d], lives[d] + costs[d], tight_rem, 0, counted + windows[d] - now, now} end
   reply[1], reply[2], reply[3], reply[4], reply[5], reply[6], reply[7], reply[8] =

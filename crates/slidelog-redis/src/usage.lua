@@ -69,11 +69,14 @@ local marked = top[1] ~= nil and string.find(top[1], '#', 1, true) ~= nil
 -- there too); each limit's frontier (a granular limit's at its last
 -- granule boundary, docs/design.md §1.1) and the time a charge is stored
 -- at (now rounded up to the gcd of the granularities).
-local maxes, windows, costs, longest, grans, granule, granular = read_limits(ARGV, 4, n)
-local fr = frontiers(now, n, windows, grans)
+local maxes, windows, costs, longest, grans, granule, granular, fr = read_limits(ARGV, 4, n, now)
 local stored_at = round_up(now, granule)
+-- The steps that write a record's costs (prelude.lua's record_steps()).
+local R = record_steps()
+local add, list_of, member_of, id_of = R.add, R.list_of, R.member_of, R.id_of
 
--- id_of, list_of, member_of and add (saturated costs) are prelude.lua's.
+-- id_of, list_of, member_of and add (saturated costs) are prelude.lua's
+-- record_steps().
 
 -- Step 5: the weights, read once when the log is weighted (marked):
 -- W[field] = {extra, frontier, _, position} (prelude.lua's parse_fields);
@@ -88,7 +91,7 @@ if marked then W, horizon = parse_fields(redis.call('HGETALL', weights)) end
 -- what it would after a check). Every field whose frontier is older than
 -- the cutoff first moves to it, leaving the extra units of the records
 -- removed (sliding_log.lua step 3). A granular key keeps its horizon
--- (prelude.lua's horizon_after).
+-- (prelude.lua's record_steps().horizon_after).
 local cutoff = now - math.max(longest, horizon)
 local expired = redis.call('ZRANGEBYSCORE', log, '-inf', string.format('%d', cutoff), 'WITHSCORES')
 if #expired > 0 then
@@ -339,9 +342,9 @@ local function charge()
     local weighted_member = string.find(member, '#', 1, true) ~= nil
     if (marked or granular) and not weighted_member then member = member .. '#1' end
     if weighted_member or granular then weighted_after = true end
-    local into = granular and marked_at(log, stored_at)
+    local into = granular and R.marked_at(log, stored_at)
     local gone, added = {}, {{stored_at, member}}
-    if into then gone, added = {{stored_at, into}}, {{stored_at, merged(member, into, costs, n)}} end
+    if into then gone, added = {{stored_at, into}}, {{stored_at, R.merged(member, into, costs, n)}} end
     if not change(gone, added) then return nil end
     return 1, stored_at
   end
@@ -369,7 +372,7 @@ end
 local done, record_ts
 if op == 'settle' then done, record_ts = settle() else done, record_ts = charge() end
 -- A granular charge raises the key's horizon, as a check does.
-if op == 'charge' and done == 1 and granular then horizon_out = horizon_after(horizon, longest, stored_at, now) end
+if op == 'charge' and done == 1 and granular then horizon_out = R.horizon_after(horizon, longest, stored_at, now) end
 -- Step 8b: a charge made once marks its id charged (the same run, so the
 -- mark and the charge replicate together); a charge of nothing (done 0)
 -- marks it too, so its sender stops asking.
