@@ -391,8 +391,8 @@ local function decide(log, weights, pending, A, penalty)
         changed[#changed + 1] = string.format('%d %d', field[1], field[2])
       end
     end
-    -- The horizon: raised by a granular record, kept through a rewrite.
-    if horizon_out ~= nil or (horizon > 0 and not keep_all) then
+    -- The horizon: when a granular record raised it, or through a rewrite.
+    if (horizon_out ~= nil and horizon_out ~= horizon) or (horizon > 0 and (not keep_all or not weighted)) then
       changed[#changed + 1] = 'horizon'
       changed[#changed + 1] = string.format('%d', horizon_out or horizon)
     end

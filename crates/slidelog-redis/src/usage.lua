@@ -160,7 +160,8 @@ local function flush()
     changed[#changed + 1] = name
     changed[#changed + 1] = string.format('%d %d', W[name][1], W[name][2])
   end
-  if horizon_out ~= nil then
+  -- The horizon: when a granular charge raised it, or the hash was dropped.
+  if horizon_out ~= nil and (horizon_out ~= horizon or stale) then
     changed[#changed + 1] = 'horizon'
     changed[#changed + 1] = string.format('%d', horizon_out)
   end

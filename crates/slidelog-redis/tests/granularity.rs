@@ -13,7 +13,7 @@ mod common;
 #[path = "../../slidelog-core/tests/granular/mod.rs"]
 mod granular;
 
-use granular::run::{Op, Subject, counts, limit, ops, run};
+use granular::run::{Op, Subject, counts, limit, ops, run, tiered};
 use proptest::prelude::*;
 use slidelog_core::{Counts, Decision, Limit, Mode, Now, Receipt, Request, Store};
 use slidelog_redis::RedisStore;
@@ -107,31 +107,6 @@ impl Subject for Scripts<'_> {
     }
 }
 
-/// True when the model moves some records of `limits` to a coarse tier
-/// (the limits of the longest windows share a granule coarser than all
-/// share; as `granular::run` decides it). The scripts keep no tiers
-/// (docs/design.md §1.1): a tier move changes which record a later charge
-/// merges into, and which record at a receipt's coarse home a settle
-/// finds, so on such limits the run keeps its checks, peeks and clock
-/// steps only (where no decision changes with the tiers). On exact limits
-/// the scripts keep the original layout, one member per request, and a
-/// charge merged into the newest record renames it, so the receipt of the
-/// record it merged into settles nothing (`charge_merge.rs` allows for
-/// that): those runs drop their charges. A granular record is found by its
-/// stored time as well.
-fn tiered(limits: &[Limit]) -> bool {
-    fn gcd(a: u64, b: u64) -> u64 {
-        if b == 0 { a } else { gcd(b, a % b) }
-    }
-    let mut order: Vec<(u64, u64)> = limits
-        .iter()
-        .map(|l| (l.window_ms(), l.granularity_ms()))
-        .collect();
-    order.sort_unstable();
-    let all = order.iter().fold(0, |a, l| gcd(a, l.1));
-    (1..order.len()).any(|k| order[k..].iter().fold(0, |a, l| gcd(a, l.1)) > all)
-}
-
 fn differential(kind: ServerKind) {
     let server = RedisServer::start_kind(kind);
     let rt = Runtime::new().unwrap();
@@ -149,6 +124,17 @@ fn differential(kind: ServerKind) {
                 key: format!("gran:{case}"),
                 receipts: HashMap::new(),
             };
+            // The scripts keep no coarse tiers (docs/design.md §1.1): where
+            // the model moves records to one (`tiered`), a later charge may
+            // merge into another record, and a settle find another at a
+            // receipt's coarse home, so those runs keep their checks, peeks
+            // and clock steps only (no decision changes with the tiers). On
+            // exact limits the scripts keep the original layout, one member
+            // per request, and a charge merged into the newest record
+            // renames it, so the receipt of the record it merged into
+            // settles nothing (`charge_merge.rs` allows for that): those
+            // runs drop their charges. A granular record is found by its
+            // stored time as well.
             let exact = limits.iter().all(|l| l.granularity_ms() == 1);
             let ops = ops
                 .into_iter()
