@@ -267,7 +267,11 @@ fn one_granule_holds_one_record_and_a_settle_changes_its_share() {
             .block_on(store.decide(&check, Mode::Record, Now::At(now)))
             .unwrap();
         assert!(d.allowed);
-        assert_eq!(d.record.unwrap().ts, 1_000_100, "stored at the granule's end");
+        assert_eq!(
+            d.record.unwrap().ts,
+            1_000_100,
+            "stored at the granule's end"
+        );
         receipts.push(Receipt::new(&check, d.record.unwrap()));
     }
     let mut conn = server.client();

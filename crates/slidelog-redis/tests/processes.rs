@@ -106,7 +106,12 @@ fn sustained_load(kind: ServerKind, test: &str, granularity_ms: u64, run_ms: u64
     let server = RedisServer::start_kind(kind);
     let prefix = unique_prefix(test);
     let (max, window) = (50usize, 400u64);
-    let times = run_children(&server, &prefix, (max as u64, window, granularity_ms), run_ms);
+    let times = run_children(
+        &server,
+        &prefix,
+        (max as u64, window, granularity_ms),
+        run_ms,
+    );
     assert!(
         times.len() > 2 * max,
         "the load spanned several windows: {}",
