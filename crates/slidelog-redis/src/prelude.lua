@@ -126,11 +126,13 @@ local function record_steps()
 
   -- Same stored time, one record (docs/design.md §1.1): the marked record
   -- at `ts` a granular request's costs merge into, or nil. Plain records
-  -- (the original script's, one unit each) are never merged into.
-  function R.marked_at(log, ts)
+  -- (the original script's, one unit each) are never merged into, nor a
+  -- reservation still listed in `pending` (when given: a cancel removes
+  -- its member whole, docs/design.md §4.7).
+  function R.marked_at(log, ts, pending)
     local s = string.format('%d', ts)
     for _, m in ipairs(redis.call('ZRANGEBYSCORE', log, s, s)) do
-      if string.find(m, '#', 1, true) then return m end
+      if string.find(m, '#', 1, true) and (pending == nil or not redis.call('ZSCORE', pending, m)) then return m end
     end
     return nil
   end

@@ -464,7 +464,7 @@ local function decide(log, weights, pending, A, penalty)
     local into = nil
     local R = nil
     if granular then R = record_steps() end
-    if granular and reserve_until == nil then into = R.marked_at(log, stored_at) end
+    if granular and reserve_until == nil then into = R.marked_at(log, stored_at, pending) end
     local written = member
     if into then
       written = R.merged(member, into, costs, n)

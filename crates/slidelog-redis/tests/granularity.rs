@@ -290,3 +290,59 @@ fn one_granule_holds_one_record_and_a_settle_changes_its_share() {
     assert_eq!(members.len(), 1);
     assert!(members[0].0.ends_with("#2"), "{members:?}");
 }
+
+/// A reservation (phase 1 of a joint decision across slots, docs/design.md
+/// §4.7) is never merged into: a granular check in its granule writes its
+/// own member beside it, so a cancel takes out the reservation's units
+/// alone and the check's stay.
+#[test]
+fn a_granular_check_never_merges_into_a_pending_reservation() {
+    let server = RedisServer::start_kind(ServerKind::Redis);
+    let mut conn = server.client();
+    let (log, pending) = ("res:g", slidelog_redis::keys::pending_key(b"res:g"));
+    let weights = slidelog_redis::keys::weights_key(b"res:g");
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let (now, deadline) = (1_000_001u64, wall + 60_000);
+    let limit = ["1", "10", "1000@100", "1"];
+    let reserved: Vec<i64> = slidelog_redis::joint::JOINT
+        .key(log)
+        .key(&weights)
+        .key(&pending)
+        .arg(2)
+        .arg(now)
+        .arg(deadline)
+        .arg(1)
+        .arg(&limit[..])
+        .arg("r1")
+        .invoke(&mut conn)
+        .unwrap();
+    assert_eq!(reserved[0], 1, "{reserved:?}");
+    let checked: Vec<i64> = slidelog_redis::script::SCRIPT
+        .key(log)
+        .key(&weights)
+        .key(&pending)
+        .arg(1)
+        .arg(now + 50)
+        .arg(&limit[..])
+        .arg("c1")
+        .arg(-1)
+        .invoke(&mut conn)
+        .unwrap();
+    assert_eq!(checked[..4], [1, 10, 1000, 2], "{checked:?}");
+    let members: Vec<(String, u64)> = common::records(&mut conn, log);
+    assert_eq!(members.len(), 2, "{members:?}");
+    let cancelled: i64 = slidelog_redis::joint::RESERVATION
+        .key(log)
+        .key(&weights)
+        .key(&pending)
+        .arg("cancel")
+        .arg("r1#1")
+        .invoke(&mut conn)
+        .unwrap();
+    assert_eq!(cancelled, 1);
+    let members: Vec<(String, u64)> = common::records(&mut conn, log);
+    assert_eq!(members, vec![("c1#1".to_owned(), 1_000_100)]);
+}

@@ -206,6 +206,10 @@ async fn reservations_across_cluster_slots_decide_as_the_engine() {
     let store = ClusterStore::connect_cluster(&url, options).await.unwrap();
     let compared = traces(&store, 200..206, "c", false).await;
     assert!(compared > 500, "{compared}");
+    // Granular limits: a reservation is never merged into (nor merged
+    // with) the record at its stored time, so a cancel takes out its own.
+    let compared = traces_of(&store, &granular_key_limits(), 500..503, "cg", false).await;
+    assert!(compared > 250, "{compared}");
 }
 
 /// The module engine across slots: each slot records, a refused request's
