@@ -25,12 +25,15 @@ require_tools "valgrind redis-server" valgrind callgrind_annotate "$SERVER" redi
 
 cp crates/slidelog-redis/tests/original_sliding_window.lua "$WORK/original.lua"
 cp crates/slidelog-redis/src/single_limit.lua "$WORK/single.lua"
-cp crates/slidelog-redis/src/sliding_log.lua "$WORK/general.lua"
+# The general script as script.rs builds it: prelude.lua, sliding_log.lua's decide(), the call.
+(cd crates/slidelog-redis/src && cat prelude.lua sliding_log.lua sliding_log_main.lua) >"$WORK/general.lua"
 SCRIPTS=(original single general module)
 cargo build --release -q -p slidelog-module
 MODULE=$PWD/target/release/libslidelog_module.so
 if [ -n "${BEFORE:-}" ]; then
-  git show "$BEFORE:crates/slidelog-redis/src/sliding_log.lua" >"$WORK/before.lua"
+  for f in prelude.lua sliding_log.lua sliding_log_main.lua; do
+    git show "$BEFORE:crates/slidelog-redis/src/$f" 2>/dev/null || true
+  done >"$WORK/before.lua"
   SCRIPTS+=(before)
 fi
 

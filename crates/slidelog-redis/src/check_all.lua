@@ -2,7 +2,7 @@
 -- slidelog: one joint decision over several keys, all or nothing
 -- (docs/design.md §1 "One request, several keys", §4.7), atomically: the
 -- request is admitted only if every key admits, and then recorded in every
--- key; refused, it is recorded in none. Concatenated after
+-- key; refused, it is recorded in none. Concatenated after prelude.lua and
 -- sliding_log.lua at build time: every key is decided by that script's
 -- decide(), exactly as a decision of that key alone (the same expiry,
 -- frontiers, counts, weights and marker rules).
@@ -28,21 +28,14 @@ local record = ARGV[1] == '1' or ARGV[1] == '2'
 local reserve = ARGV[1] == '2'
 local m = tonumber(ARGV[4])
 
--- Step 1: one time for every key (Redis TIME unless the caller gave one),
--- so every check is decided at the same instant.
-local function redis_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-local now = tonumber(ARGV[2])
-local given_now = now >= 0
-if not given_now then now = redis_ms() end
+-- Step 1: one time for every key (Redis TIME unless the caller gave one:
+-- prelude.lua's clock()), so every check is decided at the same instant.
+local now, given_now = clock(ARGV[2])
 local now_text = string.format('%d', now)
 
 -- Step 2: a check whose caller gave up is refused before any key changes
 -- (as decide() refuses one key's; below, decide() gets no deadline).
-local deadline = tonumber(ARGV[3])
-if record and deadline >= 0 and (given_now and redis_ms() or now) > deadline then
+if record and gave_up(tonumber(ARGV[3]), now, given_now) then
   return redis.error_reply('DEADLINE the caller gave up on this check before it ran; nothing recorded')
 end
 

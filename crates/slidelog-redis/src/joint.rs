@@ -13,9 +13,10 @@ use redis::{ErrorKind, RedisError, RedisResult, Script};
 use slidelog_core::{Checks, JointDecision, Mode, RecordRef};
 use std::sync::LazyLock;
 
-/// The Lua source of a joint decision: `sliding_log.lua`'s `decide()`,
-/// then `check_all.lua`, which calls it for every key.
+/// The Lua source of a joint decision: `prelude.lua`, `sliding_log.lua`'s
+/// `decide()`, then `check_all.lua`, which calls it for every key.
 pub const JOINT_SOURCE: &str = concat!(
+    include_str!("prelude.lua"),
     include_str!("sliding_log.lua"),
     include_str!("check_all.lua")
 );
@@ -24,9 +25,10 @@ pub const JOINT_SOURCE: &str = concat!(
 pub static JOINT: LazyLock<Script> = LazyLock::new(|| Script::new(JOINT_SOURCE));
 
 /// The Lua source of phase 2 of a joint decision across Cluster slots
-/// (confirm or cancel one slot's reservations): `sliding_log.lua`'s
-/// helpers, then `reservation.lua`.
+/// (confirm or cancel one slot's reservations): `prelude.lua` and
+/// `sliding_log.lua`'s helpers, then `reservation.lua`.
 pub const RESERVATION_SOURCE: &str = concat!(
+    include_str!("prelude.lua"),
     include_str!("sliding_log.lua"),
     include_str!("reservation.lua")
 );
@@ -190,7 +192,7 @@ fn recorded(outcomes: &[Outcome], mode: Mode) -> bool {
 /// engine has one.
 fn name_record(outcome: &mut Outcome, id: Option<u128>, request: &slidelog_core::Request) {
     // At the request's stored time (docs/design.md §1.1; `now` itself for
-    // the scripts, which take exact limits only).
+    // exact limits).
     outcome.decision.record = Some(RecordRef {
         ts: request.stored_at(outcome.now_ms),
         id,

@@ -114,20 +114,9 @@ pub async fn run<C: ConnectionLike>(conn: &mut C, check: Check<'_>) -> RedisResu
 
 /// `n` then each limit's `max`, `window_ms` (`window_ms@granularity_ms`
 /// for a granular limit, docs/design.md §1.1) and cost, as the module's
-/// commands take them.
+/// commands take them: the scripts' arguments ([`crate::script::limit_args`]).
 pub fn module_limit_args(request: &Request) -> Vec<String> {
-    let limits = request.limits();
-    let mut args = Vec::with_capacity(1 + 3 * limits.len());
-    args.push(limits.len().to_string());
-    for (i, limit) in limits.iter().enumerate() {
-        args.push(limit.max().to_string());
-        args.push(match limit.granularity_ms() {
-            1 => limit.window_ms().to_string(),
-            g => format!("{}@{g}", limit.window_ms()),
-        });
-        args.push(request.cost_for(i).to_string());
-    }
-    args
+    crate::script::limit_args(request)
 }
 
 /// The `SLIDELOG.SETTLE` or `SLIDELOG.CHARGE` command of one settle or

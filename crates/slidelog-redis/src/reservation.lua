@@ -1,7 +1,8 @@
 
 -- slidelog: phase 2 of a joint decision over several Cluster slots
 -- (docs/design.md §4.7), on one slot's keys, atomically. Concatenated after
--- sliding_log.lua at build time (its unreserve() and parse_fields()).
+-- prelude.lua and sliding_log.lua at build time (their redis_ms(),
+-- parse_fields() and unreserve()).
 --
 -- KEYS[3c-2], KEYS[3c-1], KEYS[3c]  check c's log, weights and pending
 --           reservations, as check_all.lua takes them
@@ -17,8 +18,7 @@ local m = #KEYS / 3
 
 if op == 'confirm' then
   -- Step 1: every reservation still pending and before its deadline.
-  local t = redis.call('TIME')
-  local server_now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local server_now = redis_ms()
   for c = 1, m do
     local deadline = tonumber(redis.call('ZSCORE', KEYS[3 * c], ARGV[1 + c]))
     if deadline == nil or deadline <= server_now then return 0 end

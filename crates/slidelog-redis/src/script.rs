@@ -12,10 +12,12 @@ use redis::{ErrorKind, RedisError, RedisResult, Script};
 use slidelog_core::{Counts, Decision, Detailed, Mode, Request};
 use std::sync::LazyLock;
 
-/// The Lua source of one decision: `sliding_log.lua`'s `decide()` (shared
-/// with the joint decision, [`crate::joint`]) and the line that calls it
-/// on the script's key.
+/// The Lua source of one decision: the steps every script shares
+/// (`prelude.lua`), `sliding_log.lua`'s `decide()` (shared with the joint
+/// decision, [`crate::joint`]) and the line that calls it on the script's
+/// key.
 pub const SOURCE: &str = concat!(
+    include_str!("prelude.lua"),
     include_str!("sliding_log.lua"),
     include_str!("sliding_log_main.lua")
 );
@@ -114,10 +116,11 @@ pub async fn run<C: ConnectionLike>(conn: &mut C, check: Check<'_>) -> RedisResu
         && !penalty
         && request.limits().len() == 1
         && request.cost_for(0) == 1
+        && request.limits()[0].granularity_ms() == 1
         && let Some(outcome) =
             run_single(conn, redis_key, request, &member, now_ms, deadline_ms).await?
     {
-        return Ok(with_record(outcome, id));
+        return Ok(with_record(outcome, id, request));
     }
     let mut invocation = SCRIPT.key(redis_key);
     invocation
@@ -143,7 +146,7 @@ pub async fn run<C: ConnectionLike>(conn: &mut C, check: Check<'_>) -> RedisResu
     let reply: Vec<i64> = invocation.invoke_async(conn).await?;
     let outcome = parse_reply(&reply)?;
     Ok(if mode == Mode::Record {
-        with_record(outcome, id)
+        with_record(outcome, id, request)
     } else {
         outcome
     })
@@ -162,27 +165,32 @@ fn script_mode(mode: Mode, each: bool, penalty: bool) -> u8 {
 
 /// The limits as every engine's call takes them: `<n> <max_1>
 /// <window_ms_1> <cost_1> … <max_n> <window_ms_n> <cost_n>` (the scripts,
-/// `usage.lua` and `SLIDELOG.CHECK` alike); one argument per element.
-pub fn limit_args(request: &Request) -> Vec<u64> {
-    debug_assert!(
-        request.granule_ms() == 1 || request.limits().iter().all(|l| l.granularity_ms() == 1),
-        "the scripts take exact limits only (granular ones are refused before)"
-    );
+/// `usage.lua` and `SLIDELOG.CHECK` alike), a granular limit's window as
+/// `window_ms@granularity_ms` (docs/design.md §1.1); one argument per
+/// element.
+pub fn limit_args(request: &Request) -> Vec<String> {
     let limits = request.limits();
     let mut args = Vec::with_capacity(1 + 3 * limits.len());
-    args.push(limits.len() as u64);
+    args.push(limits.len().to_string());
     for (i, limit) in limits.iter().enumerate() {
-        args.extend([limit.max(), limit.window_ms(), request.cost_for(i)]);
+        args.push(limit.max().to_string());
+        args.push(match limit.granularity_ms() {
+            1 => limit.window_ms().to_string(),
+            g => format!("{}@{g}", limit.window_ms()),
+        });
+        args.push(request.cost_for(i).to_string());
     }
     args
 }
 
 /// `outcome` naming the record an admitted check appended: the member
 /// `id` at the time the script used (docs/design.md §4.5).
-fn with_record(mut outcome: Outcome, id: u128) -> Outcome {
+fn with_record(mut outcome: Outcome, id: u128, request: &Request) -> Outcome {
     if outcome.decision.allowed {
         outcome.decision.record = Some(slidelog_core::RecordRef {
-            ts: outcome.now_ms,
+            // The request's stored time (`now` rounded up to its granule,
+            // docs/design.md §1.1; `now` itself for exact limits).
+            ts: request.stored_at(outcome.now_ms),
             id: Some(id),
         });
     }

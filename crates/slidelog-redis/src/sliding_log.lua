@@ -47,29 +47,8 @@
 -- this script would and hands a weighted log back to it. This script takes
 -- several limits, costs above 1, peeks, and weighted logs.
 
--- The cost of a record at a position: 1 for a plain id, else its listed cost.
-local function cost_of(m, position)
-  local at = string.find(m, '#', 1, true)
-  if not at then return 1 end
-  local index, last = 1, 1
-  for c in string.gmatch(string.sub(m, at + 1), '%d+') do
-    last = tonumber(c)
-    if index == position then return last end
-    index = index + 1
-  end
-  return last
-end
-
--- The weights hash as read by HGETALL (`stored`) into fields:
--- name -> {extra, frontier, changed, position, new frontier}.
-local function parse_fields(stored)
-  local fields = {}
-  for j = 1, #stored, 2 do
-    local e, f = string.match(stored[j + 1], '^(%-?%d+) (%-?%d+)$')
-    fields[stored[j]] = {tonumber(e), tonumber(f), false, tonumber(string.match(stored[j], '^(%d+)/')), nil}
-  end
-  return fields
-end
+-- cost_of, parse_fields, the clock and the counting steps are prelude.lua's
+-- (joined before this file at build time).
 
 -- Reservations (docs/design.md §4.7): the records a joint decision over
 -- several Cluster slots wrote in phase 1, each listed in the log's pending
@@ -120,14 +99,8 @@ local function decide(log, weights, pending, A, penalty)
   local n = tonumber(A[3])
 
   -- Step 1: the time. Redis TIME by default, so every instance shares one
-  -- clock (ms = sec * 1000 + usec / 1000, truncated); or the caller's ms.
-  local now = tonumber(A[2])
-  local function redis_ms()
-    local t = redis.call('TIME')
-    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
-  local given_now = now >= 0
-  if not given_now then now = redis_ms() end
+  -- clock; or the caller's ms (prelude.lua's clock()).
+  local now, given_now = clock(A[2])
 
   -- Step 1b: a check whose caller has already given up (timed out) is refused
   -- before it changes anything, so a check that timed out is never recorded
@@ -135,7 +108,7 @@ local function decide(log, weights, pending, A, penalty)
   -- link). The deadline is on the caller's clock, less the clock-skew margin
   -- it assumes; it is compared with Redis TIME.
   local deadline = tonumber(A[5 + 3 * n] or '-1')
-  if record and deadline >= 0 and (given_now and redis_ms() or now) > deadline then
+  if record and gave_up(deadline, now, given_now) then
     return redis.error_reply('DEADLINE the caller gave up on this check before it ran; nothing recorded')
   end
 
@@ -183,18 +156,21 @@ local function decide(log, weights, pending, A, penalty)
   local newest_member, newest = top[1], tonumber(top[2])
   local marked = newest_member ~= nil and string.find(newest_member, '#', 1, true) ~= nil
 
-  -- Step 2: the limits, each with its own cost, and the longest window (how
-  -- long records are kept). Numbers are formatted with %d below: Lua's
-  -- tostring keeps only 14 digits.
-  local maxes, windows, costs = {}, {}, {}
-  local longest = 0
-  local weighted_request = false
+  -- Step 2: the limits, each with its own cost, and the keep (how long
+  -- records are kept: the longest window, or the longest `window +
+  -- granularity - 1`); each limit's frontier (a granular limit's at its
+  -- last granule boundary) and the time an admitted record is stored at
+  -- (now rounded up to the gcd of the granularities; docs/design.md §1.1).
+  -- A granular request writes the weighted layout (marked records, one per
+  -- stored time). Numbers are formatted with %d below: Lua's tostring
+  -- keeps only 14 digits.
+  local maxes, windows, costs, longest, grans, granule, granular, fr = read_limits(A, 3, n, now)
+  -- (Exact limits call no rounding: a call costs what a few lines do.)
+  local stored_at = now
+  if granular then stored_at = round_up(now, granule) end
+  local weighted_request = granular
   for i = 1, n do
-    maxes[i] = tonumber(A[1 + 3 * i])
-    windows[i] = tonumber(A[2 + 3 * i])
-    costs[i] = tonumber(A[3 + 3 * i])
     if costs[i] ~= 1 then weighted_request = true end
-    if windows[i] > longest then longest = windows[i] end
   end
   local member = A[4 + 3 * n]
   -- A reservation is marked ('#') like a weighted record, so the log reads
@@ -217,7 +193,7 @@ local function decide(log, weights, pending, A, penalty)
   -- the cutoff removes leave their sums). The records that crossed any
   -- frontier are read in one ZRANGEBYSCORE. A field this request needs but
   -- the hash lacks (a new set of limits) is counted once from the log.
-  local fields = {}
+  local fields, horizon = {}, 0
   -- The hash is read only when the marker says the log is weighted; a plain
   -- log's hash (if any) is left over from an earlier weighted life.
   local weighted = marked
@@ -228,7 +204,9 @@ local function decide(log, weights, pending, A, penalty)
   local field_cap = 64
   local extras = {}
   if weighted then
-    fields = parse_fields(stored)
+    fields, horizon = parse_fields(stored)
+    -- Expiry keeps the key's horizon (prelude.lua's record_steps().horizon_after).
+    if horizon > longest then cutoff = now - horizon end
     -- Step 3a: reservations past their deadline leave the log before
     -- anything is counted (a peek drops them too: no decision ever counts
     -- one), so one that was never confirmed (its caller crashed, a master
@@ -246,9 +224,9 @@ local function decide(log, weights, pending, A, penalty)
     end
     local names = {}
     for i = 1, n do
-      local name = string.format('%d/%d', i, windows[i])
+      local name = field_name(i, windows[i], grans[i])
       names[i] = name
-      local target = now - windows[i]
+      local target = fr[i]
       if fields[name] == nil then
         fields[name] = {extra_after(i, target), target, true, i, nil}
       else
@@ -300,47 +278,14 @@ local function decide(log, weights, pending, A, penalty)
     redis.call('ZREMRANGEBYSCORE', log, '-inf', string.format('%d', cutoff))
   end
 
-  -- Step 5: the live units of every limit: the live records (ts > now -
-  -- window; after step 4 the set holds exactly the live records of the
-  -- longest window, so ZCARD counts that one, shorter windows need a ZCOUNT)
-  -- plus the extra units of the weighted ones.
-  local total = redis.call('ZCARD', log)
-  local records, lives = {}, {}
-  for i = 1, n do
-    if total == 0 then
-      records[i] = 0
-    elseif record and windows[i] == longest then
-      records[i] = total
-    else
-      records[i] = redis.call('ZCOUNT', log, string.format('(%d', now - windows[i]), '+inf')
-    end
-    lives[i] = records[i] + (extras[i] or 0)
-  end
-
-  -- The timestamp of the k-th oldest live unit at a position: a rank on a
-  -- plain log (every record costs 1), else a walk from the oldest live record,
-  -- in batches, until k units are summed. (A weighted log whose extra units
-  -- sum to 0 may still mix costs: a record settled to 0 in a limit is -1
-  -- there, docs/design.md §4.5, so only the marker allows the rank.)
-  local function kth_unit(i, k)
-    local first = total - records[i]
-    if not weighted then
-      local rank = first + k - 1
-      return tonumber(redis.call('ZRANGE', log, rank, rank, 'WITHSCORES')[2])
-    end
-    local sum, from, batch = 0, first, 64
-    while true do
-      local got = redis.call('ZRANGE', log, from, from + batch - 1, 'WITHSCORES')
-      -- Never past the end (the sums say k units are live; a guard, not a path).
-      if #got == 0 then return now end
-      for j = 1, #got, 2 do
-        sum = sum + cost_of(got[j], i)
-        if sum >= k then return tonumber(got[j + 1]) end
-      end
-      from = from + batch
-      if batch < 4096 then batch = batch * 4 end
-    end
-  end
+  -- Step 5: the live units of every limit: the live records (ts after its
+  -- frontier; after step 4 the set holds exactly the records after the
+  -- cutoff, so ZCARD counts the longest exact window, any other takes a
+  -- ZCOUNT: prelude.lua's live_records) plus the extra units of the
+  -- weighted ones.
+  local total, records = live_records(log, n, fr, cutoff, record)
+  local lives = {}
+  for i = 1, n do lives[i] = records[i] + (extras[i] or 0) end
 
   -- Step 6: admit iff live + cost <= max for every limit, and find the
   -- deciding limit exactly as slidelog_core::engine::evaluate does: rejected,
@@ -363,17 +308,23 @@ local function decide(log, weights, pending, A, penalty)
       local k = live + costs[i] - maxes[i]
       if penalty ~= nil and penalty[i] > penalty_ms then penalty_ms = penalty[i] end
       local wait = windows[i]
-      if k <= live then wait = kth_unit(i, k) + windows[i] - now end
+      -- (prelude.lua's kth_unit: a rank on a plain log, else a walk; its
+      -- time rounded up to the limit's granularity.)
+      if k <= live then
+        local kth = kth_unit(log, weighted, total - records[i], i, k, now)
+        if granular then kth = round_up(kth, grans[i]) end
+        wait = kth + windows[i] - now
+      end
       if each then
         if waits == nil then waits = {} end
         waits[i] = wait
       end
-      if worst == nil or wait > worst_wait or (wait == worst_wait and windows[i] < windows[worst]) then
+      if outranks(i, wait, worst, worst_wait, windows, true) then
         worst, worst_wait = i, wait
       end
     else
       local rem = maxes[i] - live - costs[i]
-      if tight == nil or rem < tight_rem or (rem == tight_rem and windows[i] < windows[tight]) then
+      if outranks(i, rem, tight, tight_rem, windows, false) then
         tight, tight_rem = i, rem
       end
     end
@@ -386,20 +337,12 @@ local function decide(log, weights, pending, A, penalty)
   -- The deciding limit, and the newest live record that counts in it (for
   -- reset_after_ms): the newest record, unless a settle left it at cost 0
   -- there (docs/design.md §4.5); then the newest live one of cost > 0, or
-  -- nil. Inline, not a function: a closure is built on every run.
+  -- nil (prelude.lua's newest_counting); at its time rounded up to the
+  -- limit's granularity.
   local d = worst
   if allowed then d = tight end
-  local counted = newest
-  if counted ~= nil and weighted and cost_of(newest_member, d) == 0 then
-    counted = nil
-    local got = redis.call('ZRANGEBYSCORE', log, string.format('(%d', now - windows[d]), '+inf', 'WITHSCORES')
-    for j = #got - 1, 1, -2 do
-      if cost_of(got[j], d) > 0 then
-        counted = tonumber(got[j + 1])
-        break
-      end
-    end
-  end
+  local counted = newest_counting(log, weighted, newest, newest_member, d, fr[d])
+  if counted ~= nil and granular then counted = round_up(counted, grans[d]) end
 
   -- Every limit (modes '2' and '3'): each limit's count, remaining, wait and
   -- reset, as the deciding limit's are found (slidelog_core::engine::
@@ -409,21 +352,15 @@ local function decide(log, weights, pending, A, penalty)
   if each then
     reply = {0, 0, 0, 0, 0, 0, 0, 0}
     for i = 1, n do
-      local c = newest
-      if c ~= nil and weighted and cost_of(newest_member, i) == 0 then
-        c = nil
-        local got = redis.call('ZRANGEBYSCORE', log, string.format('(%d', now - windows[i]), '+inf', 'WITHSCORES')
-        for j = #got - 1, 1, -2 do
-          if cost_of(got[j], i) > 0 then
-            c = tonumber(got[j + 1])
-            break
-          end
-        end
-      end
+      local c = newest_counting(log, weighted, newest, newest_member, i, fr[i])
+      if c ~= nil and granular then c = round_up(c, grans[i]) end
       local count, reset, wait = lives[i], 0, 0
       if allowed then
+        -- The request itself counts at now rounded up to the granularity.
+        local at = now
+        if granular then at = round_up(now, grans[i]) end
         count = count + costs[i]
-        if c == nil or c < now then c = now end
+        if c == nil or c < at then c = at end
         reset = c + windows[i] - now
       else
         if c ~= nil and c + windows[i] > now then reset = c + windows[i] - now end
@@ -437,6 +374,7 @@ local function decide(log, weights, pending, A, penalty)
 
   -- Step 8: write back the weights whose frontier moved, and (with the TTL
   -- of step 10) keep the hash exactly as long as the log.
+  local horizon_out = nil
   local function save_weights(ttl)
     if not (weighted or (allowed and weighted_request)) then return end
     local changed = {}
@@ -445,11 +383,18 @@ local function decide(log, weights, pending, A, penalty)
     if not keep_all or not weighted then redis.call('DEL', weights) end
     for name, field in pairs(fields) do
       -- field[4] is the field's position, parsed from its name once on read.
-      local mine = tonumber(string.match(name, '/(%d+)$')) == windows[math.min(n, field[4])]
+      local w, g = string.match(name, '/(%d+)@?(%d*)$')
+      local at = math.min(n, field[4])
+      local mine = tonumber(w) == windows[at] and (tonumber(g) or 1) == grans[at]
       if (keep_all and field[3]) or (not keep_all and mine) then
         changed[#changed + 1] = name
         changed[#changed + 1] = string.format('%d %d', field[1], field[2])
       end
+    end
+    -- The horizon: when a granular record raised it, or through a rewrite.
+    if (horizon_out ~= nil and horizon_out ~= horizon) or (horizon > 0 and (not keep_all or not weighted)) then
+      changed[#changed + 1] = 'horizon'
+      changed[#changed + 1] = string.format('%d', horizon_out or horizon)
     end
     if #changed > 0 then redis.call('HSET', weights, unpack(changed)) end
     redis.call('PEXPIRE', weights, ttl)
@@ -485,9 +430,10 @@ local function decide(log, weights, pending, A, penalty)
   end
 
   -- Step 9b: allowed. After appending, the newest record is the later of the
-  -- old newest (a clock that stepped back leaves records in the future) and now.
-  local newest_after = now
-  if newest ~= nil and newest > now then newest_after = newest end
+  -- old newest (a clock that stepped back leaves records in the future) and
+  -- the stored time (now, for exact limits).
+  local newest_after = stored_at
+  if newest ~= nil and newest > stored_at then newest_after = newest end
 
   if record then
     -- Step 10: append ONE record at `now` carrying the request's costs, add
@@ -510,8 +456,21 @@ local function decide(log, weights, pending, A, penalty)
         end
       end
     end
-    if reserve_until ~= nil and not string.find(member, '#', 1, true) then member = member .. '#1' end
-    redis.call('ZADD', log, now, member)
+    if (reserve_until ~= nil or granular) and not string.find(member, '#', 1, true) then member = member .. '#1' end
+    -- A granular record merges into the marked record at its stored time
+    -- (one record per stored time, docs/design.md §1.1; prelude.lua's
+    -- marked_at and merged), renamed to this request's id; a reservation
+    -- never does (a cancel removes its own record whole).
+    local into = nil
+    local R = nil
+    if granular then R = record_steps() end
+    if granular and reserve_until == nil then into = R.marked_at(log, stored_at, pending) end
+    local written = member
+    if into then
+      written = R.merged(member, into, costs, n)
+      redis.call('ZREM', log, into)
+    end
+    redis.call('ZADD', log, stored_at, written)
     if reserve_until ~= nil then
       -- Listed as pending until its deadline; the set outlives the latest
       -- deadline it holds by a second (a deadline is at most the call's
@@ -524,23 +483,35 @@ local function decide(log, weights, pending, A, penalty)
     end
     if weighted_request then
       for i = 1, n do
-        local name = string.format('%d/%d', i, windows[i])
-        if fields[name] == nil then fields[name] = {0, now - windows[i], true, i, nil} end
+        local name = field_name(i, windows[i], grans[i])
+        if fields[name] == nil then fields[name] = {0, fr[i], true, i, nil} end
       end
       for _, field in pairs(fields) do
-        if now > field[2] then
-          field[1] = field[1] + costs[math.min(field[4], n)] - 1
+        if stored_at > field[2] then
+          -- A merge adds its costs to a record already counted; an append
+          -- adds a record (counted by ZCOUNT) and its extra units.
+          if into then
+            field[1] = field[1] + cost_of(written, field[4]) - cost_of(into, field[4])
+          else
+            field[1] = field[1] + costs[math.min(field[4], n)] - 1
+          end
           field[3] = true
         end
       end
     end
+    -- (A log the expiry emptied starts its horizon again.)
+    if total == 0 then horizon = 0 end
+    if granular then horizon_out = R.horizon_after(horizon, longest, stored_at, now) end
     local ttl = newest_after + longest - now
     redis.call('PEXPIRE', log, ttl)
     save_weights(ttl)
   end
 
-  -- The reset of the deciding limit: its newest counting record, or now.
-  if counted == nil or counted < now then counted = now end
+  -- The reset of the deciding limit: its newest counting record, or now
+  -- (rounded up to its granularity: where this request counts there).
+  local at = now
+  if granular then at = round_up(now, grans[d]) end
+  if counted == nil or counted < at then counted = at end
   if reply == nil then return {1, maxes[d], windows[d], lives[d] + costs[d], tight_rem, 0, counted + windows[d] - now, now} end
   reply[1], reply[2], reply[3], reply[4], reply[5], reply[6], reply[7], reply[8] =
     1, maxes[d], windows[d], lives[d] + costs[d], tight_rem, 0, counted + windows[d] - now, now

@@ -178,7 +178,6 @@ where
             .then(|| self.deadline_ms())
             .flatten();
         let engine = self.engine.select(&self.conn)?;
-        exact_on_scripts(engine, request)?;
         let call = Call {
             engine,
             key: self.redis_key(request.key()),
@@ -227,7 +226,6 @@ where
         let deadline_ms = (now == Now::Server).then(|| self.deadline_ms()).flatten();
         let operation = usage.name();
         let engine = self.engine.select(&self.conn)?;
-        exact_on_scripts(engine, request)?;
         let call = UsageCall {
             engine,
             key: self.redis_key(request.key()),
@@ -304,25 +302,6 @@ where
     ) -> Result<T, StoreError> {
         bounded(self.timeout, call).await
     }
-}
-
-/// The scripts count exact milliseconds only (their sorted-set layout is
-/// the original design's): a limit with a granularity is refused there,
-/// by name, rather than counted earlier than it asks (docs/design.md
-/// §1.1). The module engine takes it.
-pub(crate) fn exact_on_scripts(
-    engine: crate::engine::Engine,
-    request: &Request,
-) -> Result<(), StoreError> {
-    if engine == crate::engine::Engine::Module
-        || request.limits().iter().all(|l| l.granularity_ms() == 1)
-    {
-        return Ok(());
-    }
-    Err(StoreError::Unsupported {
-        store: "redis (scripts engine)",
-        operation: "granularity_ms (use engine=module or the memory store)",
-    })
 }
 
 /// The explicit time of `now` (`None`: Redis `TIME`, the store's clock),

@@ -43,22 +43,14 @@
 local log, weights = KEYS[1], KEYS[2]
 local op = ARGV[1]
 local n = tonumber(ARGV[4])
-local SATURATED = 4294967295
 local SUM_BOUND = 4503599627370496
 
--- Step 1: the time, as sliding_log.lua reads it.
-local now = tonumber(ARGV[2])
-local function redis_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-local given_now = now >= 0
-if not given_now then now = redis_ms() end
+-- Step 1: the time, as sliding_log.lua reads it (prelude.lua's clock()).
+local now, given_now = clock(ARGV[2])
 
 -- Step 2: an operation whose caller gave up is refused before it changes
 -- anything (the check's step 1b: same error code, same clock).
-local deadline = tonumber(ARGV[3])
-if deadline >= 0 and (given_now and redis_ms() or now) > deadline then
+if gave_up(tonumber(ARGV[3]), now, given_now) then
   return redis.error_reply('DEADLINE the caller gave up on this operation before it ran; nothing changed')
 end
 
@@ -72,95 +64,49 @@ if top.err then
 end
 local marked = top[1] ~= nil and string.find(top[1], '#', 1, true) ~= nil
 
--- Step 4: the limits and the costs, and the longest window.
-local maxes, windows, costs = {}, {}, {}
-local longest = 0
-for i = 1, n do
-  maxes[i] = tonumber(ARGV[2 + 3 * i])
-  windows[i] = tonumber(ARGV[3 + 3 * i])
-  costs[i] = tonumber(ARGV[4 + 3 * i])
-  if windows[i] > longest then longest = windows[i] end
-end
+-- Step 4: the limits and the costs, and the keep (the longest window, or
+-- longest `window + granularity - 1`: prelude.lua's read_limits; cost_of
+-- there too); each limit's frontier (a granular limit's at its last
+-- granule boundary, docs/design.md §1.1) and the time a charge is stored
+-- at (now rounded up to the gcd of the granularities).
+local maxes, windows, costs, longest, grans, granule, granular, fr = read_limits(ARGV, 4, n, now)
+local stored_at = round_up(now, granule)
+-- The steps that write a record's costs (prelude.lua's record_steps()).
+local R = record_steps()
+local add, list_of, member_of, id_of = R.add, R.list_of, R.member_of, R.id_of
 
--- The cost of a record at a position: 1 for a plain id, else its listed
--- cost (a later position takes the last listed one). Same as sliding_log.lua.
-local function cost_of(m, position)
-  local at = string.find(m, '#', 1, true)
-  if not at then return 1 end
-  local index, last = 1, 1
-  for c in string.gmatch(string.sub(m, at + 1), '%d+') do
-    last = tonumber(c)
-    if index == position then return last end
-    index = index + 1
-  end
-  return last
-end
-
--- The id of a member (its ULID, before any '#').
-local function id_of(m)
-  local at = string.find(m, '#', 1, true)
-  if at then return string.sub(m, 1, at - 1) end
-  return m
-end
-
--- The text after '#' of a record costing `row` (positions 1..n): '' when 1
--- everywhere, one cost when all are equal, else one per position.
-local function list_of(row)
-  local same = true
-  for p = 2, n do if row[p] ~= row[1] then same = false end end
-  if same and row[1] == 1 then return '' end
-  if same then return string.format('%d', row[1]) end
-  local parts = {}
-  for p = 1, n do parts[p] = string.format('%d', row[p]) end
-  return table.concat(parts, ',')
-end
-
--- The member of id `id` listing `list`: a cost-1 record is the bare id on
--- a plain log and `<id>#1` on a weighted one (the marker).
-local function member_of(id, list, weighted)
-  if list ~= '' then return id .. '#' .. list end
-  if weighted then return id .. '#1' end
-  return id
-end
-
--- `a + b` as a record's cost: saturated, and a saturated cost stays so.
-local function add(a, b)
-  if a >= SATURATED or b >= SATURATED then return SATURATED end
-  return math.min(SATURATED, a + b)
-end
+-- id_of, list_of, member_of and add (saturated costs) are prelude.lua's
+-- record_steps().
 
 -- Step 5: the weights, read once when the log is weighted (marked):
--- W[field] = {extra, frontier, position}; a field changed is written back
--- once, at the end. A plain log's hash is stale: it is dropped when the
--- log changes (the next count of a weighted log rebuilds what it needs).
-local W, dirty, stale = {}, {}, false
-if marked then
-  local stored = redis.call('HGETALL', weights)
-  for j = 1, #stored, 2 do
-    local e, f = string.match(stored[j + 1], '^(%-?%d+) (%-?%d+)$')
-    local pos = tonumber(string.match(stored[j], '^(%d+)/'))
-    if e and pos then W[stored[j]] = {tonumber(e), tonumber(f), pos} end
-  end
-end
+-- W[field] = {extra, frontier, _, position} (prelude.lua's parse_fields);
+-- a field changed is written back once, at the end. A plain log's hash is
+-- stale: it is dropped when the log changes (the next count of a weighted
+-- log rebuilds what it needs).
+local W, dirty, stale, horizon, horizon_out = {}, {}, false, 0, nil
+if marked then W, horizon = parse_fields(redis.call('HGETALL', weights)) end
 
--- Step 6: drop the expired records (ts <= now - longest), as a check
+-- Step 6: drop the expired records (ts <= now - keep), as a check
 -- does (so a later check at an earlier time, after a clock step back, sees
 -- what it would after a check). Every field whose frontier is older than
 -- the cutoff first moves to it, leaving the extra units of the records
--- removed (sliding_log.lua step 3).
-local cutoff = now - longest
+-- removed (sliding_log.lua step 3). A granular key keeps its horizon
+-- (prelude.lua's record_steps().horizon_after).
+local cutoff = now - math.max(longest, horizon)
 local expired = redis.call('ZRANGEBYSCORE', log, '-inf', string.format('%d', cutoff), 'WITHSCORES')
 if #expired > 0 then
   for name, fl in pairs(W) do
     if fl[2] < cutoff then
       local sum = 0
       for x = 1, #expired, 2 do
-        if tonumber(expired[x + 1]) > fl[2] then sum = sum + cost_of(expired[x], fl[3]) - 1 end
+        if tonumber(expired[x + 1]) > fl[2] then sum = sum + cost_of(expired[x], fl[4]) - 1 end
       end
       fl[1], fl[2], dirty[name] = fl[1] - sum, cutoff, true
     end
   end
   redis.call('ZREMRANGEBYSCORE', log, '-inf', string.format('%d', cutoff))
+  -- A log the expiry emptied starts its horizon again.
+  if redis.call('EXISTS', log) == 0 then horizon = 0 end
 end
 
 -- The extra units at a position of the records with lo < ts <= hi.
@@ -173,28 +119,21 @@ local function extra_between(lo, hi, pos)
 end
 
 -- The live units of every limit, as the check counts them (sliding_log.lua
--- steps 3 and 5): the set holds the live records of the longest window
--- (ZCARD), a shorter window takes a ZCOUNT; a weighted log adds its field's
--- extra units, the field's frontier moved to now - window (reading only the
--- records that crossed it; a field missing is counted from the log once).
+-- steps 3 and 5): the records after its frontier (prelude.lua's
+-- live_records); a weighted log adds its field's extra units, the field's
+-- frontier moved to the limit's (reading only the records that crossed it;
+-- a field missing is counted from the log once).
 local function count(weighted)
-  local total = redis.call('ZCARD', log)
-  local records, lives = {}, {}
+  local total, records = live_records(log, n, fr, cutoff, true)
+  local lives = {}
   for i = 1, n do
-    local target = now - windows[i]
-    if total == 0 then
-      records[i] = 0
-    elseif windows[i] == longest then
-      records[i] = total
-    else
-      records[i] = redis.call('ZCOUNT', log, string.format('(%d', target), '+inf')
-    end
+    local target = fr[i]
     local extra = 0
     if weighted and total > 0 then
-      local name = string.format('%d/%d', i, windows[i])
+      local name = field_name(i, windows[i], grans[i])
       local fl = W[name]
       if fl == nil then
-        fl = {extra_between(target, '+inf', i), target, i}
+        fl = {extra_between(target, '+inf', i), target, true, i}
         W[name], dirty[name] = fl, true
       elseif fl[2] < target then
         fl[1] = fl[1] - extra_between(fl[2], string.format('%d', target), i)
@@ -221,8 +160,13 @@ local function flush()
     changed[#changed + 1] = name
     changed[#changed + 1] = string.format('%d %d', W[name][1], W[name][2])
   end
+  -- The horizon: when a granular charge raised it, or the hash was dropped.
+  if horizon_out ~= nil and (horizon_out ~= horizon or stale) then
+    changed[#changed + 1] = 'horizon'
+    changed[#changed + 1] = string.format('%d', horizon_out)
+  end
   if #changed > 0 then redis.call('HSET', weights, unpack(changed)) end
-  dirty = {}
+  dirty, horizon_out = {}, nil
 end
 local function change(gone, added)
   if not marked then
@@ -232,10 +176,10 @@ local function change(gone, added)
     for name, fl in pairs(W) do
       local d = 0
       for _, r in ipairs(gone) do
-        if r[1] > fl[2] then d = d - (cost_of(r[2], fl[3]) - 1) end
+        if r[1] > fl[2] then d = d - (cost_of(r[2], fl[4]) - 1) end
       end
       for _, r in ipairs(added) do
-        if r[1] > fl[2] then d = d + cost_of(r[2], fl[3]) - 1 end
+        if r[1] > fl[2] then d = d + cost_of(r[2], fl[4]) - 1 end
       end
       if math.abs(fl[1] + d) > SUM_BOUND then return false end
       deltas[name] = d
@@ -300,11 +244,28 @@ local function find_by_id(id, ts)
   return nil
 end
 
+-- A granular request's records are one per stored time (docs/design.md
+-- §1.1): a later request merged into the record renames it, so a receipt
+-- not found by its id is found by its time: the first marked record there
+-- whose cost holds the receipt's share in every limit (a saturated cost
+-- holds any). Its share alone is settled, as for any record.
+local function share_at(ts, share)
+  local s = string.format('%d', ts)
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', log, s, s)) do
+    local holds = string.find(m, '#', 1, true) ~= nil
+    for p = 1, n do
+      if cost_of(m, p) < math.min(cost_of(share, p), SATURATED) then holds = false end
+    end
+    if holds then return m end
+  end
+  return nil
+end
+
 -- The log is weighted after the change: it was, or a weighted member came.
 local weighted_after = marked
 
 -- Step 8 (settle): find the record the receipt names: its id at the
--- receipt's timestamp, live (ts > now - longest). Its member is usually the
+-- receipt's timestamp, kept (ts > the cutoff of step 6). Its member is usually the
 -- id and the receipt's costs (a cost-1 record the bare id, or `<id>#1` on
 -- a weighted log), one ZSCORE; a record a charge merged into lists more,
 -- and is found by its id. The receipt's costs are its share of the record
@@ -317,7 +278,7 @@ local function settle()
   local id, ts = ARGV[5 + 3 * n], tonumber(ARGV[6 + 3 * n])
   local old_list, new_list = ARGV[7 + 3 * n], ARGV[8 + 3 * n]
   local fresh = ARGV[9 + 3 * n] or id
-  if not (ts > now - longest) then return 0 end
+  if not (ts > cutoff) then return 0 end
   local candidates = {id .. '#' .. old_list}
   if old_list == '' then candidates = {id, id .. '#1'} end
   local found = nil
@@ -326,9 +287,10 @@ local function settle()
     if score and tonumber(score) == ts then found = m end
   end
   if found == nil then found = find_by_id(id, ts) end
-  if found == nil then return 0 end
   local share = 'x#' .. old_list
   if old_list == '' then share = 'x' end
+  if found == nil and granular then found = share_at(ts, share) end
+  if found == nil then return 0 end
   local row, exact, removed = {}, true, true
   for p = 1, n do
     local had, part = cost_of(found, p), cost_of(share, p)
@@ -342,7 +304,7 @@ local function settle()
   if not removed then
     -- The settled share alone: the client's list, so the next receipt's
     -- ZSCORE finds it.
-    local list = list_of(row)
+    local list = list_of(row, n)
     if exact then list = new_list end
     added[1] = {ts, member_of(fresh, list, marked)}
     if list ~= '' then weighted_after = true end
@@ -351,15 +313,17 @@ local function settle()
   return 1, ts
 end
 
--- Step 8 (charge): record the costs at now, unchecked; 0 everywhere records
--- nothing. Into a log already at or over its max in a limit the charge
+-- Step 8 (charge): record the costs at now (its stored time, rounded up
+-- for granular limits), unchecked; 0 everywhere records nothing. Into a log already at or over its max in a limit the charge
 -- costs something in (slidelog_core::engine::charge_merges), the costs
 -- merge into the newest record, which moves to now (or stays, when it is
 -- later: a clock that stepped back) under the charge's id: a moved record
 -- takes every member of its millisecond with it (the engine's one record
 -- per ms), so a key's members stay bounded by its limits whatever is
 -- charged. Else ONE member is appended (on a weighted log a cost-1 member
--- takes the marker; a weighted member turns a plain log weighted).
+-- takes the marker; a weighted member turns a plain log weighted); a
+-- granular charge is marked and merges into the marked record already at
+-- its stored time, if any (one record per stored time, docs/design.md §1.1).
 local function charge()
   -- Step 8a: a charge made once (KEYS[3]) that was made already changes
   -- nothing; the answer is the limits as they stand.
@@ -377,13 +341,16 @@ local function charge()
   local newest = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')
   if not merges or newest[1] == nil then
     local weighted_member = string.find(member, '#', 1, true) ~= nil
-    if marked and not weighted_member then member = member .. '#1' end
-    if weighted_member then weighted_after = true end
-    if not change({}, {{now, member}}) then return nil end
-    return 1, now
+    if (marked or granular) and not weighted_member then member = member .. '#1' end
+    if weighted_member or granular then weighted_after = true end
+    local into = granular and R.marked_at(log, stored_at)
+    local gone, added = {}, {{stored_at, member}}
+    if into then gone, added = {{stored_at, into}}, {{stored_at, R.merged(member, into, costs, n)}} end
+    if not change(gone, added) then return nil end
+    return 1, stored_at
   end
   local from = tonumber(newest[2])
-  local ts = math.max(from, now)
+  local ts = math.max(from, stored_at)
   local gone = {{from, newest[1]}}
   if ts > from then
     gone = {}
@@ -396,15 +363,17 @@ local function charge()
     row[p] = costs[p]
     for _, r in ipairs(gone) do row[p] = add(row[p], cost_of(r[2], p)) end
   end
-  local list = list_of(row)
-  if list ~= '' then weighted_after = true end
-  local merged = member_of(id_of(member), list, marked or weighted_after)
-  if not change(gone, {{ts, merged}}) then return nil end
+  local list = list_of(row, n)
+  if list ~= '' or granular then weighted_after = true end
+  local into = member_of(id_of(member), list, marked or weighted_after)
+  if not change(gone, {{ts, into}}) then return nil end
   return 1, ts
 end
 
 local done, record_ts
 if op == 'settle' then done, record_ts = settle() else done, record_ts = charge() end
+-- A granular charge raises the key's horizon, as a check does.
+if op == 'charge' and done == 1 and granular then horizon_out = R.horizon_after(horizon, longest, stored_at, now) end
 -- Step 8b: a charge made once marks its id charged (the same run, so the
 -- mark and the charge replicate together); a charge of nothing (done 0)
 -- marks it too, so its sender stops asking.
@@ -434,39 +403,6 @@ if newest then
   if weighted_after then redis.call('PEXPIRE', weights, string.format('%d', ttl)) end
 end
 
--- The k-th oldest live unit at a position: a rank on a plain log, else a
--- walk from the oldest live record in batches (a record of cost 0 there
--- adds nothing), as sliding_log.lua's kth_unit.
-local function kth_unit(i, k)
-  local first = total - records[i]
-  if not weighted_after then
-    local rank = first + k - 1
-    return tonumber(redis.call('ZRANGE', log, rank, rank, 'WITHSCORES')[2])
-  end
-  local sum, from, batch = 0, first, 64
-  while true do
-    local got = redis.call('ZRANGE', log, from, from + batch - 1, 'WITHSCORES')
-    if #got == 0 then return now end
-    for j = 1, #got, 2 do
-      sum = sum + cost_of(got[j], i)
-      if sum >= k then return tonumber(got[j + 1]) end
-    end
-    from = from + batch
-    if batch < 4096 then batch = batch * 4 end
-  end
-end
-
--- The newest live record that counts at a position (reset_after_ms): the
--- newest record unless it costs 0 there, then a walk back.
-local function newest_unit(i)
-  if newest == nil or not weighted_after or cost_of(top_after[1], i) > 0 then return newest end
-  local got = redis.call('ZRANGEBYSCORE', log, string.format('(%d', now - windows[i]), '+inf', 'WITHSCORES')
-  for j = #got - 1, 1, -2 do
-    if cost_of(got[j], i) > 0 then return tonumber(got[j + 1]) end
-  end
-  return nil
-end
-
 -- Step 11: the limits as they stand (slidelog_core::engine::standing):
 -- one more unit fits in every limit, or the deciding limit is the one with
 -- the longest wait (ties: the shorter window); else the one with the least
@@ -476,14 +412,17 @@ local waits = {}
 for i = 1, n do
   if lives[i] + 1 > maxes[i] then
     allowed = false
-    local wait = kth_unit(i, lives[i] + 1 - maxes[i]) + windows[i] - now
+    -- prelude.lua's kth_unit, as sliding_log.lua finds a wait.
+    -- Its time rounded up to the limit's granularity (docs/design.md §1.1).
+    local kth = kth_unit(log, weighted_after, total - records[i], i, lives[i] + 1 - maxes[i], now)
+    local wait = round_up(kth, grans[i]) + windows[i] - now
     waits[i] = wait
-    if worst == nil or wait > worst_wait or (wait == worst_wait and windows[i] < windows[worst]) then
+    if outranks(i, wait, worst, worst_wait, windows, true) then
       worst, worst_wait = i, wait
     end
   else
     local rem = maxes[i] - lives[i] - 1
-    if tight == nil or rem < tight_rem or (rem == tight_rem and windows[i] < windows[tight]) then
+    if outranks(i, rem, tight, tight_rem, windows, false) then
       tight, tight_rem = i, rem
     end
   end
@@ -494,9 +433,10 @@ if not allowed then d = worst end
 -- after the deciding limit's.
 local resets = {}
 for i = 1, n do
-  local counted = newest_unit(i)
+  -- The newest live record that counts there (prelude.lua's newest_counting).
+  local counted = newest_counting(log, weighted_after, newest, top_after[1], i, fr[i])
   resets[i] = 0
-  if counted ~= nil then resets[i] = math.max(0, counted + windows[i] - now) end
+  if counted ~= nil then resets[i] = math.max(0, round_up(counted, grans[i]) + windows[i] - now) end
 end
 local reply = {done, allowed and 1 or 0, maxes[d], windows[d], lives[d],
   math.max(0, maxes[d] - lives[d]), allowed and 0 or worst_wait, resets[d], now}

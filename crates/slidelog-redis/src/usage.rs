@@ -13,8 +13,9 @@ use redis::{ErrorKind, RedisError, RedisResult, Script};
 use slidelog_core::{Receipt, RecordRef, Request};
 use std::sync::LazyLock;
 
-/// The Lua source of a settle or a charge.
-pub const USAGE_SOURCE: &str = include_str!("usage.lua");
+/// The Lua source of a settle or a charge: the steps every script shares
+/// (`prelude.lua`), then `usage.lua`.
+pub const USAGE_SOURCE: &str = concat!(include_str!("prelude.lua"), include_str!("usage.lua"));
 
 /// The usage script, hashed once per process.
 pub static USAGE: LazyLock<Script> = LazyLock::new(|| Script::new(USAGE_SOURCE));

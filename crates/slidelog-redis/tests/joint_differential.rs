@@ -5,6 +5,7 @@
 //! boundaries, steps back), answered field by field as
 //! `slidelog_core::engine::decide_all` answers over plain `Log`s: through
 //! the scripts (`check_all.lua`) and the module (`SLIDELOG.CHECKALL`), and
+//! with granular limits on the scripts (docs/design.md §1.1), and
 //! on a Cluster whose keys spread over slots, through reservations
 //! (docs/design.md §4.7: a refused request's reservations cancelled, their
 //! weights with them, an admitted one's confirmed) and, on the module
@@ -34,6 +35,21 @@ fn key_limits() -> Vec<Vec<Limit>> {
         vec![l(5, 10_000), l(400, 20_000)],
         vec![l(4, 15_000), l(4, 10_000), l(6, 40_000)],
         vec![l(1, 10_000)],
+    ]
+}
+
+/// Granular limits (docs/design.md §1.1), none of whose sets moves
+/// records to a coarse tier (the scripts keep none: a tier move changes
+/// which record a charge merges into); windows of 10 s and more.
+fn granular_key_limits() -> Vec<Vec<Limit>> {
+    let l = |m, w, g| Limit::new(m, w).unwrap().with_granularity(g).unwrap();
+    vec![
+        vec![l(3, 10_000, 1_000)],
+        vec![l(5, 20_000, 500)],
+        vec![l(2, 10_000, 1_000), l(4, 30_000, 500)],
+        vec![l(5, 10_000, 1_000), l(400, 20_000, 250)],
+        vec![l(4, 15_000, 1), l(4, 10_000, 2_000), l(6, 40_000, 1)],
+        vec![l(1, 10_000, 10_000)],
     ]
 }
 
@@ -70,7 +86,17 @@ fn advance(rng: &mut StdRng, now: u64, back: bool) -> u64 {
 /// Runs `seeds` traces on `store` against the engine (the clock stepping
 /// back when `back`); the number of joint decisions compared.
 async fn traces(store: &dyn Store, seeds: std::ops::Range<u64>, tag: &str, back: bool) -> usize {
-    let sets = key_limits();
+    traces_of(store, &key_limits(), seeds, tag, back).await
+}
+
+/// [`traces`] over the keys' limit `sets`.
+async fn traces_of(
+    store: &dyn Store,
+    sets: &[Vec<Limit>],
+    seeds: std::ops::Range<u64>,
+    tag: &str,
+    back: bool,
+) -> usize {
     let mut compared = 0;
     for seed in seeds {
         let mut rng = StdRng::seed_from_u64(seed);
@@ -83,7 +109,7 @@ async fn traces(store: &dyn Store, seeds: std::ops::Range<u64>, tag: &str, back:
             now = advance(&mut rng, now, back);
             let context = format!("seed {seed} step {step} at {now}");
             if rng.random_ratio(1, 8) {
-                charge(store, &mut logs, &mut rng, &keys, now, &context).await;
+                charge(store, &mut logs, (&mut rng, sets), &keys, now, &context).await;
                 continue;
             }
             let picked = rng.random_range(1..=4);
@@ -121,13 +147,13 @@ async fn traces(store: &dyn Store, seeds: std::ops::Range<u64>, tag: &str, back:
 async fn charge(
     store: &dyn Store,
     logs: &mut HashMap<String, Log>,
-    rng: &mut StdRng,
+    (rng, sets): (&mut StdRng, &[Vec<Limit>]),
     keys: &[String],
     now: u64,
     context: &str,
 ) {
     let i = rng.random_range(0..keys.len());
-    let limits = &key_limits()[i];
+    let limits = &sets[i];
     let costs: Vec<u64> = limits.iter().map(|_| rng.random_range(0..=3)).collect();
     let usage = Request::usage(keys[i].clone(), limits.clone(), costs).unwrap();
     let got = store.charge(&usage, Now::At(now)).await.unwrap();
@@ -150,6 +176,17 @@ async fn the_scripts_decide_joint_requests_as_the_engine() {
     assert!(compared > 1_000, "{compared}");
 }
 
+/// Granular limits on the scripts: every key of a joint decision counts at
+/// its limits' frontiers and stores its record at its stored time (merged
+/// with the record already there), as the engine does.
+#[tokio::test]
+async fn the_scripts_decide_granular_joint_requests_as_the_engine() {
+    let server = RedisServer::start();
+    let store = store(&server, "script").await;
+    let compared = traces_of(&store, &granular_key_limits(), 400..412, "g", true).await;
+    assert!(compared > 1_000, "{compared}");
+}
+
 #[tokio::test]
 async fn the_module_decides_joint_requests_as_the_engine() {
     let server = RedisServer::start_with_module(ServerKind::Redis, &[]);
@@ -169,6 +206,10 @@ async fn reservations_across_cluster_slots_decide_as_the_engine() {
     let store = ClusterStore::connect_cluster(&url, options).await.unwrap();
     let compared = traces(&store, 200..206, "c", false).await;
     assert!(compared > 500, "{compared}");
+    // Granular limits: a reservation is never merged into (nor merged
+    // with) the record at its stored time, so a cancel takes out its own.
+    let compared = traces_of(&store, &granular_key_limits(), 500..503, "cg", false).await;
+    assert!(compared > 250, "{compared}");
 }
 
 /// The module engine across slots: each slot records, a refused request's

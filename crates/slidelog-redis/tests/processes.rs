@@ -4,6 +4,9 @@
 //! - max 50 per 400 ms under ~1.5 s of sustained load: no interval of one
 //!   window holds more than 50 admissions (from the admission times the
 //!   script reports, which are the scores it wrote).
+//! - the same at a granularity of 20 ms (docs/design.md §1.1) for 3 s: a
+//!   record counts at its time rounded up (later, never earlier), so no
+//!   exact window of the decision times holds more than 50 either.
 //!
 //! Each runs on Redis and on Valkey. A `harness = false` target: `main` is
 //! the child when `SLIDELOG_CHILD_URL` is set and otherwise runs the cases
@@ -34,6 +37,10 @@ fn main() -> ExitCode {
                 "no_window_holds_more_than_max_under_sustained_load_across_processes",
                 no_window_holds_more_than_max_under_sustained_load_across_processes,
             ),
+            (
+                "granular_limit_never_over_admits_across_processes",
+                granular_limit_never_over_admits_across_processes,
+            ),
         ],
     )
 }
@@ -43,13 +50,13 @@ fn main() -> ExitCode {
 fn run_children(
     server: &RedisServer,
     prefix: &str,
-    max: u64,
-    window_ms: u64,
+    (max, window_ms, granularity_ms): (u64, u64, u64),
     run_ms: u64,
 ) -> Vec<u64> {
     let env = [
         ("SLIDELOG_CHILD_MAX", max.to_string()),
         ("SLIDELOG_CHILD_WINDOW_MS", window_ms.to_string()),
+        ("SLIDELOG_CHILD_GRANULARITY_MS", granularity_ms.to_string()),
         ("SLIDELOG_CHILD_RUN_MS", run_ms.to_string()),
     ];
     let mut times = Vec::new();
@@ -67,7 +74,7 @@ fn run_children(
 fn exactly_max_admitted_across_processes(kind: ServerKind) {
     let server = RedisServer::start_kind(kind);
     let prefix = unique_prefix("procs");
-    let times = run_children(&server, &prefix, 100, 60_000, 0);
+    let times = run_children(&server, &prefix, (100, 60_000, 1), 0);
     let mut c = server.client();
     let card: i64 = redis::cmd("ZCARD")
         .arg(format!("{prefix}shared"))
@@ -86,10 +93,25 @@ fn exactly_max_admitted_across_processes(kind: ServerKind) {
 }
 
 fn no_window_holds_more_than_max_under_sustained_load_across_processes(kind: ServerKind) {
+    sustained_load(kind, "procs-slide", 1, 1_500);
+}
+
+fn granular_limit_never_over_admits_across_processes(kind: ServerKind) {
+    sustained_load(kind, "procs-gran", 20, 3_000);
+}
+
+/// 50 per 400 ms at `granularity_ms` under `run_ms` of load: no window of
+/// the decision times holds more than 50 admissions.
+fn sustained_load(kind: ServerKind, test: &str, granularity_ms: u64, run_ms: u64) {
     let server = RedisServer::start_kind(kind);
-    let prefix = unique_prefix("procs-slide");
+    let prefix = unique_prefix(test);
     let (max, window) = (50usize, 400u64);
-    let times = run_children(&server, &prefix, max as u64, window, 1_500);
+    let times = run_children(
+        &server,
+        &prefix,
+        (max as u64, window, granularity_ms),
+        run_ms,
+    );
     assert!(
         times.len() > 2 * max,
         "the load spanned several windows: {}",
@@ -128,11 +150,13 @@ fn child_process(url: String) {
     let max: u64 = env("SLIDELOG_CHILD_MAX").parse().unwrap();
     let window: u64 = env("SLIDELOG_CHILD_WINDOW_MS").parse().unwrap();
     let run_ms: u64 = env("SLIDELOG_CHILD_RUN_MS").parse().unwrap();
+    let granularity: u64 = env("SLIDELOG_CHILD_GRANULARITY_MS").parse().unwrap();
     common::children::block_on(|prefix, options| async move {
         let store = Arc::new(RedisStore::connect(&url, options).await.unwrap());
         let mut conn = store.connection();
         common::children::ready_then_wait(&mut conn, &prefix).await;
-        let r = Request::single("shared", Limit::new(max, window).unwrap()).unwrap();
+        let limit = Limit::new(max, window).unwrap();
+        let r = Request::single("shared", limit.with_granularity(granularity).unwrap()).unwrap();
         let until = Instant::now() + Duration::from_millis(run_ms);
         let tasks: Vec<_> = (0..TASKS)
             .map(|_| {

@@ -74,7 +74,7 @@ pub fn counts(limits: &[LimitState]) -> Vec<Counts> {
 
 /// True when some records of `limits` move to a coarse tier: the limits
 /// of the longest windows share a granule coarser than all share.
-fn tiered(limits: &[Limit]) -> bool {
+pub fn tiered(limits: &[Limit]) -> bool {
     let gcd = |a: u64, b: u64| -> u64 {
         let (mut a, mut b) = (a, b);
         while b != 0 {

@@ -32,9 +32,6 @@ where
             .map(|r| self.redis_key(r.key()))
             .collect();
         let engine = self.engine.select(&self.conn)?;
-        for request in checks {
-            super::exact_on_scripts(engine, request)?;
-        }
         if crate::cluster::is_cluster(&self.conn) && !one_slot(&keys) {
             if engine == Engine::Module {
                 return self
