@@ -1,4 +1,4 @@
--- wrk script for issue 26's throughput runs: POST /v1/check with JSON
+-- wrk script for the service's throughput runs: POST /v1/check with JSON
 -- bodies, keys spread uniformly over KEYS identities (default 10000), each
 -- limited to MAX per WINDOW_MS (defaults 1,000,000 per 60,000 ms: every
 -- check admits and records). Unlike http_check.lua it defines no

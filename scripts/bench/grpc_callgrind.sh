@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 26: user-space instructions per Envoy `ShouldRateLimit` (gRPC), serve
+# User-space instructions per Envoy `ShouldRateLimit` (gRPC), serve
 # beside examples/transport_baseline.rs, under valgrind's callgrind: the gRPC
 # twin of scripts/bench/service_callgrind.sh (HTTP), same method. Instruction
 # counts do not move with the machine's other load, so a change of a few

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The hot-key workload of issue 15 on a Redis store: one key, 100 per
+# The hot-key workload on a Redis store: one key, 100 per
 # second, hammered over HTTP (wrk, POST /v1/check) and over the Envoy gRPC
 # API (h2load, ShouldRateLimit), with the local rejection cache (the
 # default) and without it (--no-rejection-cache). For each run: decisions/s,

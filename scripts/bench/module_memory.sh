@@ -3,7 +3,7 @@
 # (crates/slidelog-module) against the sorted set the Lua scripts write, at
 # 100 and 10,000 records per key; cost 1, one cost per record (weighted) and a
 # cost per limit. Every record is written by the real command (SLIDELOG.CHECK,
-# or EVALSHA of single_limit.lua / sliding_log.lua with 26-character ULID-like
+# or EVALSHA of single_limit.lua / the general script with 26-character ULID-like
 # members), 1 ms apart, all admitted. BENCHMARKS.md, "Memory per record".
 #
 #   scripts/bench/module_memory.sh
@@ -20,7 +20,8 @@ PIDS+=($!)
 cli() { redis-cli -p "$port" "$@"; }
 for _ in $(seq 100); do cli ping >/dev/null 2>&1 && break; sleep 0.1; done
 single=$(cli SCRIPT LOAD "$(cat crates/slidelog-redis/src/single_limit.lua)")
-general=$(cli SCRIPT LOAD "$(cat crates/slidelog-redis/src/sliding_log.lua)")
+# The general script as script.rs builds it: prelude.lua, decide(), the call.
+general=$(cli SCRIPT LOAD "$(cd crates/slidelog-redis/src && cat prelude.lua sliding_log.lua sliding_log_main.lua)")
 T=1767225600000 W=3600000 M=10000000
 
 # commands LAYOUT N KEY: the N writes of one key, one per line.

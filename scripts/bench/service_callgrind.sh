@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 26: user-space instructions per HTTP `POST /v1/check`, serve beside
+# User-space instructions per HTTP `POST /v1/check`, serve beside
 # examples/transport_baseline.rs, under valgrind's callgrind. Instruction
 # counts do not move with the machine's other load (wall-clock runs on the
 # shared 2-core VM move by ~15% from one set to the next), so a change of a

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 26: the service's own cost. `slidelog serve` against the peer-like
+# The service's own cost. `slidelog serve` against the peer-like
 # baseline (examples/transport_baseline.rs: the same two protocols on axum
 # and tonic answering a fixed body), alternating, ROUNDS rounds; prints one
 # row per run and the medians, with the server's CPU per request (utime +

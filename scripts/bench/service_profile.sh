@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 26: where `slidelog serve`'s CPU goes under load, by function.
+# Where `slidelog serve`'s CPU goes under load, by function.
 # Starts serve on the memory store, drives it with the same load as
 # scripts/bench/service_cost.sh (HTTP: wrk -t2 -c64 over 10,000 keys, every
 # check admitted; gRPC: h2load -t2 -c8 -m8) and records the server process

@@ -1,5 +1,5 @@
 //! Allocations per Envoy `ShouldRateLimit` request, counted by a counting
-//! global allocator (issue 26: the service's own work per request).
+//! global allocator (the service's own work per request).
 //!
 //! ```sh
 //! cargo run -p slidelog-envoy --example grpc_allocs -- [REQUESTS]
@@ -7,7 +7,7 @@
 //!
 //! Two measurements, on the memory store, one descriptor `(user, u<N>)` over
 //! 10,000 users under 1,000,000 per minute (every check admitted and
-//! recorded, as issue 26's throughput runs):
+//! recorded, as BENCHMARKS.md's throughput runs):
 //!
 //! - `service`: `RateLimiter::should_rate_limit` called directly: the
 //!   service's own path (plan, store key, decision, metrics, response), no
@@ -23,7 +23,7 @@
 //! grows as its records arrive); the numbers are the mean over the run.
 //!
 //! Two more modes, for instruction counts under callgrind (repeatable on a
-//! shared, noisy machine), with issue 26's throughput request (domain
+//! shared, noisy machine), with the throughput runs' request (domain
 //! `bench`, `user=hot`, 10,000,000 per minute: every call admitted and
 //! recorded, one key):
 //!

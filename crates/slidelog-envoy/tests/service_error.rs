@@ -1,4 +1,4 @@
-//! `ServiceError` says a store failure's cause once (issue 23): its message
+//! `ServiceError` says a store failure's cause once: its message
 //! is the store error's, not the store error's message *and* the store error
 //! again as its source, which every chain printer would print twice.
 

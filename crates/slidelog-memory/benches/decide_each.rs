@@ -1,4 +1,4 @@
-//! The memory store's decision under `slidelog serve`'s wrk load (issue 26):
+//! The memory store's decision under `slidelog serve`'s wrk load:
 //! 10,000 keys drawn at random, one limit of 1,000,000 per 60 s (every
 //! check admitted and recorded), `InProcess::decide_each_now` with
 //! `Mode::Record` as the Limiter calls it, the clock moving 1 ms every 80

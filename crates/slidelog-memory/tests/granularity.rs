@@ -2,7 +2,8 @@
 //! differential run of slidelog-core's granularity test (checks, peeks,
 //! settles, charges, the clock stepping back; 1 to 3 limits with
 //! granularities from 1 ms to the window) against the same plain model,
-//! field by field; and the bytes a hot key holds (`--ignored`).
+//! field by field; and the time of a hot key's check at 1 and at 100,000
+//! granules (`--ignored`; its bytes: slidelog-module's `bytes_per_key`).
 
 #[path = "../../slidelog-core/tests/granular/mod.rs"]
 mod granular;
@@ -46,40 +47,6 @@ proptest! {
     ) {
         run(&mut Memory(MemoryStore::new()), limits, ops)?;
     }
-}
-
-/// One hot key at `per_ms` checks per ms (every `1 / per_ms` ms when
-/// below 1) for `seconds` under `limits`: the
-/// bytes the store holds for it (its log, key and table slot) and its
-/// records.
-fn hot_key(limits: Vec<Limit>, seconds: u64, every_ms: u64, per_ms: u64) -> (usize, usize) {
-    let store = MemoryStore::new();
-    let r = Request::new("hot", limits, 1).unwrap();
-    let start = 1_700_000_000_000u64;
-    for ms in (0..seconds * 1_000).step_by(every_ms as usize) {
-        for _ in 0..per_ms {
-            store.decide_at(&r, Mode::Record, start + ms).unwrap();
-        }
-    }
-    (store.bytes_held(), store.record_count())
-}
-
-#[test]
-#[ignore = "a measurement: cargo test --release -p slidelog-memory --test granularity -- --ignored --nocapture"]
-fn bytes_per_hot_key() {
-    let minute = Limit::new(10_000_000, 60_000).unwrap();
-    for g in [1, 10, 100, 1_000] {
-        let (bytes, records) = hot_key(vec![minute.with_granularity(g).unwrap()], 60, 1, 10);
-        println!("60 s at {g} ms: {records} records, {bytes} B per key");
-    }
-    let day = Limit::new(10_000_000, 86_400_000)
-        .unwrap()
-        .with_granularity(60_000)
-        .unwrap();
-    // A check a second over the whole day (10 a ms would reach the max of
-    // 10,000,000 in 17 minutes): every one of the day's 1,440 granules.
-    let (bytes, records) = hot_key(vec![day], 86_400, 1_000, 1);
-    println!("24 h at 1 min: {records} records, {bytes} B per key");
 }
 
 /// The mean time of a recorded check on one hot key whose log holds

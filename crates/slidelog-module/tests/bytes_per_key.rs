@@ -1,5 +1,6 @@
 //! Bytes per key of one hot key, side by side (docs/design.md §1.1,
-//! BENCHMARKS.md "Bytes per hot key"): the memory store, the module, a
+//! BENCHMARKS.md "Bytes per hot key"): the memory store, the module, the
+//! scripts (slidelog's general script as `RedisStore` sends it), a
 //! redis-cell key (GCRA: one timestamp whatever the traffic) and the
 //! original design's script (a sorted set, one member per request), under
 //! the same traffic: 10 checks per ms for 60 s on a 60 s window (exact, at
@@ -97,14 +98,16 @@ fn pipelined(conn: &mut Connection, commands: impl Iterator<Item = redis::Cmd>) 
     }
 }
 
-fn memory_usage(conn: &mut Connection, key: &str) -> i64 {
+/// `MEMORY USAGE … SAMPLES 0` of `key`, 0 when it does not exist.
+fn memory_usage(conn: &mut Connection, key: impl redis::ToRedisArgs) -> i64 {
     redis::cmd("MEMORY")
         .arg("USAGE")
         .arg(key)
         .arg("SAMPLES")
         .arg(0)
-        .query(conn)
+        .query::<Option<i64>>(conn)
         .unwrap()
+        .unwrap_or(0)
 }
 
 /// The module's `MEMORY USAGE` of the key, and its records.
@@ -123,6 +126,34 @@ fn module(conn: &mut Connection, key: &str, t: &Traffic, start: u64) -> (i64, i6
         redis::cmd("SLIDELOG.INFO").arg(key).query(conn).unwrap();
     assert_eq!(info["units"], t.times(start).count() as i64, "all admitted");
     (memory_usage(conn, key), info["records"])
+}
+
+/// The scripts' log and weights hash (the general script at explicit
+/// times, a 26-character member per check, as the store sends them): their
+/// `MEMORY USAGE` together and the log's members.
+fn scripts(conn: &mut Connection, key: &str, t: &Traffic, start: u64) -> (i64, i64) {
+    let limit = Limit::new(MAX, t.window_ms).unwrap();
+    let limit = limit.with_granularity(t.granularity_ms).unwrap();
+    let request = Request::new(key, vec![limit], 1).unwrap();
+    let args = slidelog_redis::script::limit_args(&request);
+    let sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(slidelog_redis::script::SOURCE)
+        .query(conn)
+        .unwrap();
+    let weights = slidelog_redis::keys::weights_key(key.as_bytes());
+    pipelined(
+        conn,
+        t.times(start).enumerate().map(|(i, now)| {
+            let mut c = redis::cmd("EVALSHA");
+            c.arg(&sha).arg(2).arg(key).arg(&weights).arg(1).arg(now);
+            c.arg(&args).arg(format!("{i:026}")).arg(-1);
+            c
+        }),
+    );
+    let bytes = memory_usage(conn, key) + memory_usage(conn, &weights);
+    let members: i64 = redis::cmd("ZCARD").arg(key).query(conn).unwrap();
+    (bytes, members)
 }
 
 /// The original script's sorted set (a 26-character member per request,
@@ -198,15 +229,16 @@ fn bytes_per_hot_key_beside_redis_cell_and_the_original_script() {
         }])
         .collect();
     println!(
-        "| traffic, one hot key | memory store | module (records) | redis-cell | original script (members) | module / redis-cell | module / original |"
+        "| traffic, one hot key | memory store | module (records) | scripts (members) | redis-cell | original script (members) | module / redis-cell | module / original |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     let mut exact_original = None;
     for (i, t) in rows.iter().enumerate() {
         // A minute boundary an hour (plus the window) behind the clock.
         let start = wall_ms() / MINUTE * MINUTE - 3_600_000 - t.window_ms;
         let store = memory_store(t, start);
         let (module_b, records) = module(&mut conn, &format!("module:{i}"), t, start);
+        let (script_b, script_m) = scripts(&mut conn, &format!("scripts:{i}"), t, start);
         let cell_b = cell(&mut conn, &format!("cell:{i}"), t.window_ms);
         // The original keeps one member per request whatever the
         // granularity: the exact row's set stands for the minute's rows.
@@ -218,7 +250,7 @@ fn bytes_per_hot_key_beside_redis_cell_and_the_original_script() {
             exact_original = Some((orig_b, members));
         }
         println!(
-            "| {} | {store} B | {module_b} B ({records}) | {cell_b} B | {orig_b} B ({members}) | {} | {} |",
+            "| {} | {store} B | {module_b} B ({records}) | {script_b} B ({script_m}) | {cell_b} B | {orig_b} B ({members}) | {} | {} |",
             t.label(),
             ratio(module_b, cell_b),
             ratio(module_b, orig_b),

@@ -1,5 +1,5 @@
-//! What the per-master outage mode of the cluster store (issue 23,
-//! `src/cluster/nodes.rs`) costs a healthy cluster's calls: its slot check
+//! What the per-master outage mode of the cluster store
+//! (`src/cluster/nodes.rs`) costs a healthy cluster's calls: its slot check
 //! (the key's CRC16 and one atomic load) and its timer (each keyed call is
 //! bounded by half the store timeout), measured side by side in one process
 //! on one 3-master cluster, with the mode on and bypassed

@@ -1,5 +1,5 @@
-//! A black-holed connection is replaced within about a second (issue 12,
-//! reproduction 1): a [`FreezingProxy`] between the store and a real
+//! A black-holed connection is replaced within about a second
+//! (docs/design.md §6): a [`FreezingProxy`] between the store and a real
 //! `redis-server` keeps the store's open connections open but drops their
 //! bytes, while it still forwards new connections. Before the fix every
 //! answer timed out for as long as the test ran and the proxy saw one

@@ -1,4 +1,4 @@
-//! The chaos suite (issue 12): under load from 8 tasks, each fault is
+//! The chaos suite (docs/design.md §6): under load from 8 tasks, each fault is
 //! injected into a real Redis the test started, and the outcomes are
 //! counted: calls, errors (each one a degraded answer under fail-open, a
 //! 503 under fail-closed), admissions beyond the limit (what clients saw

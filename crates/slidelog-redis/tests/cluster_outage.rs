@@ -1,4 +1,4 @@
-//! Outage mode of one Cluster master (issue 23; docs/design.md §6): on a
+//! Outage mode of one Cluster master (docs/design.md §6): on a
 //! 3-master cluster (no replicas, `cluster-require-full-coverage no`, so the
 //! other masters keep serving), one master is killed (SIGKILL: its port
 //! refuses connections), down before the store connects, or frozen

@@ -3,7 +3,8 @@
 //! settles, charges, the clock stepping back; 1 to 3 limits with
 //! granularities from 1 ms to the window) against the same plain model,
 //! field by field, through `RedisStore` on Redis and on Valkey; one
-//! granule's one record; and the bytes a hot key holds (`--ignored`).
+//! granule's one record (the bytes a hot key holds are measured beside
+//! the other stores by slidelog-module's `bytes_per_key`).
 //!
 //! The run's windows are milliseconds long and Redis TTLs run on real
 //! time, so after each call the run takes the TTLs off (`PERSIST`): the
@@ -157,94 +158,6 @@ fn granular_limits_match_the_model_on_redis() {
 #[test]
 fn granular_limits_match_the_model_on_valkey() {
     differential(ServerKind::Valkey);
-}
-
-/// `MEMORY USAGE` of one hot key (its log and weights hash) after
-/// `per_ms` checks every `every_ms` for `seconds` under `max` per
-/// `window` at `g` (the general script, pipelined, at explicit times an
-/// hour behind the server's clock, as the store sends them: a 26-character
-/// member per check), and its records.
-fn hot_key_bytes(
-    conn: &mut redis::Connection,
-    key: &str,
-    (window, g): (u64, u64),
-    seconds: u64,
-    (every_ms, per_ms): (u64, u64),
-) -> (i64, i64) {
-    let wall = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
-    let start = wall / 60_000 * 60_000 - 3_600_000 - seconds * 1_000;
-    let limit = Limit::new(10_000_000, window)
-        .unwrap()
-        .with_granularity(g)
-        .unwrap();
-    let request = Request::new(key, vec![limit], 1).unwrap();
-    let args = slidelog_redis::script::limit_args(&request);
-    let sha: String = redis::cmd("SCRIPT")
-        .arg("LOAD")
-        .arg(slidelog_redis::script::SOURCE)
-        .query(conn)
-        .unwrap();
-    let weights = slidelog_redis::keys::weights_key(key.as_bytes());
-    let (mut pipe, mut queued, mut member) = (redis::pipe(), 0, 0u64);
-    for ms in (0..seconds * 1_000).step_by(every_ms as usize) {
-        for _ in 0..per_ms {
-            member += 1;
-            pipe.cmd("EVALSHA")
-                .arg(&sha)
-                .arg(2)
-                .arg(key)
-                .arg(&weights)
-                .arg(1)
-                .arg(start + ms)
-                .arg(&args)
-                .arg(format!("{member:026}"))
-                .arg(-1)
-                .ignore();
-            queued += 1;
-            if queued == 2_000 {
-                let () = pipe.query(conn).unwrap();
-                (pipe, queued) = (redis::pipe(), 0);
-            }
-        }
-    }
-    if queued > 0 {
-        let () = pipe.query(conn).unwrap();
-    }
-    let mut usage = |k: &[u8]| -> i64 {
-        redis::cmd("MEMORY")
-            .arg("USAGE")
-            .arg(k)
-            .arg("SAMPLES")
-            .arg(0)
-            .query::<Option<i64>>(&mut *conn)
-            .unwrap()
-            .unwrap_or(0)
-    };
-    let bytes = usage(key.as_bytes()) + usage(&weights);
-    let records: i64 = redis::cmd("ZCARD").arg(key).query(conn).unwrap();
-    (bytes, records)
-}
-
-#[test]
-#[ignore = "a measurement: cargo test -p slidelog-redis --test granularity -- --ignored --nocapture"]
-fn bytes_per_hot_key_on_the_scripts() {
-    let server = RedisServer::start_kind(ServerKind::Redis);
-    let mut conn = redis::Client::open(server.url())
-        .unwrap()
-        .get_connection()
-        .unwrap();
-    for g in [1, 10, 100, 1_000] {
-        let key = format!("hot:{g}");
-        let (bytes, records) = hot_key_bytes(&mut conn, &key, (60_000, g), 60, (1, 10));
-        println!("scripts, 60 s at {g} ms: {records} records, MEMORY USAGE {bytes} B");
-    }
-    // A check a second over the whole day: every one of its 1,440 granules.
-    let day = (86_400_000, 60_000);
-    let (bytes, records) = hot_key_bytes(&mut conn, "hot:day", day, 86_400, (1_000, 1));
-    println!("scripts, 24 h at 1 min: {records} records, MEMORY USAGE {bytes} B");
 }
 
 /// Same stored time, one record (docs/design.md §1.1): three checks in

@@ -1,5 +1,5 @@
-//! A check that timed out is never recorded later (issue 12, reproduction
-//! 5). Before the fix, 60 checks sent during a 5 s SIGSTOP of Redis all
+//! A check that timed out is never recorded later
+//! (docs/design.md §6). Before the fix, 60 checks sent during a 5 s SIGSTOP of Redis all
 //! timed out, yet ZCARD was 60 after SIGCONT: Redis ran its backlog and
 //! recorded them, using up quota for requests that were refused or admitted
 //! degraded. Each check now carries a deadline the script compares with

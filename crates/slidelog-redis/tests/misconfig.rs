@@ -1,4 +1,4 @@
-//! A misconfiguration is loud, not transient (issue 12, reproduction 2):
+//! A misconfiguration is loud, not transient (docs/design.md §6):
 //! a wrong password, an unknown ACL user, a user without permission to run
 //! the script (NOPERM), a database index the server does not have and a
 //! failed TLS handshake are errors with `is_transient() == false` that name

@@ -1,4 +1,4 @@
-//! Reservations settled across OS processes (issue 24, docs/design.md
+//! Reservations settled across OS processes (docs/design.md
 //! §4.5): 3 processes (this test binary run again as children) x 16
 //! concurrent clients on one key with two named limits, `requests` (cost 1)
 //! and `tokens` (an estimate of 20 to 80). Each client checks its estimate

@@ -1,4 +1,4 @@
-//! The HTTP API's own cost per request, in process (issue 26): heap
+//! The HTTP API's own cost per request, in process: heap
 //! allocations and CPU time of `POST /v1/check` through the service's
 //! router (body extraction, validation, the memory store's decision, the
 //! metrics, the JSON answer and the RateLimit header fields), beside the

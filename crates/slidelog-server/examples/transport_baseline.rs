@@ -21,7 +21,7 @@
 //! does not, and serve's ratio to it is flattered.
 //!
 //! The gRPC side runs on `tonic::transport::Server`, the stack most tonic
-//! services run on (and the one the issue 26 targets are set against).
+//! services run on (and the floor BENCHMARKS.md's service ratios are set against).
 //! With `BASELINE_GRPC=hyper` it runs on hyper alone instead, straight to
 //! the generated server, as `serve` now serves its gRPC port
 //! (`slidelog_server::server::serve_grpc`, without serve's keep-alive

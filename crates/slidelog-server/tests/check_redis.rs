@@ -58,7 +58,7 @@ fn check_with_redis_down_fails_fast_with_exit_2_and_masks_the_password() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("s3cret"), "{stderr}");
     assert!(stderr.contains("user:***@127.0.0.1"), "{stderr}");
-    // Said once (issue 23): "cannot open store: cannot connect to URL:
+    // Said once: "cannot open store: cannot connect to URL:
     // Connection refused (os error 111)", neither the refusal nor the URL a
     // second time.
     assert!(

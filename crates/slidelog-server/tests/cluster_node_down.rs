@@ -1,4 +1,4 @@
-//! One Redis Cluster master down, as `slidelog serve` shows it (issue 23):
+//! One Redis Cluster master down, as `slidelog serve` shows it:
 //! `/metrics` says how many masters are known down and for how long
 //! (`slidelog_store_nodes_down`, `slidelog_store_nodes_down_seconds`) while
 //! `slidelog_store_down_seconds` stays 0 and `slidelog_store_up` 1 (the
@@ -99,7 +99,7 @@ fn one_master_down_is_a_metric_and_one_episode_in_the_log() {
     assert!(body.contains(r#""degraded":true"#), "{body}");
     // The store is up: a call failed for the dead master's slot is counted
     // as a store error, but does not turn slidelog_store_up to 0 (it
-    // alternated with every call before, issue 23).
+    // alternated with every call before).
     assert_eq!(metric(&addr, "slidelog_store_up"), Some(1.0));
 
     // Three rounds of live keys only for longer than the quiet second, then

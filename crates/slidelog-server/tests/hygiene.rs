@@ -1,5 +1,5 @@
-//! Idle and hostile clients cannot lock anyone out (issue 12, reproduction
-//! 4). Before the fix, with 1,024 file descriptors, 1,050 connections that
+//! Idle and hostile clients cannot lock anyone out
+//! (docs/design.md §6). Before the fix, with 1,024 file descriptors, 1,050 connections that
 //! sent nothing stopped both ports from accepting ("Too many open files"
 //! every second) until they were released, and 500 slowloris connections
 //! were never closed.

@@ -186,7 +186,7 @@ fn damaged_files_refuse_to_start_and_the_discard_flag_starts_empty() {
             stderr.contains("--memory-snapshot-discard-invalid"),
             "{what}: the flag is not named: {stderr}"
         );
-        // The cause, said once (issue 23).
+        // The cause, said once.
         let cause = match what {
             "empty" => "empty (0 bytes)",
             "foreign" => "not a slidelog memory snapshot",

@@ -1,5 +1,5 @@
-//! The built binary against a real redis-server (issue 12, reproductions 2
-//! and 3): a misconfigured store is loud — `serve` and `check` refuse to
+//! The built binary against a real redis-server
+//! (docs/design.md §6): a misconfigured store is loud — `serve` and `check` refuse to
 //! start (exit 2) naming the cause; `serve --allow-store-misconfig` starts,
 //! logs an error line and answers 503 on /readyz with the cause — and no
 //! password or token is ever printed: not by `--help` with the env set, not

@@ -1,4 +1,4 @@
-//! The Limiter's own cost per decision (issue 26): what
+//! The Limiter's own cost per decision (docs/design.md §5): what
 //! `Limiter::decide_each_at` (the call `slidelog serve`'s `POST /v1/check`
 //! handler makes) costs beyond the bare memory store on the same workload:
 //! one limit, 10,000 keys, every check admitted and recorded

@@ -55,7 +55,7 @@ async fn a_head_cost_is_charged_and_a_cost_above_the_max_is_413_with_the_reason(
     assert_eq!(r.headers()["ratelimit-policy"], "\"default\";q=10;w=60");
     let text = r.text().await.unwrap();
     assert!(text.contains("cost must be between 1 and 10"), "{text}");
-    // A cost of 0 charges nothing (issue 23: it was a 400 for the client):
+    // A cost of 0 charges nothing (it once was a 400 for the client):
     // the request is served, uncounted, even while the limit is full.
     let r = post_units(&base, "0").await;
     assert_eq!(r.status(), 200);
@@ -79,7 +79,7 @@ async fn per_limit_costs_charge_each_limit_its_own_units() {
     // 0 tokens: charged 1 request only, decided on the request limit.
     let r = post_units(&base, "0").await;
     assert_eq!(r.status(), 200);
-    // Every limit is listed (issue 23), the deciding one first.
+    // Every limit is listed, the deciding one first.
     assert_eq!(
         r.headers()["ratelimit"],
         "\"3per60000ms\";r=1;t=60, \"100per60000ms\";r=40;t=60"
@@ -100,7 +100,7 @@ async fn per_limit_costs_charge_each_limit_its_own_units() {
 
 #[test]
 fn a_cost_list_by_position_of_the_wrong_length_fails_when_the_layer_is_built() {
-    // issue 23: `[1, n]` against limits that are not two was only found per
+    // `[1, n]` against limits that are not two was only found per
     // request (500). Every limited route is checked, the default too.
     let routes = || {
         RouteLimits::new(parse_list("60/minute, 20000/minute").unwrap())

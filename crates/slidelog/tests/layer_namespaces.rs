@@ -92,7 +92,7 @@ fn a_name_must_fit_in_a_key() {
     assert_eq!(layer().name("search").unwrap().namespace(), "search");
 }
 
-/// Issue 23: two limiters (two services) on one Redis, each with an unnamed
+/// Two limiters (two services) on one Redis, each with an unnamed
 /// layer keyed by IP, `/a` at 10 a second and `/b` at 5 a minute. Both were
 /// `auto-ip`: after 6 hits on `/a`, `/b` answered 429 on its first call.
 /// Now they count apart, unless given the same explicit name.

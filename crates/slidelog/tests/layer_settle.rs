@@ -1,5 +1,5 @@
-//! The layer's named limits and its settle from the response (issues 23 and
-//! 24): RateLimit / RateLimit-Policy list every limit by name; a cost list
+//! The layer's named limits and its settle from the response
+//! (docs/design.md §4.5): RateLimit / RateLimit-Policy list every limit by name; a cost list
 //! given by name that does not fit the limits fails when the layer is
 //! built; a reservation is settled to the real cost a response header, a
 //! `Usage` extension or the body reports, refunded on chosen statuses,

@@ -162,7 +162,7 @@ impl slidelog::store::Store for Wrapped {
     }
 }
 
-/// The limiter calls its own memory store directly (issue 26): the same
+/// The limiter calls its own memory store directly (no task hop): the same
 /// answers, on the store's clock or an explicit time, as through the
 /// `Store` trait, and the full store's error through the policy alike.
 #[tokio::test]

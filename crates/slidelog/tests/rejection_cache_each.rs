@@ -1,4 +1,4 @@
-//! Every limit's state from the rejection cache (issue 23: a cached
+//! Every limit's state from the rejection cache (a cached
 //! rejection listed the deciding limit only, so repeated 429s showed the
 //! other limits as `null`). A deterministic differential on one instance
 //! through `Limiter::decide_each`: every count a local answer reports is the
@@ -232,7 +232,7 @@ async fn one_instance_every_count_a_local_answer_reports_is_the_stores_own() {
     );
 }
 
-/// The layer's 429s (issue 23's symptom): repeated refusals answered from
+/// The layer's 429s (the symptom a user saw): repeated refusals answered from
 /// the cache list every limit whose counts are known, not the deciding one
 /// alone.
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! Settle storms against a hot key on a real Redis (issue 24, Abuse): the
+//! Settle storms against a hot key on a real Redis (docs/design.md §4.5): the
 //! rejection cache stays exact across settles and charges, each settle or
 //! charge is one Redis call and a cached rejection none, and forged
 //! receipts never change the log.

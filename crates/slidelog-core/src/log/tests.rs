@@ -596,6 +596,23 @@ fn compare(log: &Log, model: &Model, now: u64) -> Result<(), proptest::test_runn
     Ok(())
 }
 
+/// Runs `ops` on a log and on the model, comparing every answer and the
+/// codec's round trip after each step.
+fn run_against_model(ops: Vec<Op>) -> Result<(), proptest::test_runner::TestCaseError> {
+    let mut log = Log::new();
+    let mut model = Model::default();
+    let mut now: u64 = 1 << 40;
+    for op in ops {
+        step(&mut log, &mut model, &mut now, op)?;
+        compare(&log, &model, now)?;
+        let mut bytes = Vec::new();
+        crate::codec::encode(&log, &mut bytes);
+        let (back, _) = crate::codec::decode(&bytes).unwrap();
+        proptest::prop_assert_eq!(&back, &log);
+    }
+    Ok(())
+}
+
 proptest::proptest! {
     /// The log against a plain sorted list of (timestamp, costs), one
     /// record per millisecond: appends that merge, checks that raise the
@@ -603,17 +620,7 @@ proptest::proptest! {
     /// horizon, settles by share (and shares it does not hold), refunds.
     #[test]
     fn the_log_matches_a_plain_list(ops in ops()) {
-        let mut log = Log::new();
-        let mut model = Model::default();
-        let mut now: u64 = 1 << 40;
-        for op in ops {
-            step(&mut log, &mut model, &mut now, op)?;
-            compare(&log, &model, now)?;
-            let mut bytes = Vec::new();
-            crate::codec::encode(&log, &mut bytes);
-            let (back, _) = crate::codec::decode(&bytes).unwrap();
-            proptest::prop_assert_eq!(&back, &log);
-        }
+        run_against_model(ops)?;
     }
 }
 
@@ -701,17 +708,7 @@ proptest::proptest! {
     /// answer, the codec's round trip and equality hold in both layouts.
     #[test]
     fn dense_and_sparse_logs_match_a_plain_list(ops in grid_ops()) {
-        let mut log = Log::new();
-        let mut model = Model::default();
-        let mut now: u64 = 1 << 40;
-        for op in ops {
-            step(&mut log, &mut model, &mut now, op)?;
-            compare(&log, &model, now)?;
-            let mut bytes = Vec::new();
-            crate::codec::encode(&log, &mut bytes);
-            let (back, _) = crate::codec::decode(&bytes).unwrap();
-            proptest::prop_assert_eq!(&back, &log);
-        }
+        run_against_model(ops)?;
     }
 }
 

@@ -29,7 +29,7 @@ use axum::Json;
 use axum::extract::Request as HttpRequest;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use slidelog::{Detailed, InputError, LimiterError, ReceiptError, Request, StoreError};
+use slidelog::{Detailed, InputError, LimiterError, Now, ReceiptError, Request, StoreError};
 
 /// The answer of a settle: `settled` beside the limit fields.
 #[derive(Debug, serde::Serialize)]
@@ -65,9 +65,7 @@ async fn settle_inner(
     body: Result<JsonBody<DecisionBody>, ApiError>,
 ) -> Result<Response, ApiError> {
     let JsonBody(body) = body?;
-    let now = client_now(app, body.now_ms)?;
-    let policy = super::policy::resolve(app, &body)?;
-    let request = body.to_usage_request_under(true, super::policy::limits(&policy))?;
+    let (request, now) = usage_request(app, &body, true)?;
     let receipt = body.receipt.as_deref().ok_or_else(|| {
         ApiError::bad_request(
             "receipt",
@@ -91,15 +89,22 @@ async fn charge_inner(
     body: Result<JsonBody<DecisionBody>, ApiError>,
 ) -> Result<Response, ApiError> {
     let JsonBody(body) = body?;
-    let now = client_now(app, body.now_ms)?;
-    let policy = super::policy::resolve(app, &body)?;
-    let request = body.to_usage_request_under(false, super::policy::limits(&policy))?;
+    let (request, now) = usage_request(app, &body, false)?;
     let each = app
         .limiter()
         .charge_at(&request, now)
         .await
         .map_err(|e| usage_error("charge", e))?;
     Ok((StatusCode::OK, Json(answer(app, &request, &each))).into_response())
+}
+
+/// A settle's (`settle`) or a charge's request from `body`, under its
+/// policy when it names one, and the time it is decided at.
+fn usage_request(app: &App, body: &DecisionBody, settle: bool) -> Result<(Request, Now), ApiError> {
+    let now = client_now(app, body.now_ms)?;
+    let policy = super::policy::resolve(app, body)?;
+    let request = body.to_usage_request_under(settle, super::policy::limits(&policy))?;
+    Ok((request, now))
 }
 
 /// The limit fields of `each` (the deciding limit's at the top level, every

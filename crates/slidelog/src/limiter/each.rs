@@ -98,45 +98,8 @@ impl Limiter {
         self.bounds.check(request).map_err(InputError::from)?;
         let floored = self.floored(request);
         let request = floored.as_ref().unwrap_or(request);
-        let op = Op::deciding(mode);
-        let started = self.inner.report.start();
-        let cache = self
-            .inner
-            .rejections
-            .as_deref()
-            .filter(|_| now == Now::Server);
-        let ticket = match cache.map(|c| c.answer_each(request)) {
-            Some(Ok(local)) => {
-                self.inner.report.decided(op, &local.decision, started);
-                return Ok(local);
-            }
-            Some(Err(ticket)) => Some(ticket),
-            None => None,
-        };
-        if self.held_locally(std::iter::once(request.key())) {
-            return self.locally_each(request, mode, now, op, started, None);
-        }
-        if let Some(outage) = self.inner.health.outage() {
-            return self.by_policy(request, mode, now, op, outage, started);
-        }
         let call = self.inner.store.decide_each(request, mode, now);
-        match self.inner.bound.run(call).await {
-            Ok(each) => {
-                if let (Some(cache), Some(ticket)) = (cache, ticket)
-                    && !each.decision.blocked
-                {
-                    cache.observe_each(request, &each, ticket);
-                }
-                self.inner.health.answered();
-                self.inner.report.answered(true);
-                self.inner.report.decided(op, &each.decision, started);
-                Ok(each)
-            }
-            Err(e) => {
-                let (health, inner) = (&self.inner.health, &self.inner);
-                health.failed(&e, &inner.store, inner.bound);
-                self.by_policy(request, mode, now, op, e, started)
-            }
-        }
+        self.through_store(request, mode, now, self.inner.bound.run(call))
+            .await
     }
 }

@@ -34,6 +34,7 @@ mod health;
 mod local;
 mod policy;
 mod queue;
+mod remote;
 mod report;
 mod usage;
 mod wait;
@@ -268,49 +269,8 @@ impl Limiter {
         self.bounds.check(request).map_err(InputError::from)?;
         let floored = self.floored(request);
         let request = floored.as_ref().unwrap_or(request);
-        let op = Op::deciding(mode);
-        let started = self.inner.report.start();
-        // Only on the store's clock is a cached rejection exact.
-        let cache = self
-            .inner
-            .rejections
-            .as_deref()
-            .filter(|_| now == Now::Server);
-        let ticket = match cache.map(|c| c.answer(request)) {
-            Some(Ok(local)) => {
-                self.inner.report.decided(op, &local, started);
-                return Ok(local);
-            }
-            Some(Err(ticket)) => Some(ticket),
-            None => None,
-        };
-        if self.held_locally(std::iter::once(request.key())) {
-            let local = self.locally_each(request, mode, now, op, started, None);
-            return local.map(|each| each.decision);
-        }
-        if let Some(outage) = self.inner.health.outage() {
-            let answer = self.by_policy(request, mode, now, op, outage, started);
-            return answer.map(|each| each.decision);
-        }
-        match self.store_decide(request, mode, now).await {
-            Ok(decision) => {
-                if let (Some(cache), Some(ticket)) = (cache, ticket)
-                    && !decision.blocked
-                {
-                    cache.observe(request, &decision, ticket);
-                }
-                self.inner.health.answered();
-                self.inner.report.answered(true);
-                self.inner.report.decided(op, &decision, started);
-                Ok(decision)
-            }
-            Err(e) => {
-                let (health, inner) = (&self.inner.health, &self.inner);
-                health.failed(&e, &inner.store, inner.bound);
-                let answer = self.by_policy(request, mode, now, op, e, started);
-                answer.map(|each| each.decision)
-            }
-        }
+        let call = self.store_decide(request, mode, now);
+        self.through_store(request, mode, now, call).await
     }
 
     /// The store's decision, bounded in time. A store in this process's
