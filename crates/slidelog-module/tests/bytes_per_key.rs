@@ -5,7 +5,8 @@
 //! original design's script (a sorted set, one member per request), under
 //! the same traffic: 10 checks per ms for 60 s on a 60 s window (exact, at
 //! 10, 100 and 1,000 ms), and a check a second for 24 h on a 24 h window at
-//! 1 minute.
+//! 1 minute, and a check a minute of 200 tokens for 30 days on a 30-day
+//! window at 1 hour.
 //!
 //! ```sh
 //! CELL=/path/to/libredis_cell.so cargo test --release -p slidelog-module \
@@ -30,6 +31,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 const MAX: u64 = 10_000_000;
 const MINUTE: u64 = 60_000;
 const DAY: u64 = 86_400_000;
+const MONTH: u64 = 30 * DAY;
 
 /// One row of traffic: the window and granularity, how long, and how often.
 struct Traffic {
@@ -38,6 +40,8 @@ struct Traffic {
     seconds: u64,
     every_ms: u64,
     per_ms: u64,
+    /// Each check's cost (tokens; the original script has none).
+    cost: u64,
 }
 
 impl Traffic {
@@ -51,6 +55,7 @@ impl Traffic {
     fn label(&self) -> String {
         match (self.window_ms, self.granularity_ms) {
             (DAY, g) => format!("24 h at {} min, a check a second", g / MINUTE),
+            (MONTH, _) => "30 d at 1 h, a check a minute of 200 tokens".into(),
             (_, 1) => "60 s exact, 10 checks per ms".into(),
             (_, g) => format!("60 s at {g} ms, 10 checks per ms"),
         }
@@ -71,7 +76,7 @@ fn memory_store(t: &Traffic, start: u64) -> usize {
     let r = Request::new(
         "hot",
         vec![limit.with_granularity(t.granularity_ms).unwrap()],
-        1,
+        t.cost,
     )
     .unwrap();
     for now in t.times(start) {
@@ -118,13 +123,17 @@ fn module(conn: &mut Connection, key: &str, t: &Traffic, start: u64) -> (i64, i6
         t.times(start).map(|now| {
             let mut c = redis::cmd("SLIDELOG.CHECK");
             c.arg(key).arg("RECORD").arg(now).arg(0).arg(1).arg(MAX);
-            c.arg(&limit).arg(1);
+            c.arg(&limit).arg(t.cost);
             c
         }),
     );
     let info: std::collections::HashMap<String, i64> =
         redis::cmd("SLIDELOG.INFO").arg(key).query(conn).unwrap();
-    assert_eq!(info["units"], t.times(start).count() as i64, "all admitted");
+    assert_eq!(
+        info["units"],
+        (t.times(start).count() as u64 * t.cost) as i64,
+        "all admitted"
+    );
     (memory_usage(conn, key), info["records"])
 }
 
@@ -134,7 +143,7 @@ fn module(conn: &mut Connection, key: &str, t: &Traffic, start: u64) -> (i64, i6
 fn scripts(conn: &mut Connection, key: &str, t: &Traffic, start: u64) -> (i64, i64) {
     let limit = Limit::new(MAX, t.window_ms).unwrap();
     let limit = limit.with_granularity(t.granularity_ms).unwrap();
-    let request = Request::new(key, vec![limit], 1).unwrap();
+    let request = Request::new(key, vec![limit], t.cost).unwrap();
     let args = slidelog_redis::script::limit_args(&request);
     let sha: String = redis::cmd("SCRIPT")
         .arg("LOAD")
@@ -218,6 +227,7 @@ fn bytes_per_hot_key_beside_redis_cell_and_the_original_script() {
             seconds: 60,
             every_ms: 1,
             per_ms: 10,
+            cost: 1,
         })
         .into_iter()
         .chain([Traffic {
@@ -226,10 +236,19 @@ fn bytes_per_hot_key_beside_redis_cell_and_the_original_script() {
             seconds: 86_400,
             every_ms: 1_000,
             per_ms: 1,
+            cost: 1,
+        }])
+        .chain([Traffic {
+            window_ms: MONTH,
+            granularity_ms: 3_600_000,
+            seconds: 30 * 86_400,
+            every_ms: MINUTE,
+            per_ms: 1,
+            cost: 200,
         }])
         .collect();
     println!(
-        "| traffic, one hot key | memory store | module (records) | scripts (members) | redis-cell | original script (members) | module / redis-cell | module / original |"
+        "| traffic, one hot key | memory store | module (records) | scripts (members) | redis-cell | original script (members) | module / redis-cell | original / module |"
     );
     println!("|---|---|---|---|---|---|---|---|");
     let mut exact_original = None;
@@ -253,7 +272,7 @@ fn bytes_per_hot_key_beside_redis_cell_and_the_original_script() {
             "| {} | {store} B | {module_b} B ({records}) | {script_b} B ({script_m}) | {cell_b} B | {orig_b} B ({members}) | {} | {} |",
             t.label(),
             ratio(module_b, cell_b),
-            ratio(module_b, orig_b),
+            ratio(orig_b, module_b),
         );
     }
 }

@@ -114,9 +114,7 @@ pub async fn run<C: ConnectionLike>(conn: &mut C, check: Check<'_>) -> RedisResu
     if mode == Mode::Record
         && !each
         && !penalty
-        && request.limits().len() == 1
-        && request.cost_for(0) == 1
-        && request.limits()[0].granularity_ms() == 1
+        && fits_single(request)
         && let Some(outcome) =
             run_single(conn, redis_key, request, &member, now_ms, deadline_ms).await?
     {
@@ -150,6 +148,13 @@ pub async fn run<C: ConnectionLike>(conn: &mut C, check: Check<'_>) -> RedisResu
     } else {
         outcome
     })
+}
+
+/// Whether `single_limit.lua` can decide `request`'s check: one exact
+/// limit at cost 1 (the original layout, docs/design.md §4.2).
+fn fits_single(request: &Request) -> bool {
+    let limits = request.limits();
+    limits.len() == 1 && request.cost_for(0) == 1 && limits[0].granularity_ms() == 1
 }
 
 /// The general script's mode (`sliding_log.lua`'s ARGV[1]): peek 0 / check

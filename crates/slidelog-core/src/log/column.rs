@@ -62,6 +62,8 @@ impl Column {
     }
 
     #[inline]
+    // The macro's `u32` arm converts `u32` to itself; the other arms need it.
+    #[allow(clippy::useless_conversion)]
     pub(super) fn get(&self, i: usize) -> u32 {
         each!(self, v => u32::from(v[i]))
     }

@@ -149,12 +149,12 @@ impl Log {
         if live == 0 {
             self.clear();
         } else if !worth(c.len(), live, c.record_bytes(), GO_SPARSE) {
-            self.to_sparse();
+            self.make_sparse();
         }
     }
 
     /// Back to timestamps: the counted records only, O(records).
-    pub(super) fn to_sparse(&mut self) {
+    pub(super) fn make_sparse(&mut self) {
         let Some(c) = self.costs.as_deref().filter(|_| self.dense()) else {
             return;
         };

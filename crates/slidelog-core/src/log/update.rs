@@ -140,7 +140,7 @@ impl Log {
             self.fit_layout();
             return true;
         }
-        self.to_sparse();
+        self.make_sparse();
         false
     }
 
@@ -196,7 +196,7 @@ impl Log {
         };
         let ts = newest.max(now);
         if ts != newest && !(self.dense() && self.move_newest_dense(ts)) {
-            self.to_sparse();
+            self.make_sparse();
             self.move_newest(ts);
         }
         self.add_costs(self.len() - 1, costs);
