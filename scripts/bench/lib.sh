@@ -14,6 +14,18 @@ require_tools() {
     command -v "$tool" >/dev/null || { echo "$tool is missing: apt-get install -y $packages" >&2; exit 2; }
   done
 }
+# instructions_per_call PORT PID OUT STAT: stops the callgrind'd server PID
+# on PORT and prints the instructions OUT counted per call of its command
+# STAT (`INFO commandstats`' cmdstat_STAT calls).
+instructions_per_call() {
+  local port=$1 pid=$2 out=$3 stat=$4 calls ir
+  calls=$(redis-cli -p "$port" INFO commandstats | tr -d '\r' | sed -n "s/^cmdstat_$stat:calls=\([0-9]*\),.*/\1/p")
+  redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+  wait "$pid" 2>/dev/null || true
+  ir=$(callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1; exit}')
+  rm -f "$out"*
+  echo $((ir / calls))
+}
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # grpc_request FILE: ShouldRateLimit{domain: "bench", descriptors: [{entries:

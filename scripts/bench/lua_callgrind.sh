@@ -63,12 +63,7 @@ instructions() {
   # A full key first (its calls are counted too: at most 25 of 2,025).
   [ $keys = 1 ] && redis-benchmark -p "$port" -c 1 -n 25 -r 1000000 -q "${call[@]}" >/dev/null 2>&1
   redis-benchmark -p "$port" -c 10 -n "$N" -r $keys -P 16 -q "${call[@]}" >/dev/null 2>&1
-  calls=$(redis-cli -p "$port" INFO commandstats | tr -d '\r' | sed -n "s/^cmdstat_evalsha:calls=\([0-9]*\),.*/\1/p")
-  redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
-  wait "$pid" 2>/dev/null || true
-  ir=$(callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1; exit}')
-  rm -f "$out"*
-  echo $((ir / calls))
+  instructions_per_call "$port" "$pid" "$out" evalsha
 }
 
 WORKLOADS=${WORKLOADS:-plain weighted rejected charge}

@@ -70,12 +70,7 @@ instructions() {
   # A full key first (its calls are counted too: at most 100 of 2,100).
   [ $keys = 1 ] && redis-benchmark -p "$port" -c 1 -n $max -r 1000000 -q "${call[@]}" >/dev/null 2>&1
   redis-benchmark -p "$port" -c 10 -n "$N" -r $keys -P 16 -q "${call[@]}" >/dev/null 2>&1
-  calls=$(redis-cli -p "$port" INFO commandstats | tr -d '\r' | sed -n "s/^cmdstat_$stat:calls=\([0-9]*\),.*/\1/p")
-  redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
-  wait "$pid" 2>/dev/null || true
-  ir=$(callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1; exit}')
-  rm -f "$out"*
-  echo $((ir / calls))
+  instructions_per_call "$port" "$pid" "$out" $stat
 }
 
 printf '| workload |'; for s in "${SCRIPTS[@]}"; do printf ' %s |' "$s"; done; echo ' single / original | module / original |'
