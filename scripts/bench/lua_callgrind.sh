@@ -5,8 +5,8 @@
 # costs inside redis-server (callgrind, --toggle-collect=evalShaCommand;
 # deterministic to about 1%). BENCHMARKS.md, "The Lua prelude".
 #
-#   BEFORE=main scripts/bench/lua_callgrind.sh
-#   BEFORE=main SERVER=/path/to/valkey-server scripts/bench/lua_callgrind.sh
+#   BEFORE=d1a6d37 scripts/bench/lua_callgrind.sh
+#   BEFORE=d1a6d37 SERVER=/path/to/valkey-server scripts/bench/lua_callgrind.sh
 #
 # Workloads (redis-benchmark -P 16, N calls each, 100 live keys unless said):
 # plain = a check of two limits at cost 1; weighted = one limit at cost 5;
