@@ -10,7 +10,9 @@ use common::{Limits, ServerKind, check, decision, request, server};
 use redis::Connection;
 use slidelog_core::{Log, engine};
 
+// The general script as slidelog-redis builds it: the shared steps first.
 const GENERAL: &str = concat!(
+    include_str!("../../slidelog-redis/src/prelude.lua"),
     include_str!("../../slidelog-redis/src/sliding_log.lua"),
     include_str!("../../slidelog-redis/src/sliding_log_main.lua")
 );
