@@ -24,6 +24,11 @@ pub fn free_port() -> u16 {
         .expect("bind 127.0.0.1:0")
 }
 
+/// True when `info` (`INFO server`) is process `pid`'s.
+pub(crate) fn is_process(info: &str, pid: u32) -> bool {
+    crate::admin::info_field(info, "process_id") == Some(pid.to_string())
+}
+
 /// A running `redis-server` that this test started. Killed on drop.
 #[derive(Debug)]
 pub struct RedisServer {
@@ -231,7 +236,7 @@ impl RedisServer {
                     tail.join(" | ")
                 ));
             }
-            if self.ping() {
+            if self.answers_as(child.id()) {
                 self.child = Some(child);
                 return Ok(());
             }
@@ -250,14 +255,18 @@ impl RedisServer {
         self.dir.path().join("redis.log")
     }
 
-    fn ping(&self) -> bool {
+    /// True once the server on the port answers as process `pid`: a PING
+    /// alone could be answered by another test's server that took the port
+    /// between `free_port` and this server's bind (this one then exits).
+    fn answers_as(&self, pid: u32) -> bool {
         let Ok(client) = redis::Client::open(self.authenticated_url()) else {
             return false;
         };
         let Ok(mut conn) = client.get_connection_with_timeout(Duration::from_millis(200)) else {
             return false;
         };
-        redis::cmd("PING").query::<String>(&mut conn).is_ok()
+        let info = redis::cmd("INFO").arg("server").query::<String>(&mut conn);
+        info.is_ok_and(|info| is_process(&info, pid))
     }
 }
 

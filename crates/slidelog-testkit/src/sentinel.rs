@@ -70,7 +70,10 @@ impl SentinelProcess {
             if let Ok(Some(status)) = child.try_wait() {
                 return Err(format!("sentinel exited with {status}"));
             }
-            if query::<String>(port, &redis::cmd("PING")).is_ok() {
+            // Its own process, not another test's server on a port taken
+            // between free_port and this bind.
+            let info = query::<String>(port, redis::cmd("INFO").arg("server"));
+            if info.is_ok_and(|info| crate::redis_server::is_process(&info, child.id())) {
                 return Ok(Self {
                     port,
                     _dir: dir,
