@@ -255,8 +255,8 @@ impl RedisServer {
         self.dir.path().join("redis.log")
     }
 
-    /// True once the server on the port answers as process `pid`: a PING
-    /// alone could be answered by another test's server that took the port
+    /// True once the server on the port answers PING, as process `pid`: a
+    /// PING alone could be answered by another test's server that took the port
     /// between `free_port` and this server's bind (this one then exits).
     fn answers_as(&self, pid: u32) -> bool {
         let Ok(client) = redis::Client::open(self.authenticated_url()) else {
@@ -265,6 +265,10 @@ impl RedisServer {
         let Ok(mut conn) = client.get_connection_with_timeout(Duration::from_millis(200)) else {
             return false;
         };
+        // PING first: a server loading its data answers INFO but not PING.
+        if redis::cmd("PING").query::<String>(&mut conn).is_err() {
+            return false;
+        }
         let info = redis::cmd("INFO").arg("server").query::<String>(&mut conn);
         info.is_ok_and(|info| is_process(&info, pid))
     }
