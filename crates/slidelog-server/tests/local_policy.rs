@@ -2,7 +2,8 @@
 //! "Local answers"): three instances on one Redis with `--on-store-error
 //! local --local-share 0.34` and a limit of 30 per minute. With Redis
 //! killed each instance admits at most ceil(30 × 0.34) = 11 (and some),
-//! answered at once (p99 under 5 ms on kept-alive connections); with Redis
+//! answered at once (never waiting on the store: p99 under a quarter of
+//! its 100 ms timeout on kept-alive connections); with Redis
 //! restarted empty, the store counts exactly what the outage admitted
 //! within 3 s, and the checks after it admit exactly what is left of the
 //! 30. A charge-back whose replies are lost
@@ -93,7 +94,11 @@ fn three_instances_admit_their_share_while_redis_is_down_and_charge_it_back_exac
         took <= Duration::from_secs(3),
         "charged back after {took:?}"
     );
-    assert!(p99 <= Duration::from_millis(5), "outage p99 {p99:?}");
+    // What an outage answer must not do is wait on the store: one that did
+    // would take the store timeout (100 ms) or more. The bound is a quarter
+    // of it, not a speed target (the measured p99, 1-6 ms on this 2-core
+    // host under the whole suite, is printed above; docs/design.md §6).
+    assert!(p99 <= Duration::from_millis(25), "outage p99 {p99:?}");
 }
 
 /// Redis frozen (SIGSTOP) past the store timeout while the charge-back's
