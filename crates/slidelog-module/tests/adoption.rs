@@ -10,12 +10,8 @@ use common::{Limits, ServerKind, check, decision, request, server};
 use redis::Connection;
 use slidelog_core::{Log, engine};
 
-// The general script as slidelog-redis builds it: the shared steps first.
-const GENERAL: &str = concat!(
-    include_str!("../../slidelog-redis/src/prelude.lua"),
-    include_str!("../../slidelog-redis/src/sliding_log.lua"),
-    include_str!("../../slidelog-redis/src/sliding_log_main.lua")
-);
+/// The general script as slidelog-redis builds and sends it.
+const GENERAL: &str = slidelog_redis::script::SOURCE;
 const SINGLE: &str = include_str!("../../slidelog-redis/src/single_limit.lua");
 const ORIGINAL: &str = include_str!("../../slidelog-redis/tests/original_sliding_window.lua");
 

@@ -19,12 +19,8 @@ use common::dump::{payload, real_dump, value_of};
 use common::{ServerKind, check, server};
 use redis::{Connection, RedisResult, Value};
 
-// The general script as slidelog-redis builds it: the shared steps first.
-const GENERAL: &str = concat!(
-    include_str!("../../slidelog-redis/src/prelude.lua"),
-    include_str!("../../slidelog-redis/src/sliding_log.lua"),
-    include_str!("../../slidelog-redis/src/sliding_log_main.lua")
-);
+/// The general script as slidelog-redis builds and sends it.
+const GENERAL: &str = slidelog_redis::script::SOURCE;
 
 /// The server's clock, Unix ms.
 fn server_ms(conn: &mut Connection) -> u64 {

@@ -29,16 +29,10 @@ use redis::Connection;
 use slidelog_core::{Detailed, Limit, Log, Receipt, RecordRef, Request, engine};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-// The general script as slidelog-redis builds it: the shared steps first.
-const GENERAL: &str = concat!(
-    include_str!("../../slidelog-redis/src/prelude.lua"),
-    include_str!("../../slidelog-redis/src/sliding_log.lua"),
-    include_str!("../../slidelog-redis/src/sliding_log_main.lua")
-);
-const USAGE: &str = concat!(
-    include_str!("../../slidelog-redis/src/prelude.lua"),
-    include_str!("../../slidelog-redis/src/usage.lua")
-);
+/// The general script as slidelog-redis builds and sends it.
+const GENERAL: &str = slidelog_redis::script::SOURCE;
+/// `usage.lua` as slidelog-redis builds and sends it.
+const USAGE: &str = slidelog_redis::usage::USAGE_SOURCE;
 
 /// The limit sets of the trace, one per key: a request limit and a token
 /// limit (and a third). Windows >= 10 s: the scripts' TTLs run on the

@@ -18,18 +18,6 @@ fn crates_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// Every `.rs` file under `dir`.
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            sources(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
 /// Every crate's `src` but the test kit's, with its files.
 fn crates() -> Vec<(PathBuf, Vec<PathBuf>)> {
     let mut out = Vec::new();
@@ -37,7 +25,8 @@ fn crates() -> Vec<(PathBuf, Vec<PathBuf>)> {
         let src = entry.path().join("src");
         if src.is_dir() && !entry.file_name().to_string_lossy().contains("testkit") {
             let mut files = Vec::new();
-            sources(&src, &mut files);
+            walk(&src, &mut files);
+            files.retain(|p| p.extension().is_some_and(|e| e == "rs"));
             files.sort();
             out.push((src, files));
         }
